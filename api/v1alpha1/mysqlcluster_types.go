@@ -1,0 +1,352 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MySQLCluster is a highly available MySQL-family database: one primary and up to eight
+// replicas kept in sync with GTID replication and lossless semi-synchronous replication.
+// Dolphin creates the StatefulSet, Services, configuration and credentials for it, and keeps a
+// writable primary behind the `<name>-primary` Service.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=myc,categories=dolphin
+// +kubebuilder:selectablefield:JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase",description="Lifecycle phase of the cluster"
+// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=".status.currentPrimary",description="Pod that currently accepts writes"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.readyInstances",description="Instances that are ready"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=".spec.replicas",description="Instances requested"
+// +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=".spec.engine.flavor",priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=".spec.engine.version",priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type MySQLCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the cluster.
+	// +required
+	Spec MySQLClusterSpec `json:"spec"`
+
+	// Status is the state Dolphin observed; it is written by the operator only.
+	// +optional
+	Status MySQLClusterStatus `json:"status,omitempty"`
+}
+
+// MySQLClusterList is a list of MySQLCluster.
+//
+// +kubebuilder:object:root=true
+type MySQLClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MySQLCluster `json:"items"`
+}
+
+// MySQLClusterSpec is the desired state of a MySQLCluster.
+type MySQLClusterSpec struct {
+	// Engine selects the database server: flavor (mariadb or mysql), version and image.
+	// +kubebuilder:default={}
+	// +optional
+	Engine EngineSpec `json:"engine,omitempty"`
+
+	// Replicas is the number of database instances, primary included (1 to 9).
+	// One instance has no failover; three is the usual choice for high availability.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 9",message="replicas must be between 1 and 9: use 1 for a single instance without failover, 3 or more for high availability"
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// Storage is the persistent volume each instance keeps its data on.
+	// +kubebuilder:default={}
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// Resources are the CPU and memory requests and limits of the database container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// MySQLConfig adds or overrides mysqld settings in the generated my.cnf, for example
+	// `innodb_buffer_pool_size: 512M`. Keys use underscores. Settings that Dolphin manages
+	// itself for replication and failover (server_id, log_bin, gtid_*, read_only,
+	// rpl_semi_sync_*, port, datadir …) are rejected. Changing this map restarts the
+	// instances one at a time.
+	// +kubebuilder:validation:MaxProperties=100
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9_]{0,63}$'))",message="mysqlConfig keys must be lower-case mysqld option names with underscores, e.g. innodb_buffer_pool_size (not innodb-buffer-pool-size)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['server_id','log_bin','log_bin_index','skip_log_bin','disable_log_bin','log_slave_updates','log_replica_updates','binlog_format','gtid_mode','gtid_strict_mode','enforce_gtid_consistency','gtid_domain_id','read_only','super_read_only','skip_slave_start','skip_replica_start','init_rpl_role','relay_log','relay_log_index','datadir','socket','port','bind_address','user','pid_file','log_error','sync_binlog','innodb_flush_log_at_trx_commit']) && !k.startsWith('rpl_semi_sync_'))",message="mysqlConfig may not set replication and durability settings that Dolphin manages (server_id, log_bin, binlog_format, gtid_*, read_only, rpl_semi_sync_*, sync_binlog, innodb_flush_log_at_trx_commit, datadir, port, socket …): remove that key"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r') && !self[k].contains('#'))",message="mysqlConfig values must be a single line without '#' (my.cnf would cut the value at '#')"
+	// +optional
+	MySQLConfig map[string]string `json:"mysqlConfig,omitempty"`
+
+	// Credentials chooses where account passwords come from.
+	// +optional
+	Credentials CredentialsSpec `json:"credentials,omitempty"`
+
+	// PrimaryService configures the `<name>-primary` Service, which always points at the
+	// writable primary.
+	// +optional
+	PrimaryService ServiceSpec `json:"primaryService,omitempty"`
+
+	// ReplicaService configures the `<name>-replicas` Service, which load-balances read-only
+	// connections over the ready replicas.
+	// +optional
+	ReplicaService ServiceSpec `json:"replicaService,omitempty"`
+
+	// PodTemplate adds scheduling constraints and metadata to the instance pods.
+	// +optional
+	PodTemplate PodTemplateOverrides `json:"podTemplate,omitempty"`
+
+	// Failover controls automatic promotion of a replica when the primary is lost.
+	// +kubebuilder:default={}
+	// +optional
+	Failover FailoverSpec `json:"failover,omitempty"`
+
+	// Paused stops Dolphin from changing anything for this cluster (Kubernetes objects and
+	// database topology alike) until it is set back to false. Status is still reported.
+	// Use it for manual maintenance.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// Flavor names a MySQL-family database server.
+// +kubebuilder:validation:Enum=mariadb;mysql
+type Flavor string
+
+const (
+	// FlavorMariaDB is MariaDB (10.11 or 11.4).
+	FlavorMariaDB Flavor = "mariadb"
+	// FlavorMySQL is Oracle MySQL (8.4 LTS).
+	FlavorMySQL Flavor = "mysql"
+)
+
+// EngineSpec selects the database server.
+// +kubebuilder:validation:XValidation:rule="self.flavor == 'mariadb' ? self.version.matches('^(10\\\\.11|11\\\\.4)(\\\\.[0-9]+)?$') : self.version.matches('^8\\\\.4(\\\\.[0-9]+)?$')",message="unsupported engine version: use 10.11 or 11.4 (optionally with a patch level, e.g. 11.4.5) for mariadb, and 8.4 (e.g. 8.4.3) for mysql"
+type EngineSpec struct {
+	// Flavor is the server family: `mariadb` or `mysql`. It cannot be changed after creation.
+	// +kubebuilder:default=mariadb
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine.flavor is immutable: create a new MySQLCluster with the other flavor and move the data with a dump or backup"
+	// +optional
+	Flavor Flavor `json:"flavor,omitempty"`
+
+	// Version is the server version as MAJOR.MINOR or MAJOR.MINOR.PATCH, for example 10.11,
+	// 11.4.5 or 8.4.3.
+	// +kubebuilder:default="10.11"
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+\\\\.[0-9]+(\\\\.[0-9]+)?$')",message="engine.version must look like MAJOR.MINOR or MAJOR.MINOR.PATCH, for example 10.11 or 11.4.5"
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Image overrides the container image of the database server. By default Dolphin uses
+	// the official image for the flavor and version (docker.io/library/mariadb:<version>
+	// or docker.io/library/mysql:<version>).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// StorageSpec describes the persistent volume of each instance.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !has(self.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size cannot shrink: volumes can only grow; to use less space, create a new cluster and restore into it"
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable: create a new cluster with the other storage class and restore into it"
+type StorageSpec struct {
+	// Size of each instance's data volume, for example 10Gi. It can grow but never shrink.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	Size resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the data volumes; empty uses the cluster's default class.
+	// It cannot be changed after creation.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// DeletePolicy says what happens to the data volumes when the MySQLCluster is deleted or
+	// scaled down: `Retain` (default) keeps them, `Delete` removes them.
+	// +kubebuilder:validation:Enum=Retain;Delete
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletePolicy VolumeDeletePolicy `json:"deletePolicy,omitempty"`
+}
+
+// VolumeDeletePolicy says whether data volumes outlive their instances.
+type VolumeDeletePolicy string
+
+const (
+	// VolumeRetain keeps the data volumes.
+	VolumeRetain VolumeDeletePolicy = "Retain"
+	// VolumeDelete deletes the data volumes with their instances.
+	VolumeDelete VolumeDeletePolicy = "Delete"
+)
+
+// CredentialsSpec chooses where the passwords of the accounts Dolphin uses come from.
+type CredentialsSpec struct {
+	// SecretName names an existing Secret in the cluster's namespace holding the keys
+	// root-password, replication-password, operator-password and monitor-password.
+	// When empty, Dolphin generates `<name>-credentials` with strong random passwords and
+	// never overwrites it. It cannot be changed after creation.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="credentials.secretName is immutable: change the passwords inside the Secret instead"
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// ServiceSpec customises a client-facing Service.
+// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('mysql.dolphin.dev/'))",message="service labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin: use another key"
+type ServiceSpec struct {
+	// Type of the Service: ClusterIP (default), NodePort or LoadBalancer.
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +kubebuilder:default=ClusterIP
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// Annotations added to the Service, for example for a cloud load balancer.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// Labels added to the Service.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// PodTemplateOverrides adds scheduling constraints and metadata to the instance pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('mysql.dolphin.dev/'))",message="pod labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin (Services select on them): use another key"
+type PodTemplateOverrides struct {
+	// Labels added to every instance pod.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations added to every instance pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// NodeSelector constrains the instance pods to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Affinity of the instance pods. When empty, Dolphin prefers to spread instances over
+	// different nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// Tolerations of the instance pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// TopologySpreadConstraints of the instance pods.
+	// +optional
+	// +listType=atomic
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// PriorityClassName of the instance pods.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// FailoverSpec controls automatic failover.
+type FailoverSpec struct {
+	// Enabled turns automatic failover on (default). When off, a lost primary leaves the
+	// cluster read-only until an operator acts.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// DetectionInterval is how often the primary is probed, for example 1s.
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1m')",message="failover.detectionInterval must be between 100ms and 1m"
+	// +optional
+	DetectionInterval *metav1.Duration `json:"detectionInterval,omitempty"`
+
+	// DetectionAttempts is how many consecutive failed probes declare the primary lost.
+	// Failover starts after about detectionInterval × detectionAttempts.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	// +optional
+	DetectionAttempts int32 `json:"detectionAttempts,omitempty"`
+}
+
+// Phase is a one-word summary of the cluster's lifecycle for humans.
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Degraded;Failed;Deleting
+type Phase string
+
+const (
+	// PhasePending means the cluster's objects exist but no instance runs yet.
+	PhasePending Phase = "Pending"
+	// PhaseInitializing means instances are starting and the topology is not established yet.
+	PhaseInitializing Phase = "Initializing"
+	// PhaseRunning means a primary accepts writes and every instance is ready.
+	PhaseRunning Phase = "Running"
+	// PhaseDegraded means a primary accepts writes but some instances are not ready.
+	PhaseDegraded Phase = "Degraded"
+	// PhaseFailed means Dolphin cannot make progress without a change by the user; the
+	// conditions say what to change.
+	PhaseFailed Phase = "Failed"
+	// PhaseDeleting means the cluster is being deleted.
+	PhaseDeleting Phase = "Deleting"
+)
+
+// Condition types reported in status.conditions.
+const (
+	// ConditionReady is True when a primary accepts writes and every instance is ready.
+	ConditionReady = "Ready"
+	// ConditionAvailable is True when a primary accepts writes through the primary Service.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while Dolphin is changing the cluster towards its spec.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when something needs attention; the message says what.
+	ConditionDegraded = "Degraded"
+)
+
+// InstanceRole is the replication role of an instance.
+type InstanceRole string
+
+const (
+	// RolePrimary is the writable instance.
+	RolePrimary InstanceRole = "primary"
+	// RoleReplica is a read-only instance replicating from the primary.
+	RoleReplica InstanceRole = "replica"
+	// RoleUnknown is an instance whose role has not been established.
+	RoleUnknown InstanceRole = ""
+)
+
+// MySQLClusterStatus is the observed state of a MySQLCluster.
+type MySQLClusterStatus struct {
+	// Phase is a one-word summary: Pending, Initializing, Running, Degraded, Failed or Deleting.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Conditions are the standard Ready, Available, Progressing and Degraded conditions.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the spec generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// CurrentPrimary is the name of the pod that accepts writes.
+	// +optional
+	CurrentPrimary string `json:"currentPrimary,omitempty"`
+
+	// ReadyInstances is the number of instances whose pods are ready.
+	// +optional
+	ReadyInstances int32 `json:"readyInstances,omitempty"`
+
+	// Instances lists every instance with its role and readiness.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Instances []InstanceStatus `json:"instances,omitempty"`
+}
+
+// InstanceStatus is the observed state of one database instance.
+type InstanceStatus struct {
+	// Name of the instance's pod.
+	Name string `json:"name"`
+	// Role of the instance: primary, replica, or empty while unknown.
+	// +optional
+	Role InstanceRole `json:"role,omitempty"`
+	// Ready is true when the instance's pod is ready.
+	Ready bool `json:"ready"`
+}

@@ -1,0 +1,261 @@
+// Package controller holds the reconcilers. They touch Kubernetes objects only: the
+// database topology is the topology engine's job, and the two meet through the
+// MySQLCluster status and the pods' role labels.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/metrics"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// Finalizer holds a MySQLCluster back while it is deleted so that Dolphin can report the
+// Deleting phase and release what lives outside Kubernetes' garbage collector: per-cluster
+// metric series now, and the cluster's topology engine loop (which must stop before the
+// garbage collector removes pods, or it would read the vanishing pods as a failed primary).
+// Child objects themselves are removed by the garbage collector through owner references.
+const Finalizer = "mysql.dolphin.dev/finalizer"
+
+// secretNameIndex indexes clusters by the user-supplied Secret they read credentials from.
+const secretNameIndex = "spec.credentials.secretName"
+
+// MySQLClusterReconciler keeps the Kubernetes objects of every MySQLCluster in line with
+// its spec and reports their state in the status.
+type MySQLClusterReconciler struct {
+	Client   client.Client
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// Reconcile runs the named steps in order, then writes the status once from the outcome.
+func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	defer func() {
+		switch {
+		case err != nil:
+			metrics.ReconcileTotal.WithLabelValues(metrics.ResultError).Inc()
+		case res.RequeueAfter > 0:
+			metrics.ReconcileTotal.WithLabelValues(metrics.ResultRequeue).Inc()
+		default:
+			metrics.ReconcileTotal.WithLabelValues(metrics.ResultSuccess).Inc()
+		}
+	}()
+	logger := log.FromContext(ctx)
+
+	var c dolphinv1.MySQLCluster
+	if err := r.Client.Get(ctx, req.NamespacedName, &c); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.ForgetCluster(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("reading MySQLCluster: %w", err)
+	}
+	if !c.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &c)
+	}
+	if !controllerutil.ContainsFinalizer(&c, Finalizer) {
+		patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(&c, Finalizer)
+		if err := r.Client.Patch(ctx, &c, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	desired := resources.Defaulted(&c)
+	var stepErr error
+	if c.Spec.Paused {
+		logger.V(1).Info("paused: skipping every step")
+	} else {
+		for _, s := range r.steps() {
+			logger.V(1).Info("step", "name", s.name)
+			if err := s.run(ctx, desired); err != nil {
+				stepErr = fmt.Errorf("step %s: %w", s.name, err)
+				break
+			}
+		}
+	}
+
+	obs, err := r.observe(ctx, &c, stepErr)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(stepErr, err)
+	}
+	if err := r.writeStatus(ctx, &c, computeStatus(obs, metav1.Now())); err != nil {
+		return ctrl.Result{}, errors.Join(stepErr, err)
+	}
+
+	var ue *userError
+	if errors.As(stepErr, &ue) {
+		// Only the user can fix this; a change to the spec or to the referenced Secret
+		// triggers the next reconcile. Retrying in a loop would only add noise.
+		r.event(&c, corev1.EventTypeWarning, ue.Reason, "Reconcile", "%s", ue.Message)
+		logger.Info("waiting for the user to fix the cluster", "reason", ue.Reason, "message", ue.Message)
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, stepErr
+}
+
+// observe gathers what the status is computed from.
+func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQLCluster, stepErr error) (observation, error) {
+	d := resources.Defaulted(c)
+	o := observation{
+		Generation: c.Generation, Replicas: d.Spec.Replicas, Paused: c.Spec.Paused,
+		StepErr: stepErr, Previous: c.Status,
+	}
+	var sts appsv1.StatefulSet
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.NamesFor(c).StatefulSet}, &sts); {
+	case err == nil:
+		o.StatefulSet = &sts
+	case !apierrors.IsNotFound(err):
+		return o, fmt.Errorf("reading StatefulSet: %w", err)
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.CommonLabels(c))); err != nil {
+		return o, fmt.Errorf("listing pods: %w", err)
+	}
+	o.Pods = pods.Items
+	return o, nil
+}
+
+// writeStatus writes the status once per reconcile, and not at all when nothing changed.
+func (r *MySQLClusterReconciler) writeStatus(ctx context.Context, c *dolphinv1.MySQLCluster, st dolphinv1.MySQLClusterStatus) error {
+	healthy := 0.0
+	if st.Phase == dolphinv1.PhaseRunning {
+		healthy = 1
+	}
+	metrics.ClusterHealth.WithLabelValues(c.Namespace, c.Name).Set(healthy)
+	if equality.Semantic.DeepEqual(c.Status, st) {
+		return nil
+	}
+	before := c.Status.Phase
+	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	c.Status = st
+	if err := r.Client.Status().Patch(ctx, c, patch); err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	if before != st.Phase {
+		r.event(c, corev1.EventTypeNormal, "PhaseChanged", "Reconcile", "phase %s -> %s", phaseOrNone(before), st.Phase)
+	}
+	return nil
+}
+
+// finalize reports the Deleting phase, releases what the garbage collector cannot, and
+// removes the finalizer.
+func (r *MySQLClusterReconciler) finalize(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	if !controllerutil.ContainsFinalizer(c, Finalizer) {
+		return nil
+	}
+	if c.Status.Phase != dolphinv1.PhaseDeleting {
+		obs, err := r.observe(ctx, c, nil)
+		if err != nil {
+			return err
+		}
+		obs.Deleting = true
+		if err := r.writeStatus(ctx, c, computeStatus(obs, metav1.Now())); err != nil {
+			return err
+		}
+	}
+	metrics.ForgetCluster(c.Namespace, c.Name)
+	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(c, Finalizer)
+	if err := r.Client.Patch(ctx, c, patch); err != nil {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	log.FromContext(ctx).Info("finalized; the garbage collector removes the children")
+	return nil
+}
+
+func (r *MySQLClusterReconciler) event(c *dolphinv1.MySQLCluster, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(c, nil, typ, reason, action, note, args...)
+	}
+}
+
+func phaseOrNone(p dolphinv1.Phase) string {
+	if p == "" {
+		return "(none)"
+	}
+	return string(p)
+}
+
+// SetupWithManager registers the reconciler. opts carries MaxConcurrentReconciles.
+func (r *MySQLClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &dolphinv1.MySQLCluster{}, secretNameIndex,
+		func(o client.Object) []string {
+			if n := o.(*dolphinv1.MySQLCluster).Spec.Credentials.SecretName; n != "" {
+				return []string{n}
+			}
+			return nil
+		}); err != nil {
+		return fmt.Errorf("indexing MySQLClusters by credentials Secret: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("mysqlcluster").
+		For(&dolphinv1.MySQLCluster{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// podToCluster maps an instance pod to its cluster (pod readiness and role feed the status).
+func podToCluster(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[resources.LabelManagedBy] != "dolphin" || l[resources.LabelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[resources.LabelInstance]}}}
+}
+
+// secretToClusters maps a user-supplied credentials Secret to the clusters that name it, so
+// that creating or fixing the Secret resumes a cluster waiting for it.
+func (r *MySQLClusterReconciler) secretToClusters(ctx context.Context, o client.Object) []reconcile.Request {
+	var list dolphinv1.MySQLClusterList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretNameIndex: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing clusters using Secret", "secret", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, c := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+	}
+	return reqs
+}

@@ -1,0 +1,182 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// userError is a problem only a change by the user can fix (a missing Secret, a key the
+// schema should have rejected). It sets phase Failed and says what to change.
+type userError struct {
+	Reason  string // CamelCase condition reason
+	Message string // what is wrong and what to change
+}
+
+func (e *userError) Error() string { return e.Message }
+
+// observation is everything computeStatus looks at. It is gathered by the reconciler; the
+// computation itself is a pure function so that it can be table-tested.
+type observation struct {
+	Generation  int64
+	Replicas    int32
+	Deleting    bool
+	Paused      bool
+	StatefulSet *appsv1.StatefulSet // nil when it does not exist yet
+	Pods        []corev1.Pod        // the cluster's pods
+	StepErr     error               // the first failed reconcile step, if any
+	Previous    dolphinv1.MySQLClusterStatus
+}
+
+// computeStatus derives the status from an observation. now stamps condition transitions.
+func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus {
+	st := dolphinv1.MySQLClusterStatus{
+		ObservedGeneration: o.Generation,
+		Conditions:         append([]metav1.Condition(nil), o.Previous.Conditions...),
+	}
+	set := func(typ string, status bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if status {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: s, Reason: reason, Message: msg,
+			ObservedGeneration: o.Generation, LastTransitionTime: now,
+		})
+	}
+
+	var primaries []string
+	for _, p := range o.Pods {
+		ready := podReady(&p)
+		role := dolphinv1.InstanceRole(p.Labels[resources.RoleLabel])
+		st.Instances = append(st.Instances, dolphinv1.InstanceStatus{Name: p.Name, Role: role, Ready: ready})
+		if ready {
+			st.ReadyInstances++
+		}
+		if role == dolphinv1.RolePrimary && p.DeletionTimestamp == nil {
+			primaries = append(primaries, p.Name)
+		}
+	}
+	sort.Slice(st.Instances, func(i, j int) bool { return st.Instances[i].Name < st.Instances[j].Name })
+	sort.Strings(primaries)
+
+	primaryReady := false
+	if len(primaries) == 1 {
+		st.CurrentPrimary = primaries[0]
+		for _, in := range st.Instances {
+			primaryReady = primaryReady || (in.Name == primaries[0] && in.Ready)
+		}
+	}
+	allReady := st.ReadyInstances == o.Replicas && len(o.Pods) == int(o.Replicas)
+	ready := primaryReady && allReady
+	wasAvailable := meta.IsStatusConditionTrue(o.Previous.Conditions, dolphinv1.ConditionAvailable) ||
+		o.Previous.Phase == dolphinv1.PhaseRunning || o.Previous.Phase == dolphinv1.PhaseDegraded
+	instances := fmt.Sprintf("%d/%d instances ready", st.ReadyInstances, o.Replicas)
+
+	// Available.
+	switch {
+	case primaryReady:
+		set(dolphinv1.ConditionAvailable, true, "PrimaryReady", fmt.Sprintf("primary %s accepts writes", st.CurrentPrimary))
+	case len(primaries) > 1:
+		set(dolphinv1.ConditionAvailable, false, "MultiplePrimaries", "pods "+strings.Join(primaries, ", ")+" are all labeled primary")
+	case len(primaries) == 1:
+		set(dolphinv1.ConditionAvailable, false, "PrimaryNotReady", fmt.Sprintf("primary %s is not ready", primaries[0]))
+	default:
+		set(dolphinv1.ConditionAvailable, false, "NoPrimary", "no pod is labeled primary yet; the topology engine elects one once instances run")
+	}
+
+	// Ready.
+	switch {
+	case ready:
+		set(dolphinv1.ConditionReady, true, "AllInstancesReady", instances+" and the primary accepts writes")
+	case !primaryReady:
+		set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", instances+"; no writable primary")
+	default:
+		set(dolphinv1.ConditionReady, false, "InstancesNotReady", instances)
+	}
+
+	// Progressing.
+	settled, rollout := statefulSetSettled(o.StatefulSet, o.Replicas)
+	switch {
+	case o.Paused:
+		set(dolphinv1.ConditionProgressing, false, "Paused", "spec.paused is true: Dolphin changes nothing until it is false")
+	case !settled:
+		set(dolphinv1.ConditionProgressing, true, "RollingOut", rollout)
+	case !ready && !wasAvailable:
+		set(dolphinv1.ConditionProgressing, true, "Bootstrapping", instances+"; waiting for the topology to be established")
+	default:
+		set(dolphinv1.ConditionProgressing, false, "Reconciled", "the cluster's objects match the spec")
+	}
+
+	// Degraded, and the phase.
+	var ue *userError
+	switch {
+	case o.Deleting:
+		st.Phase = dolphinv1.PhaseDeleting
+	case errors.As(o.StepErr, &ue):
+		st.Phase = dolphinv1.PhaseFailed
+		set(dolphinv1.ConditionDegraded, true, ue.Reason, ue.Message)
+		set(dolphinv1.ConditionReady, false, ue.Reason, ue.Message)
+		set(dolphinv1.ConditionProgressing, false, ue.Reason, "blocked until the spec or the referenced objects are fixed")
+	case ready:
+		st.Phase = dolphinv1.PhaseRunning
+	case primaryReady || wasAvailable:
+		st.Phase = dolphinv1.PhaseDegraded
+	case st.ReadyInstances == 0:
+		st.Phase = dolphinv1.PhasePending
+	default:
+		st.Phase = dolphinv1.PhaseInitializing
+	}
+	if ue == nil {
+		switch {
+		case o.StepErr != nil:
+			set(dolphinv1.ConditionDegraded, true, "ReconcileError", o.StepErr.Error())
+		case len(primaries) > 1:
+			set(dolphinv1.ConditionDegraded, true, "MultiplePrimaries", "more than one pod is labeled primary")
+		case wasAvailable && !primaryReady:
+			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances)
+		case st.Phase == dolphinv1.PhaseDegraded:
+			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
+		default:
+			set(dolphinv1.ConditionDegraded, false, "AsExpected", instances)
+		}
+	}
+	return st
+}
+
+// statefulSetSettled reports whether the StatefulSet controller has rolled out the current
+// spec to every replica, and if not, a message saying what is pending.
+func statefulSetSettled(sts *appsv1.StatefulSet, replicas int32) (bool, string) {
+	switch {
+	case sts == nil:
+		return false, "creating the StatefulSet"
+	case sts.Status.ObservedGeneration < sts.Generation:
+		return false, "the StatefulSet controller has not observed the latest spec yet"
+	case sts.Status.Replicas != replicas:
+		return false, fmt.Sprintf("scaling from %d to %d instances", sts.Status.Replicas, replicas)
+	case sts.Status.UpdatedReplicas != replicas || sts.Status.CurrentRevision != sts.Status.UpdateRevision:
+		return false, fmt.Sprintf("rolling out: %d/%d instances updated", sts.Status.UpdatedReplicas, replicas)
+	}
+	return true, ""
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

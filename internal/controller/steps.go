@@ -1,0 +1,154 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// step is one named part of a reconcile. Steps run in order; the first error stops the run.
+type step struct {
+	name string
+	run  func(ctx context.Context, c *dolphinv1.MySQLCluster) error
+}
+
+// steps is the reconcile order: credentials and configuration before the pods that mount
+// them, Services before the StatefulSet that names its headless Service, the budget last.
+func (r *MySQLClusterReconciler) steps() []step {
+	return []step{
+		{"credentials", r.reconcileCredentials},
+		{"config", r.reconcileConfig},
+		{"service-account", r.reconcileServiceAccount},
+		{"services", r.reconcileServices},
+		{"statefulset", r.reconcileStatefulSet},
+		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
+	}
+}
+
+// reconcileCredentials makes sure the Secret with the account passwords exists and is
+// complete. A generated Secret is created once; later only missing keys are added, never
+// changed. A user-supplied Secret is only read.
+func (r *MySQLClusterReconciler) reconcileCredentials(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	name := resources.CredentialsSecretName(c)
+	key := types.NamespacedName{Namespace: c.Namespace, Name: name}
+	var s corev1.Secret
+	err := r.Client.Get(ctx, key, &s)
+	if c.Spec.Credentials.SecretName != "" {
+		switch {
+		case apierrors.IsNotFound(err):
+			return &userError{Reason: "CredentialsSecretNotFound", Message: fmt.Sprintf(
+				"Secret %q named in spec.credentials.secretName does not exist: create it with the keys %s",
+				name, strings.Join(resources.CredentialKeys, ", "))}
+		case err != nil:
+			return fmt.Errorf("reading Secret %s: %w", key, err)
+		}
+		if missing := resources.MissingCredentialKeys(&s); len(missing) > 0 {
+			return &userError{Reason: "CredentialsSecretIncomplete", Message: fmt.Sprintf(
+				"Secret %q lacks the keys %s: add them (non-empty)", name, strings.Join(missing, ", "))}
+		}
+		return nil
+	}
+
+	switch {
+	case apierrors.IsNotFound(err):
+		s := resources.GeneratedCredentialsSecret(c, resources.NewPassword)
+		if err := r.Client.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating Secret %s: %w", key, err)
+		}
+		r.event(c, corev1.EventTypeNormal, "CredentialsCreated", "Create", "generated Secret %s with random passwords", name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	missing := resources.MissingCredentialKeys(&s)
+	if len(missing) == 0 {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if s.Data == nil {
+		s.Data = map[string][]byte{}
+	}
+	for _, k := range missing {
+		s.Data[k] = []byte(resources.NewPassword())
+	}
+	if err := r.Client.Patch(ctx, &s, patch); err != nil {
+		return fmt.Errorf("adding keys %v to Secret %s: %w", missing, key, err)
+	}
+	r.event(c, corev1.EventTypeNormal, "CredentialsCompleted", "Update", "added missing keys %s to Secret %s", strings.Join(missing, ", "), name)
+	return nil
+}
+
+func (r *MySQLClusterReconciler) reconcileConfig(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	cm, err := resources.ConfigMap(c)
+	if err != nil {
+		return &userError{Reason: "InvalidMySQLConfig", Message: err.Error() + ": fix spec.mysqlConfig"}
+	}
+	return applyAndRecord(ctx, r, c, &corev1.ConfigMap{}, cm, corev1ac.ExtractConfigMap)
+}
+
+func (r *MySQLClusterReconciler) reconcileServiceAccount(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	return applyAndRecord(ctx, r, c, &corev1.ServiceAccount{}, resources.ServiceAccount(c), corev1ac.ExtractServiceAccount)
+}
+
+func (r *MySQLClusterReconciler) reconcileServices(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	for _, svc := range []*corev1ac.ServiceApplyConfiguration{
+		resources.HeadlessService(c), resources.PrimaryService(c), resources.ReplicaService(c),
+	} {
+		if err := applyAndRecord(ctx, r, c, &corev1.Service{}, svc, corev1ac.ExtractService); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	sts, err := resources.StatefulSet(c)
+	if err != nil {
+		return &userError{Reason: "InvalidPodTemplate", Message: err.Error() + ": fix spec.podTemplate"}
+	}
+	return applyAndRecord(ctx, r, c, &appsv1.StatefulSet{}, sts, appsv1ac.ExtractStatefulSet)
+}
+
+func (r *MySQLClusterReconciler) reconcilePodDisruptionBudget(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	return applyAndRecord(ctx, r, c, &policyv1.PodDisruptionBudget{}, resources.PodDisruptionBudget(c), policyv1ac.ExtractPodDisruptionBudget)
+}
+
+// namedApplyConfiguration is an apply configuration that knows its object's kind and name.
+type namedApplyConfiguration interface {
+	runtime.ApplyConfiguration
+	GetName() *string
+	GetKind() *string
+}
+
+// applyAndRecord applies one child and records an event when it was created or changed.
+func applyAndRecord[O client.Object, A namedApplyConfiguration](
+	ctx context.Context, r *MySQLClusterReconciler, c *dolphinv1.MySQLCluster, live O, desired A,
+	extract func(O, string) (A, error),
+) error {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: *desired.GetName()}
+	outcome, err := applyChild(ctx, r.Client, key, live, desired, extract)
+	if err != nil {
+		return err
+	}
+	if outcome != outcomeUnchanged {
+		kind := *desired.GetKind()
+		log.FromContext(ctx).Info("applied", "kind", kind, "name", key.Name, "outcome", outcome)
+		r.event(c, corev1.EventTypeNormal, string(outcome)+kind, string(outcome), "%s %s %s", outcome, kind, key.Name)
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package resources
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+// Defaults mirrored from the CRD's `+kubebuilder:default` markers. The API server applies
+// them on create; Defaulted applies the same values to objects that did not pass through it
+// (unit tests, objects read from an older CRD). An envtest test checks the two agree.
+const (
+	DefaultReplicas          = 3
+	DefaultFlavor            = dolphinv1.FlavorMariaDB
+	DefaultVersion           = "10.11"
+	DefaultStorageSize       = "1Gi"
+	DefaultDetectionInterval = time.Second
+	DefaultDetectionAttempts = 3
+)
+
+// Defaulted returns a copy of c with every unset defaulted field filled in.
+func Defaulted(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
+	c = c.DeepCopy()
+	s := &c.Spec
+	if s.Replicas == 0 {
+		s.Replicas = DefaultReplicas
+	}
+	if s.Engine.Flavor == "" {
+		s.Engine.Flavor = DefaultFlavor
+	}
+	if s.Engine.Version == "" {
+		s.Engine.Version = DefaultVersion
+	}
+	if s.Storage.Size.IsZero() {
+		s.Storage.Size = resource.MustParse(DefaultStorageSize)
+	}
+	if s.Storage.DeletePolicy == "" {
+		s.Storage.DeletePolicy = dolphinv1.VolumeRetain
+	}
+	for _, svc := range []*dolphinv1.ServiceSpec{&s.PrimaryService, &s.ReplicaService} {
+		if svc.Type == "" {
+			svc.Type = "ClusterIP"
+		}
+	}
+	if s.Failover.Enabled == nil {
+		s.Failover.Enabled = ptr.To(true)
+	}
+	if s.Failover.DetectionInterval == nil {
+		s.Failover.DetectionInterval = &metav1.Duration{Duration: DefaultDetectionInterval}
+	}
+	if s.Failover.DetectionAttempts == 0 {
+		s.Failover.DetectionAttempts = DefaultDetectionAttempts
+	}
+	return c
+}
+
+// Image is the database server image of a cluster: spec.engine.image, or the official image
+// of the flavor at the requested version.
+func Image(c *dolphinv1.MySQLCluster) string {
+	if c.Spec.Engine.Image != "" {
+		return c.Spec.Engine.Image
+	}
+	return "docker.io/library/" + string(c.Spec.Engine.Flavor) + ":" + c.Spec.Engine.Version
+}
+
+// serverBinary is the server executable of a flavor inside its official image.
+func serverBinary(f dolphinv1.Flavor) string {
+	if f == dolphinv1.FlavorMySQL {
+		return "mysqld"
+	}
+	return "mariadbd"
+}

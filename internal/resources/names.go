@@ -1,0 +1,85 @@
+package resources
+
+import (
+	"fmt"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+// Label keys Dolphin sets on the objects it owns. Services and the PodDisruptionBudget select
+// pods by SelectorLabels; the topology engine sets RoleLabel on each pod.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelComponent = "app.kubernetes.io/component"
+	// RoleLabel carries the replication role of a pod: "primary" or "replica".
+	RoleLabel = "mysql.dolphin.dev/role"
+	// ConfigHashAnnotation on the pod template changes when a spec field that needs an
+	// instance restart changes (engine, mysqlConfig).
+	ConfigHashAnnotation = "mysql.dolphin.dev/config-hash"
+
+	// FieldManager is the one server-side-apply field manager the operator uses.
+	FieldManager = "dolphin-operator"
+
+	appName   = "mysql"
+	managedBy = "dolphin"
+)
+
+// MySQLPort is the port every instance and Service listens on.
+const MySQLPort = 3306
+
+// Names are the names of the objects Dolphin creates for one cluster.
+type Names struct {
+	StatefulSet, HeadlessService, PrimaryService, ReplicaService string
+	ConfigMap, GeneratedSecret, PodDisruptionBudget, ServiceAccount string
+}
+
+// NamesFor returns the object names for a cluster. The StatefulSet carries the cluster's own
+// name so that pods are `<cluster>-0`, `<cluster>-1` …
+func NamesFor(c *dolphinv1.MySQLCluster) Names {
+	n := c.Name
+	return Names{
+		StatefulSet:         n,
+		HeadlessService:     n + "-instances",
+		PrimaryService:      n + "-primary",
+		ReplicaService:      n + "-replicas",
+		ConfigMap:           n + "-config",
+		GeneratedSecret:     n + "-credentials",
+		PodDisruptionBudget: n,
+		ServiceAccount:      n,
+	}
+}
+
+// CredentialsSecretName is the Secret holding the cluster's passwords: the user's own when
+// spec.credentials.secretName is set, otherwise the generated one.
+func CredentialsSecretName(c *dolphinv1.MySQLCluster) string {
+	if c.Spec.Credentials.SecretName != "" {
+		return c.Spec.Credentials.SecretName
+	}
+	return NamesFor(c).GeneratedSecret
+}
+
+// SelectorLabels select every instance pod of a cluster. They never change for the life of
+// the cluster (a StatefulSet selector is immutable).
+func SelectorLabels(c *dolphinv1.MySQLCluster) map[string]string {
+	return map[string]string{LabelName: appName, LabelInstance: c.Name}
+}
+
+// CommonLabels are set on every object Dolphin creates for a cluster.
+func CommonLabels(c *dolphinv1.MySQLCluster) map[string]string {
+	l := SelectorLabels(c)
+	l[LabelManagedBy] = managedBy
+	l[LabelComponent] = "database"
+	return l
+}
+
+// RoleSelector selects the pods of a cluster that have a given role.
+func RoleSelector(c *dolphinv1.MySQLCluster, role dolphinv1.InstanceRole) map[string]string {
+	l := SelectorLabels(c)
+	l[RoleLabel] = string(role)
+	return l
+}
+
+// PodName is the name of the pod of instance ordinal i.
+func PodName(c *dolphinv1.MySQLCluster, i int) string { return fmt.Sprintf("%s-%d", c.Name, i) }

@@ -1,0 +1,257 @@
+package resources
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// minimal is a cluster as a user writes it first: everything else defaulted.
+func minimal() *dolphinv1.MySQLCluster {
+	return Defaulted(&dolphinv1.MySQLCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop", UID: types.UID("0a1b2c3d-0000-4000-8000-000000000001")},
+	})
+}
+
+// customised exercises every spec field a builder reads.
+func customised() *dolphinv1.MySQLCluster {
+	c := minimal()
+	c.Name = "billing"
+	s := &c.Spec
+	s.Engine = dolphinv1.EngineSpec{Flavor: dolphinv1.FlavorMySQL, Version: "8.4.3", Image: "registry.example/mysql:8.4.3"}
+	s.Replicas = 5
+	s.Storage = dolphinv1.StorageSpec{Size: resource.MustParse("50Gi"), StorageClassName: ptr.To("fast"), DeletePolicy: dolphinv1.VolumeDelete}
+	s.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	s.MySQLConfig = map[string]string{"innodb_buffer_pool_size": "512M", "max_connections": "500"}
+	s.PrimaryService = dolphinv1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+		Annotations: map[string]string{"lb.example/internal": "true"}, Labels: map[string]string{"team": "billing"}}
+	s.PodTemplate = dolphinv1.PodTemplateOverrides{
+		Labels:            map[string]string{"team": "billing"},
+		Annotations:       map[string]string{"example.com/scrape": "true"},
+		NodeSelector:      map[string]string{"disk": "ssd"},
+		PriorityClassName: "databases",
+		Tolerations:       []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db", Effect: corev1.TaintEffectNoSchedule}},
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a", "b"}}}}},
+		}}},
+		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule}},
+	}
+	return c
+}
+
+// golden compares v, rendered as YAML, with testdata/name.yaml (rewritten with -update).
+func golden(t *testing.T, name string, v any) {
+	t.Helper()
+	got, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", name+".yaml")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run `go test ./internal/resources -update` to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (review, then `go test ./internal/resources -update`):\n--- got\n%s", path, got)
+	}
+}
+
+func TestBuildersGolden(t *testing.T) {
+	for name, c := range map[string]*dolphinv1.MySQLCluster{"minimal": minimal(), "customised": customised()} {
+		t.Run(name, func(t *testing.T) {
+			sts, err := StatefulSet(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm, err := ConfigMap(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, name+"-statefulset", sts)
+			golden(t, name+"-configmap", cm)
+			golden(t, name+"-services", []any{HeadlessService(c), PrimaryService(c), ReplicaService(c)})
+			golden(t, name+"-pdb", PodDisruptionBudget(c))
+			golden(t, name+"-serviceaccount", ServiceAccount(c))
+		})
+	}
+}
+
+func TestEveryChildIsOwnedByTheCluster(t *testing.T) {
+	c := minimal()
+	sts, _ := StatefulSet(c)
+	cm, _ := ConfigMap(c)
+	owners := map[string][]metav1.OwnerReference{}
+	for name, obj := range map[string]any{
+		"statefulset": sts, "configmap": cm, "headless": HeadlessService(c), "primary": PrimaryService(c),
+		"replicas": ReplicaService(c), "pdb": PodDisruptionBudget(c), "sa": ServiceAccount(c),
+	} {
+		var m struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		b, _ := json.Marshal(obj)
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		owners[name] = m.Metadata.OwnerReferences
+	}
+	owners["secret"] = GeneratedCredentialsSecret(c, NewPassword).OwnerReferences
+	for name, refs := range owners {
+		if len(refs) != 1 || refs[0].UID != c.UID || refs[0].Kind != "MySQLCluster" || !ptr.Deref(refs[0].Controller, false) {
+			t.Errorf("%s: owner references %+v, want the cluster as controller", name, refs)
+		}
+	}
+}
+
+func TestServicesSelectOnRole(t *testing.T) {
+	c := minimal()
+	if got := PrimaryService(c).Spec.Selector[RoleLabel]; got != "primary" {
+		t.Errorf("primary Service selects role %q", got)
+	}
+	if got := ReplicaService(c).Spec.Selector[RoleLabel]; got != "replica" {
+		t.Errorf("replica Service selects role %q", got)
+	}
+	if _, ok := HeadlessService(c).Spec.Selector[RoleLabel]; ok {
+		t.Error("headless Service must select every instance, whatever its role")
+	}
+}
+
+func TestPodTemplateStability(t *testing.T) {
+	template := func(c *dolphinv1.MySQLCluster) string {
+		sts, err := StatefulSet(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(sts.Spec.Template)
+		return string(b)
+	}
+	base := minimal()
+	same := []func(c *dolphinv1.MySQLCluster){
+		func(c *dolphinv1.MySQLCluster) { c.Spec.Replicas = 7 },
+		func(c *dolphinv1.MySQLCluster) { c.Spec.PrimaryService.Type = corev1.ServiceTypeNodePort },
+		func(c *dolphinv1.MySQLCluster) { c.Spec.Failover.DetectionAttempts = 9 },
+		func(c *dolphinv1.MySQLCluster) { c.Status.Phase = dolphinv1.PhaseRunning; c.Generation = 42 },
+	}
+	for i, mutate := range same {
+		c := base.DeepCopy()
+		mutate(c)
+		if template(c) != template(base) {
+			t.Errorf("change %d must not touch the pod template (it would restart every instance)", i)
+		}
+	}
+	changed := []func(c *dolphinv1.MySQLCluster){
+		func(c *dolphinv1.MySQLCluster) { c.Spec.MySQLConfig = map[string]string{"max_connections": "300"} },
+		func(c *dolphinv1.MySQLCluster) { c.Spec.Engine.Version = "11.4" },
+	}
+	for i, mutate := range changed {
+		c := base.DeepCopy()
+		mutate(c)
+		if ConfigHash(c) == ConfigHash(base) {
+			t.Errorf("change %d needs a restart: the config hash must change", i)
+		}
+	}
+	if a, b := ConfigHash(customised()), ConfigHash(customised()); a != b {
+		t.Errorf("config hash is not stable: %s vs %s", a, b)
+	}
+}
+
+func TestInitScriptPerFlavor(t *testing.T) {
+	if s := InitScript(minimal()); !strings.Contains(s, "mariadb-install-db --defaults-file=/etc/mysql/dolphin/my.cnf") {
+		t.Errorf("mariadb init script does not initialise with mariadb-install-db:\n%s", s)
+	}
+	if s := InitScript(customised()); !strings.Contains(s, "mysqld --defaults-file=/etc/mysql/dolphin/my.cnf --initialize-insecure") {
+		t.Errorf("mysql init script does not initialise with mysqld --initialize-insecure:\n%s", s)
+	}
+	if s := InitScript(minimal()); !strings.Contains(s, "report_host=$POD_NAME.orders-instances.$POD_NAMESPACE.svc") {
+		t.Errorf("report_host must use the headless Service:\n%s", s)
+	}
+}
+
+func TestGeneratedCredentials(t *testing.T) {
+	s := GeneratedCredentialsSecret(minimal(), NewPassword)
+	if missing := MissingCredentialKeys(s); len(missing) != 0 {
+		t.Fatalf("generated Secret lacks %v", missing)
+	}
+	seen := map[string]bool{}
+	for _, k := range CredentialKeys {
+		p := string(s.Data[k])
+		if len(p) < 26 || seen[p] {
+			t.Errorf("%s: weak or repeated password %q", k, p)
+		}
+		seen[p] = true
+	}
+	if s.Name != "orders-credentials" {
+		t.Errorf("name %q", s.Name)
+	}
+	delete(s.Data, MonitorPasswordKey)
+	s.Data[RootPasswordKey] = nil
+	if got := MissingCredentialKeys(s); strings.Join(got, ",") != RootPasswordKey+","+MonitorPasswordKey {
+		t.Errorf("missing keys %v", got)
+	}
+}
+
+func TestDefaultedFillsEverything(t *testing.T) {
+	c := minimal()
+	if c.Spec.Replicas != 3 || c.Spec.Engine.Flavor != dolphinv1.FlavorMariaDB || c.Spec.Engine.Version != "10.11" ||
+		c.Spec.Storage.Size.String() != "1Gi" || c.Spec.Storage.DeletePolicy != dolphinv1.VolumeRetain ||
+		!*c.Spec.Failover.Enabled || c.Spec.Failover.DetectionInterval.Duration.String() != "1s" ||
+		c.Spec.Failover.DetectionAttempts != 3 || c.Spec.PrimaryService.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("defaults not applied: %+v", c.Spec)
+	}
+	if Image(c) != "docker.io/library/mariadb:10.11" || Image(customised()) != "registry.example/mysql:8.4.3" {
+		t.Errorf("images: %s, %s", Image(c), Image(customised()))
+	}
+}
+
+// TestPodsMeetRestrictedPodSecurity evaluates the instance pod with the Pod Security
+// Admission library at level "restricted", as a namespace labelled
+// pod-security.kubernetes.io/enforce=restricted would.
+func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
+	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*dolphinv1.MySQLCluster{"minimal": minimal(), "customised": customised()} {
+		sts, err := StatefulSet(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tmpl corev1.PodTemplateSpec
+		if err := convert(sts.Spec.Template, &tmpl); err != nil {
+			t.Fatal(err)
+		}
+		results := evaluator.EvaluatePod(api.LevelVersion{Level: api.LevelRestricted, Version: api.LatestVersion()}, &tmpl.ObjectMeta, &tmpl.Spec)
+		if len(results) == 0 {
+			t.Fatal("no checks ran")
+		}
+		for _, r := range results {
+			if !r.Allowed {
+				t.Errorf("%s: restricted check failed: %s: %s", name, r.ForbiddenReason, r.ForbiddenDetail)
+			}
+		}
+	}
+}

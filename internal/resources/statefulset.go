@@ -1,0 +1,239 @@
+package resources
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
+)
+
+// Container and volume names inside an instance pod.
+const (
+	ContainerMySQLD = "mysqld"
+	ContainerInit   = "init"
+
+	volumeData           = "data"
+	volumeConfig         = "config"
+	volumeInstanceConfig = "instance-config"
+	volumeRun            = "run"
+	volumeTmp            = "tmp"
+
+	// mysqlUID is the uid/gid of the mysql user in the official mariadb and mysql images.
+	mysqlUID = 999
+	// terminationGracePeriod gives mysqld time to flush and shut down cleanly.
+	terminationGracePeriod = 60
+)
+
+// StatefulSet runs the instances. Its pod template depends only on the spec (never on the
+// operator version or on observed state), so applying it again never restarts pods unless
+// the user changed something that needs a restart.
+func StatefulSet(c *dolphinv1.MySQLCluster) (*appsv1ac.StatefulSetApplyConfiguration, error) {
+	pod, err := podTemplate(c)
+	if err != nil {
+		return nil, err
+	}
+	names := NamesFor(c)
+	retention := appsv1.RetainPersistentVolumeClaimRetentionPolicyType
+	if c.Spec.Storage.DeletePolicy == dolphinv1.VolumeDelete {
+		retention = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
+	}
+	return appsv1ac.StatefulSet(names.StatefulSet, c.Namespace).
+		WithLabels(CommonLabels(c)).
+		WithOwnerReferences(ownerReference(c)).
+		WithSpec(appsv1ac.StatefulSetSpec().
+			WithReplicas(c.Spec.Replicas).
+			WithServiceName(names.HeadlessService).
+			// Parallel: the topology engine, not pod order, decides who becomes primary.
+			WithPodManagementPolicy(appsv1.ParallelPodManagement).
+			WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().WithType(appsv1.RollingUpdateStatefulSetStrategyType)).
+			WithPersistentVolumeClaimRetentionPolicy(appsv1ac.StatefulSetPersistentVolumeClaimRetentionPolicy().
+				WithWhenDeleted(retention).
+				WithWhenScaled(retention)).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(c))).
+			WithTemplate(pod).
+			WithVolumeClaimTemplates(dataClaim(c))), nil
+}
+
+func dataClaim(c *dolphinv1.MySQLCluster) *corev1ac.PersistentVolumeClaimApplyConfiguration {
+	spec := corev1ac.PersistentVolumeClaimSpec().
+		WithAccessModes(corev1.ReadWriteOnce).
+		WithVolumeMode(corev1.PersistentVolumeFilesystem).
+		WithResources(corev1ac.VolumeResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceStorage: c.Spec.Storage.Size}))
+	if c.Spec.Storage.StorageClassName != nil {
+		spec.WithStorageClassName(*c.Spec.Storage.StorageClassName)
+	}
+	// Built without kind, apiVersion and namespace: a claim template carries none of them.
+	claim := &corev1ac.PersistentVolumeClaimApplyConfiguration{}
+	return claim.WithName(volumeData).WithLabels(SelectorLabels(c)).WithSpec(spec)
+}
+
+func podTemplate(c *dolphinv1.MySQLCluster) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+	o := c.Spec.PodTemplate
+	spec := corev1ac.PodSpec().
+		WithServiceAccountName(NamesFor(c).ServiceAccount).
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithTerminationGracePeriodSeconds(terminationGracePeriod).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsNonRoot(true).
+			WithRunAsUser(mysqlUID).
+			WithRunAsGroup(mysqlUID).
+			WithFSGroup(mysqlUID).
+			WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithInitContainers(initContainer(c)).
+		WithContainers(mysqldContainer(c)).
+		WithVolumes(
+			corev1ac.Volume().WithName(volumeConfig).WithConfigMap(
+				corev1ac.ConfigMapVolumeSource().WithName(NamesFor(c).ConfigMap).WithDefaultMode(0o444)),
+			corev1ac.Volume().WithName(volumeInstanceConfig).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			corev1ac.Volume().WithName(volumeRun).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		)
+	if n := nonEmpty(o.NodeSelector); n != nil {
+		spec.WithNodeSelector(n)
+	}
+	if o.PriorityClassName != "" {
+		spec.WithPriorityClassName(o.PriorityClassName)
+	}
+	affinity := o.Affinity
+	if affinity == nil {
+		affinity = defaultAffinity(c)
+	}
+	if err := convert(affinity, &spec.Affinity); err != nil {
+		return nil, err
+	}
+	if len(o.Tolerations) > 0 {
+		if err := convert(o.Tolerations, &spec.Tolerations); err != nil {
+			return nil, err
+		}
+	}
+	if len(o.TopologySpreadConstraints) > 0 {
+		if err := convert(o.TopologySpreadConstraints, &spec.TopologySpreadConstraints); err != nil {
+			return nil, err
+		}
+	}
+	annotations := mergeLabels(o.Annotations, map[string]string{ConfigHashAnnotation: ConfigHash(c)})
+	return corev1ac.PodTemplateSpec().
+		WithLabels(mergeLabels(o.Labels, CommonLabels(c))).
+		WithAnnotations(annotations).
+		WithSpec(spec), nil
+}
+
+// defaultAffinity prefers to place instances on different nodes, so one node failure takes
+// at most one instance when the cluster has room.
+func defaultAffinity(c *dolphinv1.MySQLCluster) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				TopologyKey: corev1.LabelHostname,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
+			},
+		}},
+	}}
+}
+
+func initContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
+	return corev1ac.Container().
+		WithName(ContainerInit).
+		WithImage(Image(c)).
+		WithCommand("/bin/sh", path.Join(mycnf.ConfigDir, InitShKey)).
+		WithEnv(podIdentityEnv()...).
+		WithSecurityContext(containerSecurityContext()).
+		WithVolumeMounts(volumeMounts()...)
+}
+
+func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
+	probe := func() *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString("mysql")))
+	}
+	ctr := corev1ac.Container().
+		WithName(ContainerMySQLD).
+		WithImage(Image(c)).
+		WithCommand(serverBinary(c.Spec.Engine.Flavor), "--defaults-file="+path.Join(mycnf.ConfigDir, MyCnfKey)).
+		WithPorts(corev1ac.ContainerPort().WithName("mysql").WithContainerPort(MySQLPort).WithProtocol(corev1.ProtocolTCP)).
+		WithEnv(podIdentityEnv()...).
+		WithSecurityContext(containerSecurityContext()).
+		WithVolumeMounts(volumeMounts()...).
+		// Crash recovery of a large buffer pool can take minutes: the startup probe allows
+		// 30 minutes before liveness takes over.
+		WithStartupProbe(probe().WithPeriodSeconds(2).WithFailureThreshold(900)).
+		WithReadinessProbe(probe().WithPeriodSeconds(2).WithFailureThreshold(3)).
+		WithLivenessProbe(probe().WithPeriodSeconds(10).WithFailureThreshold(6))
+	r := c.Spec.Resources
+	if len(r.Requests) > 0 || len(r.Limits) > 0 {
+		res := corev1ac.ResourceRequirements()
+		if len(r.Requests) > 0 {
+			res.WithRequests(r.Requests)
+		}
+		if len(r.Limits) > 0 {
+			res.WithLimits(r.Limits)
+		}
+		ctr.WithResources(res)
+	}
+	return ctr
+}
+
+// containerSecurityContext meets the Pod Security Standard "restricted".
+func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithRunAsNonRoot(true).
+		WithAllowPrivilegeEscalation(false).
+		WithReadOnlyRootFilesystem(true).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+}
+
+func podIdentityEnv() []*corev1ac.EnvVarApplyConfiguration {
+	field := func(name, path string) *corev1ac.EnvVarApplyConfiguration {
+		return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
+			WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath(path)))
+	}
+	return []*corev1ac.EnvVarApplyConfiguration{
+		field("POD_NAME", "metadata.name"),
+		field("POD_NAMESPACE", "metadata.namespace"),
+		field("POD_IP", "status.podIP"),
+	}
+}
+
+func volumeMounts() []*corev1ac.VolumeMountApplyConfiguration {
+	m := func(name, at string, ro bool) *corev1ac.VolumeMountApplyConfiguration {
+		vm := corev1ac.VolumeMount().WithName(name).WithMountPath(at)
+		if ro {
+			vm.WithReadOnly(true)
+		}
+		return vm
+	}
+	return []*corev1ac.VolumeMountApplyConfiguration{
+		m(volumeData, mycnf.DataDir, false),
+		m(volumeConfig, mycnf.ConfigDir, true),
+		m(volumeInstanceConfig, path.Dir(mycnf.InstanceConfigFile), false),
+		m(volumeRun, path.Dir(mycnf.SocketPath), false),
+		m(volumeTmp, "/tmp", false),
+	}
+}
+
+// convert copies a typed API value into its apply configuration. Apply configurations carry
+// the same JSON field names as the types, so a JSON round trip is exact.
+func convert(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encoding %T: %w", in, err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decoding into %T: %w", out, err)
+	}
+	return nil
+}
