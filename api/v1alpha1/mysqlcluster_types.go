@@ -47,7 +47,7 @@ type MySQLClusterList struct {
 // MySQLClusterSpec is the desired state of a MySQLCluster.
 type MySQLClusterSpec struct {
 	// Engine selects the database server: flavor (mariadb or mysql), version and image.
-	// +kubebuilder:default={}
+	// +kubebuilder:default={flavor:"mariadb",version:"10.11"}
 	// +optional
 	Engine EngineSpec `json:"engine,omitempty"`
 
@@ -77,7 +77,7 @@ type MySQLClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['server_id','log_bin','log_bin_index','skip_log_bin','disable_log_bin','log_slave_updates','log_replica_updates','binlog_format','gtid_mode','gtid_strict_mode','enforce_gtid_consistency','gtid_domain_id','read_only','super_read_only','skip_slave_start','skip_replica_start','init_rpl_role','relay_log','relay_log_index','datadir','socket','port','bind_address','user','pid_file','log_error','sync_binlog','innodb_flush_log_at_trx_commit']) && !k.startsWith('rpl_semi_sync_'))",message="mysqlConfig may not set replication and durability settings that Dolphin manages (server_id, log_bin, binlog_format, gtid_*, read_only, rpl_semi_sync_*, sync_binlog, innodb_flush_log_at_trx_commit, datadir, port, socket …): remove that key"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r') && !self[k].contains('#'))",message="mysqlConfig values must be a single line without '#' (my.cnf would cut the value at '#')"
 	// +optional
-	MySQLConfig map[string]string `json:"mysqlConfig,omitempty"`
+	MySQLConfig map[string]MySQLConfigValue `json:"mysqlConfig,omitempty"`
 
 	// Credentials chooses where account passwords come from.
 	// +optional
@@ -108,6 +108,10 @@ type MySQLClusterSpec struct {
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 }
+
+// MySQLConfigValue is the value of one mysqld setting, written as is into my.cnf.
+// +kubebuilder:validation:MaxLength=1024
+type MySQLConfigValue string
 
 // Flavor names a MySQL-family database server.
 // +kubebuilder:validation:Enum=mariadb;mysql
@@ -146,13 +150,14 @@ type EngineSpec struct {
 }
 
 // StorageSpec describes the persistent volume of each instance.
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi, for example 10Gi"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !has(self.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size cannot shrink: volumes can only grow; to use less space, create a new cluster and restore into it"
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable: create a new cluster with the other storage class and restore into it"
 type StorageSpec struct {
 	// Size of each instance's data volume, for example 10Gi. It can grow but never shrink.
 	// +kubebuilder:default="1Gi"
 	// +optional
-	Size resource.Quantity `json:"size,omitempty"`
+	Size *resource.Quantity `json:"size,omitempty"`
 
 	// StorageClassName of the data volumes; empty uses the cluster's default class.
 	// It cannot be changed after creation.
@@ -199,10 +204,12 @@ type ServiceSpec struct {
 	Type corev1.ServiceType `json:"type,omitempty"`
 
 	// Annotations added to the Service, for example for a cloud load balancer.
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 
 	// Labels added to the Service.
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 }
@@ -211,10 +218,12 @@ type ServiceSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('mysql.dolphin.dev/'))",message="pod labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin (Services select on them): use another key"
 type PodTemplateOverrides struct {
 	// Labels added to every instance pod.
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
 	// Annotations added to every instance pod.
+	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 

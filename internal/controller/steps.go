@@ -121,7 +121,21 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 	if err != nil {
 		return &userError{Reason: "InvalidPodTemplate", Message: err.Error() + ": fix spec.podTemplate"}
 	}
-	return applyAndRecord(ctx, r, c, &appsv1.StatefulSet{}, sts, appsv1ac.ExtractStatefulSet)
+	return applyAndRecord(ctx, r, c, &appsv1.StatefulSet{}, sts, extractStatefulSet)
+}
+
+// extractStatefulSet is appsv1ac.ExtractStatefulSet without the status of the claim
+// templates: the API server defaults it (phase Pending) and the extraction reports it as
+// ours, so without this every comparison would see a change that is not there.
+func extractStatefulSet(sts *appsv1.StatefulSet, manager string) (*appsv1ac.StatefulSetApplyConfiguration, error) {
+	ac, err := appsv1ac.ExtractStatefulSet(sts, manager)
+	if err != nil || ac.Spec == nil {
+		return ac, err
+	}
+	for i := range ac.Spec.VolumeClaimTemplates {
+		ac.Spec.VolumeClaimTemplates[i].Status = nil
+	}
+	return ac, nil
 }
 
 func (r *MySQLClusterReconciler) reconcilePodDisruptionBudget(ctx context.Context, c *dolphinv1.MySQLCluster) error {

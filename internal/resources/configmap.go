@@ -27,7 +27,7 @@ const serverIDBase = 1000
 // ConfigMap holds the generated my.cnf and the init script of the cluster. It fails when
 // spec.mysqlConfig holds a key the API schema should have rejected.
 func ConfigMap(c *dolphinv1.MySQLCluster) (*corev1ac.ConfigMapApplyConfiguration, error) {
-	cnf, err := mycnf.Generate(mycnf.Input{Flavor: string(c.Spec.Engine.Flavor), Overrides: c.Spec.MySQLConfig})
+	cnf, err := mycnf.Generate(mycnf.Input{Flavor: string(c.Spec.Engine.Flavor), Overrides: overrides(c)})
 	if err != nil {
 		return nil, fmt.Errorf("generating my.cnf: %w", err)
 	}
@@ -83,13 +83,22 @@ echo "dolphin-init: instance $ordinal ready to start"
 func ConfigHash(c *dolphinv1.MySQLCluster) string {
 	// encoding/json sorts map keys, so the hash is stable.
 	b, err := json.Marshal(struct {
-		Flavor  dolphinv1.Flavor  `json:"flavor"`
-		Version string            `json:"version"`
-		Config  map[string]string `json:"config"`
+		Flavor  dolphinv1.Flavor                      `json:"flavor"`
+		Version string                                `json:"version"`
+		Config  map[string]dolphinv1.MySQLConfigValue `json:"config"`
 	}{c.Spec.Engine.Flavor, c.Spec.Engine.Version, c.Spec.MySQLConfig})
 	if err != nil {
 		panic(fmt.Sprintf("marshalling config hash input: %v", err)) // cannot happen for these types
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
+}
+
+// overrides converts spec.mysqlConfig for the my.cnf generator.
+func overrides(c *dolphinv1.MySQLCluster) map[string]string {
+	out := make(map[string]string, len(c.Spec.MySQLConfig))
+	for k, v := range c.Spec.MySQLConfig {
+		out[k] = string(v)
+	}
+	return out
 }

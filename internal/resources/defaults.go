@@ -35,8 +35,8 @@ func Defaulted(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
 	if s.Engine.Version == "" {
 		s.Engine.Version = DefaultVersion
 	}
-	if s.Storage.Size.IsZero() {
-		s.Storage.Size = resource.MustParse(DefaultStorageSize)
+	if s.Storage.Size == nil {
+		s.Storage.Size = ptr.To(resource.MustParse(DefaultStorageSize))
 	}
 	if s.Storage.DeletePolicy == "" {
 		s.Storage.DeletePolicy = dolphinv1.VolumeRetain

@@ -31,7 +31,7 @@ const MySQLPort = 3306
 
 // Names are the names of the objects Dolphin creates for one cluster.
 type Names struct {
-	StatefulSet, HeadlessService, PrimaryService, ReplicaService string
+	StatefulSet, HeadlessService, PrimaryService, ReplicaService    string
 	ConfigMap, GeneratedSecret, PodDisruptionBudget, ServiceAccount string
 }
 

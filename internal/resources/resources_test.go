@@ -37,12 +37,12 @@ func customised() *dolphinv1.MySQLCluster {
 	s := &c.Spec
 	s.Engine = dolphinv1.EngineSpec{Flavor: dolphinv1.FlavorMySQL, Version: "8.4.3", Image: "registry.example/mysql:8.4.3"}
 	s.Replicas = 5
-	s.Storage = dolphinv1.StorageSpec{Size: resource.MustParse("50Gi"), StorageClassName: ptr.To("fast"), DeletePolicy: dolphinv1.VolumeDelete}
+	s.Storage = dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("50Gi")), StorageClassName: ptr.To("fast"), DeletePolicy: dolphinv1.VolumeDelete}
 	s.Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
 	}
-	s.MySQLConfig = map[string]string{"innodb_buffer_pool_size": "512M", "max_connections": "500"}
+	s.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "512M", "max_connections": "500"}
 	s.PrimaryService = dolphinv1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
 		Annotations: map[string]string{"lb.example/internal": "true"}, Labels: map[string]string{"team": "billing"}}
 	s.PodTemplate = dolphinv1.PodTemplateOverrides{
@@ -164,7 +164,9 @@ func TestPodTemplateStability(t *testing.T) {
 		}
 	}
 	changed := []func(c *dolphinv1.MySQLCluster){
-		func(c *dolphinv1.MySQLCluster) { c.Spec.MySQLConfig = map[string]string{"max_connections": "300"} },
+		func(c *dolphinv1.MySQLCluster) {
+			c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"max_connections": "300"}
+		},
 		func(c *dolphinv1.MySQLCluster) { c.Spec.Engine.Version = "11.4" },
 	}
 	for i, mutate := range changed {

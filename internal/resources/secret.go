@@ -47,8 +47,8 @@ func GeneratedCredentialsSecret(c *dolphinv1.MySQLCluster, newPassword func() st
 				BlockOwnerDeletion: ptr.To(true),
 			}},
 		},
-		Type:      corev1.SecretTypeOpaque,
-		Data:      data,
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
 	}
 }
 

@@ -69,7 +69,7 @@ func dataClaim(c *dolphinv1.MySQLCluster) *corev1ac.PersistentVolumeClaimApplyCo
 		WithAccessModes(corev1.ReadWriteOnce).
 		WithVolumeMode(corev1.PersistentVolumeFilesystem).
 		WithResources(corev1ac.VolumeResourceRequirements().
-			WithRequests(corev1.ResourceList{corev1.ResourceStorage: c.Spec.Storage.Size}))
+			WithRequests(corev1.ResourceList{corev1.ResourceStorage: *c.Spec.Storage.Size}))
 	if c.Spec.Storage.StorageClassName != nil {
 		spec.WithStorageClassName(*c.Spec.Storage.StorageClassName)
 	}
@@ -138,7 +138,7 @@ func defaultAffinity(c *dolphinv1.MySQLCluster) *corev1.Affinity {
 		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
 			Weight: 100,
 			PodAffinityTerm: corev1.PodAffinityTerm{
-				TopologyKey: corev1.LabelHostname,
+				TopologyKey:   corev1.LabelHostname,
 				LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(c)},
 			},
 		}},

@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+func pod(name string, role dolphinv1.InstanceRole, ready bool) corev1.Pod {
+	s := corev1.ConditionFalse
+	if ready {
+		s = corev1.ConditionTrue
+	}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	if role != dolphinv1.RoleUnknown {
+		p.Labels[resources.RoleLabel] = string(role)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: s}}
+	return p
+}
+
+func settledSTS(replicas int32) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: replicas, UpdatedReplicas: replicas,
+			ReadyReplicas: replicas, CurrentRevision: "r1", UpdateRevision: "r1"},
+	}
+}
+
+func previous(phase dolphinv1.Phase, available bool) dolphinv1.MySQLClusterStatus {
+	st := dolphinv1.MySQLClusterStatus{Phase: phase}
+	s := metav1.ConditionFalse
+	if available {
+		s = metav1.ConditionTrue
+	}
+	st.Conditions = []metav1.Condition{{Type: dolphinv1.ConditionAvailable, Status: s, Reason: "X", LastTransitionTime: metav1.Unix(1, 0)}}
+	return st
+}
+
+func TestComputeStatus(t *testing.T) {
+	type want struct {
+		phase                                 dolphinv1.Phase
+		ready, available, progressing, degrad metav1.ConditionStatus
+		reason                                string // reason of the Degraded condition
+		primary                               string
+		readyInstances                        int32
+	}
+	T, F := metav1.ConditionTrue, metav1.ConditionFalse
+	cases := []struct {
+		name string
+		obs  observation
+		want want
+	}{
+		{"new cluster, no StatefulSet yet",
+			observation{Replicas: 3},
+			want{dolphinv1.PhasePending, F, F, T, F, "AsExpected", "", 0}},
+		{"pods starting, none ready",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "", false), pod("c-1", "", false)}},
+			want{dolphinv1.PhasePending, F, F, T, F, "AsExpected", "", 0}},
+		{"instances ready, no primary elected yet",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "", true), pod("c-1", "", true), pod("c-2", "", false)}},
+			want{dolphinv1.PhaseInitializing, F, F, T, F, "AsExpected", "", 2}},
+		{"all ready with a primary",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "replica", true), pod("c-2", "replica", true)}},
+			want{dolphinv1.PhaseRunning, T, T, F, F, "AsExpected", "c-0", 3}},
+		{"a replica down",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "replica", false), pod("c-2", "replica", true)},
+				Previous: previous(dolphinv1.PhaseRunning, true)},
+			want{dolphinv1.PhaseDegraded, F, T, F, T, "InstancesNotReady", "c-0", 2}},
+		{"primary lost after running",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", false), pod("c-1", "replica", true), pod("c-2", "replica", true)},
+				Previous: previous(dolphinv1.PhaseRunning, true)},
+			want{dolphinv1.PhaseDegraded, F, F, F, T, "PrimaryUnavailable", "c-0", 2}},
+		{"two pods labeled primary",
+			observation{Replicas: 2, StatefulSet: settledSTS(2), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "primary", true)}},
+			want{dolphinv1.PhaseInitializing, F, F, T, T, "MultiplePrimaries", "", 2}},
+		{"scaling up",
+			observation{Replicas: 5, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "replica", true), pod("c-2", "replica", true)},
+				Previous: previous(dolphinv1.PhaseRunning, true)},
+			want{dolphinv1.PhaseDegraded, F, T, T, T, "InstancesNotReady", "c-0", 3}},
+		{"user error",
+			observation{Replicas: 3, StepErr: errors.Join(errors.New("step credentials"), &userError{Reason: "CredentialsSecretNotFound", Message: "create it"})},
+			want{dolphinv1.PhaseFailed, F, F, F, T, "CredentialsSecretNotFound", "", 0}},
+		{"transient error",
+			observation{Replicas: 1, StatefulSet: settledSTS(1), Pods: []corev1.Pod{pod("c-0", "primary", true)}, StepErr: errors.New("conflict")},
+			want{dolphinv1.PhaseRunning, T, T, F, T, "ReconcileError", "c-0", 1}},
+		{"deleting",
+			observation{Replicas: 1, Deleting: true, StatefulSet: settledSTS(1), Pods: []corev1.Pod{pod("c-0", "primary", true)}},
+			want{dolphinv1.PhaseDeleting, T, T, F, F, "AsExpected", "c-0", 1}},
+	}
+	now := metav1.NewTime(time.Unix(1000, 0))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.obs.Generation = 7
+			st := computeStatus(tc.obs, now)
+			cond := func(typ string) metav1.ConditionStatus {
+				c := meta.FindStatusCondition(st.Conditions, typ)
+				if c == nil {
+					t.Fatalf("condition %s missing", typ)
+				}
+				if c.ObservedGeneration != 7 || c.Reason == "" || c.Message == "" {
+					t.Errorf("condition %s incomplete: %+v", typ, c)
+				}
+				return c.Status
+			}
+			got := want{st.Phase, cond("Ready"), cond("Available"), cond("Progressing"), cond("Degraded"),
+				meta.FindStatusCondition(st.Conditions, "Degraded").Reason, st.CurrentPrimary, st.ReadyInstances}
+			if got != tc.want {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+			if st.ObservedGeneration != 7 {
+				t.Errorf("observedGeneration %d", st.ObservedGeneration)
+			}
+		})
+	}
+}
+
+func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
+	obs := observation{Replicas: 1, StatefulSet: settledSTS(1), Pods: []corev1.Pod{pod("c-0", "primary", true)}}
+	first := computeStatus(obs, metav1.NewTime(time.Unix(1000, 0)))
+	obs.Previous = first
+	second := computeStatus(obs, metav1.NewTime(time.Unix(2000, 0)))
+	for _, c := range second.Conditions {
+		if c.LastTransitionTime.Unix() != 1000 {
+			t.Errorf("%s moved its transition time without a change", c.Type)
+		}
+	}
+	obs.Previous = second
+	obs.Pods = []corev1.Pod{pod("c-0", "primary", false)}
+	third := computeStatus(obs, metav1.NewTime(time.Unix(3000, 0)))
+	if c := meta.FindStatusCondition(third.Conditions, "Ready"); c.LastTransitionTime.Unix() != 3000 {
+		t.Errorf("Ready changed but kept transition time %v", c.LastTransitionTime)
+	}
+}

@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// TestEnvtestInvalidSpecsAreRejected sends each invalid spec to the real API server and
+// checks that the CRD's validation rejects it with the message that says what to change.
+func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ns := newNamespace(t)
+	cases := []struct {
+		name    string
+		spec    dolphinv1.MySQLClusterSpec
+		message string
+	}{
+		{"too many replicas", dolphinv1.MySQLClusterSpec{Replicas: 10}, "replicas must be between 1 and 9"},
+		{"negative replicas", dolphinv1.MySQLClusterSpec{Replicas: -1}, "replicas must be between 1 and 9"},
+		{"unknown flavor", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "postgres"}}, `supported values: "mariadb", "mysql"`},
+		{"malformed version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Version: "latest"}}, "engine.version must look like MAJOR.MINOR"},
+		{"unsupported mariadb version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "mariadb", Version: "10.6"}}, "unsupported engine version: use 10.11 or 11.4"},
+		{"mysql with a mariadb version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "mysql", Version: "10.11"}}, "unsupported engine version"},
+		{"hyphenated config key", dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb-buffer-pool-size": "1G"}}, "keys must be lower-case mysqld option names with underscores"},
+		{"multi-line config value", dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"max_connections": "10\nserver_id=1"}}, "values must be a single line"},
+		{"comment in config value", dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"sql_mode": "A#B"}}, "without '#'"},
+		{"detection interval too short", dolphinv1.MySQLClusterSpec{Failover: dolphinv1.FailoverSpec{DetectionInterval: &metav1.Duration{Duration: 1}}}, "detectionInterval must be between 100ms and 1m"},
+		{"zero detection attempts", dolphinv1.MySQLClusterSpec{Failover: dolphinv1.FailoverSpec{DetectionAttempts: -2}}, "detectionAttempts"},
+		{"reserved pod label", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Labels: map[string]string{resources.RoleLabel: "primary"}}}, "pod labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin"},
+		{"reserved service label", dolphinv1.MySQLClusterSpec{PrimaryService: dolphinv1.ServiceSpec{Labels: map[string]string{"app.kubernetes.io/name": "x"}}}, "service labels under app.kubernetes.io/"},
+		{"tiny storage", dolphinv1.MySQLClusterSpec{Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Mi"))}}, "storage.size must be at least 64Mi"},
+		{"bad service type", dolphinv1.MySQLClusterSpec{ReplicaService: dolphinv1.ServiceSpec{Type: "ExternalName"}}, `supported values: "ClusterIP", "NodePort", "LoadBalancer"`},
+	}
+	// Every key the my.cnf generator reserves must be rejected by the schema as well, so a
+	// bad key never gets past the API server to fail in the reconciler.
+	for _, k := range append(mycnf.ReservedKeys(), "rpl_semi_sync_master_timeout", "rpl_semi_sync_source_enabled") {
+		cases = append(cases, struct {
+			name    string
+			spec    dolphinv1.MySQLClusterSpec
+			message string
+		}{"reserved key " + k, dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{k: "1"}}, "mysqlConfig may not set replication and durability settings"})
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-" + strings.Repeat("x", i%3) + string(rune('a'+i%26))}, Spec: tc.spec}
+			err := c.Create(context.Background(), obj)
+			if err == nil {
+				t.Fatalf("accepted; want rejection with %q", tc.message)
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("rejected with\n  %v\nwant a message containing\n  %q", err, tc.message)
+			}
+		})
+	}
+}
+
+// TestEnvtestImmutableFieldsAreRejected checks the transition rules on updates.
+func TestEnvtestImmutableFieldsAreRejected(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ctx := context.Background()
+	key := createCluster(t, c, newNamespace(t), "fixed", dolphinv1.MySQLClusterSpec{
+		Storage:     dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("10Gi")), StorageClassName: ptr.To("fast")},
+		Credentials: dolphinv1.CredentialsSpec{SecretName: "mine"},
+	})
+	cases := []struct {
+		name    string
+		mutate  func(*dolphinv1.MySQLCluster)
+		message string
+	}{
+		{"flavor", func(m *dolphinv1.MySQLCluster) { m.Spec.Engine.Flavor = "mysql"; m.Spec.Engine.Version = "8.4" }, "engine.flavor is immutable"},
+		{"storage shrink", func(m *dolphinv1.MySQLCluster) { m.Spec.Storage.Size = ptr.To(resource.MustParse("5Gi")) }, "storage.size cannot shrink"},
+		{"storage shrink in other units", func(m *dolphinv1.MySQLCluster) { m.Spec.Storage.Size = ptr.To(resource.MustParse("10G")) }, "storage.size cannot shrink"},
+		{"storage class", func(m *dolphinv1.MySQLCluster) { m.Spec.Storage.StorageClassName = ptr.To("slow") }, "storage.storageClassName is immutable"},
+		{"storage class removed", func(m *dolphinv1.MySQLCluster) { m.Spec.Storage.StorageClassName = nil }, "storage.storageClassName is immutable"},
+		{"credentials secret", func(m *dolphinv1.MySQLCluster) { m.Spec.Credentials.SecretName = "other" }, "credentials.secretName is immutable"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := getCluster(t, c, key)
+			tc.mutate(obj)
+			err := c.Update(ctx, obj)
+			if err == nil || !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("update: %v; want a rejection containing %q", err, tc.message)
+			}
+		})
+	}
+	t.Run("allowed changes pass", func(t *testing.T) {
+		obj := getCluster(t, c, key)
+		obj.Spec.Storage.Size = ptr.To(resource.MustParse("20Gi"))
+		obj.Spec.Replicas = 5
+		obj.Spec.Engine.Version = "11.4"
+		if err := c.Update(ctx, obj); err != nil {
+			t.Errorf("growing storage, scaling and upgrading were rejected: %v", err)
+		}
+	})
+}
+
+// TestEnvtestDefaultsMatchTheCRD checks that resources.Defaulted and the CRD's defaults agree.
+func TestEnvtestDefaultsMatchTheCRD(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	key := createCluster(t, c, newNamespace(t), "plain", dolphinv1.MySQLClusterSpec{})
+	got := getCluster(t, c, key)
+	want := resources.Defaulted(&dolphinv1.MySQLCluster{})
+	if !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
+		t.Errorf("API server defaults differ from resources.Defaulted:\n api server: %+v\n Defaulted:  %+v", got.Spec, want.Spec)
+	}
+}
+
+// TestEnvtestFieldSelectorOnPhase lists clusters with a field selector on status.phase,
+// served by the API server thanks to the CRD's selectableFields.
+func TestEnvtestFieldSelectorOnPhase(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	for name, phase := range map[string]dolphinv1.Phase{"a": dolphinv1.PhaseFailed, "b": dolphinv1.PhaseRunning, "c": dolphinv1.PhaseFailed, "d": ""} {
+		key := createCluster(t, c, ns, name, dolphinv1.MySQLClusterSpec{})
+		if phase == "" {
+			continue
+		}
+		obj := getCluster(t, c, key)
+		obj.Status.Phase = phase
+		if err := c.Status().Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list dolphinv1.MySQLClusterList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{"status.phase": "Failed"}); err != nil {
+		t.Fatalf("field-selector list: %v", err)
+	}
+	var names []string
+	for _, it := range list.Items {
+		names = append(names, it.Name)
+	}
+	if strings.Join(names, ",") != "a,c" {
+		t.Errorf("status.phase=Failed returned %v, want [a c]", names)
+	}
+}
+
+// TestEnvtestUserSuppliedCredentials: a missing or incomplete Secret fails the cluster with
+// a message saying what to add; a complete one lets it proceed, and is never modified.
+func TestEnvtestUserSuppliedCredentials(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	key := createCluster(t, c, ns, "byo", dolphinv1.MySQLClusterSpec{Credentials: dolphinv1.CredentialsSpec{SecretName: "byo-secret"}})
+	expectFailed := func(reason, message string) {
+		t.Helper()
+		if err := reconcileOnce(t, c, key); err != nil {
+			t.Fatalf("a user error must not be returned as a reconcile error: %v", err)
+		}
+		st := getCluster(t, c, key).Status
+		cond := meta.FindStatusCondition(st.Conditions, "Ready")
+		if st.Phase != dolphinv1.PhaseFailed || cond == nil || cond.Reason != reason || !strings.Contains(cond.Message, message) {
+			t.Errorf("phase %q Ready=%+v; want Failed/%s mentioning %q", st.Phase, cond, reason, message)
+		}
+	}
+	expectFailed("CredentialsSecretNotFound", `Secret "byo-secret" named in spec.credentials.secretName does not exist`)
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "byo-secret"},
+		Data: map[string][]byte{resources.RootPasswordKey: []byte("r"), resources.ReplicationPasswordKey: []byte("p")}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	expectFailed("CredentialsSecretIncomplete", "lacks the keys operator-password, monitor-password")
+
+	secret.Data[resources.OperatorPasswordKey] = []byte("o")
+	secret.Data[resources.MonitorPasswordKey] = []byte("m")
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rv := secret.ResourceVersion
+	if err := reconcileOnce(t, c, key); err != nil {
+		t.Fatal(err)
+	}
+	if st := getCluster(t, c, key).Status; st.Phase != dolphinv1.PhasePending {
+		t.Errorf("with a complete Secret the cluster should proceed to Pending, got %q", st.Phase)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil || secret.ResourceVersion != rv {
+		t.Errorf("the user's Secret was modified (resourceVersion %s -> %s, %v)", rv, secret.ResourceVersion, err)
+	}
+	if len(secret.OwnerReferences) != 0 {
+		t.Errorf("the user's Secret must not be owned by the cluster: %+v", secret.OwnerReferences)
+	}
+}
+
+// TestEnvtestGeneratedPasswordsAreNeverOverwritten: only a missing key is filled in.
+func TestEnvtestGeneratedPasswordsAreNeverOverwritten(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ctx := context.Background()
+	key := createCluster(t, c, newNamespace(t), "keep", dolphinv1.MySQLClusterSpec{})
+	if err := reconcileOnce(t, c, key); err != nil {
+		t.Fatal(err)
+	}
+	var s corev1.Secret
+	sk := client.ObjectKey{Namespace: key.Namespace, Name: "keep-credentials"}
+	if err := c.Get(ctx, sk, &s); err != nil {
+		t.Fatal(err)
+	}
+	original := map[string]string{}
+	for k, v := range s.Data {
+		original[k] = string(v)
+	}
+	delete(s.Data, resources.MonitorPasswordKey)
+	if err := c.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := reconcileOnce(t, c, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Get(ctx, sk, &s); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range original {
+		if k == resources.MonitorPasswordKey {
+			if len(s.Data[k]) < 26 || string(s.Data[k]) == v {
+				t.Errorf("missing key %s was not regenerated: %q", k, s.Data[k])
+			}
+			continue
+		}
+		if string(s.Data[k]) != v {
+			t.Errorf("password %s was overwritten", k)
+		}
+	}
+}
