@@ -1,0 +1,105 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+)
+
+// act runs a plan step by step and stops at the first failure. Every step is idempotent,
+// so the next cycle can simply decide again and repeat what is still needed.
+func (e *Engine) act(ctx context.Context, members []Member, d Decision) error {
+	byName := make(map[string]Member, len(members))
+	for _, m := range members {
+		byName[m.Name] = m
+	}
+	for _, s := range d.Plan {
+		m, ok := byName[s.Instance]
+		if !ok {
+			return fmt.Errorf("step %s: unknown instance", s)
+		}
+		if err := e.run(ctx, byName, m, s); err != nil {
+			return fmt.Errorf("step %s: %w", s, err)
+		}
+		e.cfg.Log.V(1).Info("step done", "step", s.String())
+	}
+	return nil
+}
+
+func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s Step) error {
+	if s.Kind == StepEnsureAccounts {
+		return e.ensureAccounts(ctx, m)
+	}
+	in, err := e.conn(m)
+	if err != nil {
+		return err
+	}
+	switch s.Kind {
+	case StepStopIO:
+		return in.StopReplicationIO(ctx)
+	case StepStopReplication:
+		return in.StopReplication(ctx)
+	case StepStartReplication:
+		return in.StartReplication(ctx)
+	case StepFence:
+		if err := in.SetReadOnly(ctx, true); err != nil {
+			return err
+		}
+		if err := in.SetSemiSyncSource(ctx, false); err != nil {
+			return err
+		}
+		return in.KillConnections(ctx, []string{e.cfg.Credentials.Accounts.Operator.User})
+	case StepWaitApplied:
+		return in.WaitForGTID(ctx, s.GTID, e.cfg.WaitTimeout)
+	case StepPromote:
+		if err := in.ResetReplication(ctx); err != nil {
+			return err
+		}
+		if err := in.SetSemiSyncSource(ctx, s.SemiSync); err != nil {
+			return err
+		}
+		return in.SetReadOnly(ctx, false)
+	case StepSemiSyncSource:
+		return in.SetSemiSyncSource(ctx, s.SemiSync)
+	case StepReplicate:
+		src, ok := byName[s.Source]
+		if !ok {
+			return fmt.Errorf("unknown source %s", s.Source)
+		}
+		if s.Rejoin {
+			if err := in.SeedGTIDForRejoin(ctx); err != nil {
+				return err
+			}
+		}
+		repl := e.cfg.Credentials.Accounts.Replication
+		return in.ConfigureReplication(ctx, dbsql.Source{Host: src.Host, Port: src.Port, User: repl.User, Password: repl.Password})
+	}
+	return fmt.Errorf("unknown step kind %q", s.Kind)
+}
+
+// ensureAccounts logs in with the bootstrap account and creates Dolphin's accounts. It is
+// skipped when the operator account already works (a previous attempt succeeded).
+func (e *Engine) ensureAccounts(ctx context.Context, m Member) error {
+	if in, err := e.conn(m); err == nil {
+		if _, err := in.Status(ctx); err == nil {
+			return nil
+		}
+	}
+	boot, err := e.open(m, e.cfg.Credentials.Bootstrap)
+	if err != nil {
+		return err
+	}
+	defer boot.Close()
+	if err := boot.EnsureAccounts(ctx, e.cfg.Credentials.Accounts); err != nil {
+		return err
+	}
+	// Drop the cached operator connection: its pool may hold failed logins.
+	e.mu.Lock()
+	if c, ok := e.conns[m.Addr()]; ok {
+		_ = c.Close()
+		delete(e.conns, m.Addr())
+	}
+	e.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,414 @@
+package topology
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+)
+
+// State is the situation a decision found the cluster in.
+type State string
+
+// States reported by Decide.
+const (
+	// StateWaiting: a new cluster waits until every instance answers before it bootstraps.
+	StateWaiting State = "WaitingForInstances"
+	// StateBootstrap: the first primary is being chosen and replication set up.
+	StateBootstrap State = "Bootstrapping"
+	// StateHealthy: the primary is writable and every replica replicates from it.
+	StateHealthy State = "Healthy"
+	// StateHealing: the primary is fine; replicas are being (re)configured.
+	StateHealing State = "Healing"
+	// StateDegraded: the primary is fine; some instance is unreachable or errant.
+	StateDegraded State = "Degraded"
+	// StatePrimarySuspect: the primary missed observations, not yet enough to fail over.
+	StatePrimarySuspect State = "PrimarySuspect"
+	// StatePrimaryLost: the primary is lost and no failover can (or may) happen.
+	StatePrimaryLost State = "PrimaryLost"
+	// StateFailover: a replica is being promoted in place of the lost primary.
+	StateFailover State = "Failover"
+	// StateSwitchover: a planned change of primary is in progress.
+	StateSwitchover State = "Switchover"
+	// StateSplitBrain: more than one instance accepted writes; the extra ones are fenced.
+	StateSplitBrain State = "SplitBrain"
+)
+
+// Replication errors that mean an instance cannot continue as a replica without being
+// re-cloned: its history diverged from the primary's.
+const (
+	errnoGTIDStrictOutOfOrder = 1950 // MariaDB: an event's GTID is not newer than the last applied
+	errnoSourceFatalReading   = 1236 // the source cannot serve the position the replica asks for
+)
+
+// Decision is what to do after one observation.
+type Decision struct {
+	State State
+	// Primary is the primary after the plan has run.
+	Primary string
+	// Plan is the steps to run, in order. Each step is idempotent.
+	Plan []Step
+	// Errant are the instances holding transactions the primary lacks (never promoted,
+	// never replicated into the topology until re-cloned).
+	Errant map[string]bool
+	// Failover and Switchover are the progress to carry into the next observation.
+	Failover   *FailoverProgress
+	Switchover *SwitchoverRequest
+	// PromotedFrom is the previous primary when the plan promotes a new one.
+	PromotedFrom string
+	// SemiSyncFallback is true when the primary's semi-sync fell back to asynchronous
+	// replication: acknowledged writes are no longer guaranteed on a replica.
+	SemiSyncFallback bool
+	// Message explains the state to a human.
+	Message string
+}
+
+// Decide is a pure function from an observation to a decision.
+func Decide(v ClusterView) Decision {
+	d := Decision{Primary: v.Primary, Errant: maps.Clone(v.Errant), Failover: v.Failover, Switchover: v.Switchover}
+	if d.Errant == nil {
+		d.Errant = map[string]bool{}
+	}
+	// A freshly initialised instance needs Dolphin's accounts before anything else.
+	for _, in := range v.Instances {
+		if in.Reachable() && in.Fresh {
+			d.Plan = append(d.Plan, Step{Kind: StepEnsureAccounts, Instance: in.Name})
+		}
+	}
+	if v.Primary == "" {
+		return decideWithoutPrimary(v, d)
+	}
+	p, _ := v.instance(v.Primary)
+	extra := writableExcept(v, v.Primary)
+	if p.Reachable() {
+		if len(extra) > 0 {
+			// Only the known primary may write: fence the others at once.
+			for _, name := range extra {
+				d.Plan = append(d.Plan, Step{Kind: StepFence, Instance: name})
+			}
+			d.State = StateSplitBrain
+			d.Message = fmt.Sprintf("%s accepted writes besides primary %s: made read-only", strings.Join(extra, ", "), v.Primary)
+			return d
+		}
+		d.Failover = nil
+		if v.Switchover != nil {
+			return decideSwitchover(v, d, p)
+		}
+		return decideHealthy(v, d, p)
+	}
+	// The primary does not answer.
+	if len(extra) == 1 && !d.Errant[extra[0]] {
+		// A previous failover promoted it but its outcome was never recorded (operator
+		// restarted): adopt it and continue from there.
+		v.Primary, v.Failover = extra[0], nil
+		d.Primary, d.Failover, d.PromotedFrom = extra[0], nil, p.Name
+		np, _ := v.instance(extra[0])
+		out := decideHealthy(v, d, np)
+		out.Message = fmt.Sprintf("adopted %s, promoted while %s was lost; ", extra[0], p.Name) + out.Message
+		return out
+	}
+	if len(extra) > 1 {
+		for _, name := range extra {
+			d.Plan = append(d.Plan, Step{Kind: StepFence, Instance: name})
+		}
+		d.State = StateSplitBrain
+		d.Message = fmt.Sprintf("primary %s is lost and %s all accept writes: all made read-only; choose the primary by hand", p.Name, strings.Join(extra, ", "))
+		return d
+	}
+	if v.Failover == nil && v.PrimaryMisses < max(v.Settings.DetectionAttempts, 1) {
+		d.State = StatePrimarySuspect
+		d.Message = fmt.Sprintf("primary %s missed %d of %d observations: %v", p.Name, v.PrimaryMisses, v.Settings.DetectionAttempts, p.Err)
+		return d
+	}
+	if !v.Settings.FailoverEnabled {
+		d.State = StatePrimaryLost
+		d.Message = fmt.Sprintf("primary %s is lost and automatic failover is disabled", p.Name)
+		return d
+	}
+	return decideFailover(v, d, p)
+}
+
+// decideWithoutPrimary handles a cluster with no recorded primary: a new cluster, or an
+// operator that lost its state.
+func decideWithoutPrimary(v ClusterView, d Decision) Decision {
+	writable := writableExcept(v, "")
+	switch {
+	case len(writable) == 1:
+		v.Primary = writable[0]
+		d.Primary = writable[0]
+		np, _ := v.instance(writable[0])
+		return decideHealthy(v, d, np)
+	case len(writable) > 1:
+		for _, name := range writable {
+			d.Plan = append(d.Plan, Step{Kind: StepFence, Instance: name})
+		}
+		d.State = StateSplitBrain
+		d.Message = fmt.Sprintf("%s all accept writes and no primary is recorded: all made read-only; choose the primary by hand", strings.Join(writable, ", "))
+		return d
+	}
+	// Replicas that point at an instance tell who the primary was.
+	for _, in := range v.Instances {
+		if in.Reachable() && in.Status.Replica != nil {
+			for _, src := range v.Instances {
+				if src.Host == in.Status.Replica.SourceHost && src.Port == in.Status.Replica.SourcePort {
+					v.Primary = src.Name
+					d.Primary = src.Name
+					return Decide(v)
+				}
+			}
+		}
+	}
+	var missing []string
+	for _, in := range v.Instances {
+		if !in.Reachable() {
+			missing = append(missing, in.Name)
+		}
+	}
+	if len(missing) > 0 || len(v.Instances) == 0 {
+		d.State = StateWaiting
+		d.Message = "waiting for " + strings.Join(missing, ", ") + " to answer before choosing the first primary"
+		return d
+	}
+	primary, ok := mostAdvanced(v.Instances, func(in InstanceView) dbsql.GTIDSet { return in.Status.Executed })
+	if !ok {
+		d.State = StateSplitBrain
+		d.Message = "the instances hold diverging transactions; refusing to choose a primary"
+		return d
+	}
+	d.State = StateBootstrap
+	d.Primary = primary
+	d.Plan = append(d.Plan, Step{Kind: StepPromote, Instance: primary, SemiSync: len(v.Instances) > 1})
+	for _, in := range v.Instances {
+		if in.Name != primary {
+			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: in.Name, Source: primary, Rejoin: !isEmpty(in.Status.Executed)})
+		}
+	}
+	d.Message = "bootstrapping with " + primary + " as primary"
+	return d
+}
+
+// decideHealthy keeps a reachable primary writable and every other instance replicating
+// from it, and keeps errant instances out.
+func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
+	var problems []string
+	if p.Status.ReadOnly {
+		d.Plan = append(d.Plan, Step{Kind: StepPromote, Instance: p.Name, SemiSync: len(v.Instances) > 1})
+	} else if want := len(v.Instances) > 1; p.Status.SemiSync.SourceEnabled != want {
+		d.Plan = append(d.Plan, Step{Kind: StepSemiSyncSource, Instance: p.Name, SemiSync: want})
+	}
+	if p.Status.SemiSync.SourceEnabled && !p.Status.SemiSync.SourceActive && len(v.Instances) > 1 {
+		d.SemiSyncFallback = true
+		problems = append(problems, "semi-sync fell back to asynchronous replication")
+	}
+	for _, r := range v.Instances {
+		if r.Name == p.Name {
+			continue
+		}
+		if !r.Reachable() {
+			problems = append(problems, r.Name+" unreachable")
+			continue
+		}
+		if reason := errantReason(p, r); reason != "" {
+			if !d.Errant[r.Name] {
+				d.Errant[r.Name] = true
+			}
+			if rs := r.Status.Replica; rs != nil && (rs.IORunning || rs.SQLRunning) {
+				d.Plan = append(d.Plan, Step{Kind: StepStopReplication, Instance: r.Name})
+			}
+			problems = append(problems, r.Name+" is errant ("+reason+"): it needs a re-clone")
+			continue
+		}
+		delete(d.Errant, r.Name)
+		rs := r.Status.Replica
+		switch {
+		case rs == nil:
+			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: r.Name, Source: p.Name, Rejoin: !isEmpty(r.Status.Executed)})
+		case rs.SourceHost != p.Host || rs.SourcePort != p.Port:
+			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: r.Name, Source: p.Name})
+		case !rs.IORunning || !rs.SQLRunning:
+			d.Plan = append(d.Plan, Step{Kind: StepStartReplication, Instance: r.Name})
+		}
+	}
+	switch {
+	case len(problems) > 0:
+		d.State = StateDegraded
+		d.Message = strings.Join(problems, "; ")
+	case len(d.Plan) > 0:
+		d.State = StateHealing
+		d.Message = "configuring replication from " + p.Name
+	default:
+		d.State = StateHealthy
+		d.Message = p.Name + " is primary; every replica replicates from it"
+	}
+	return d
+}
+
+// errantReason says why replica r cannot follow primary p, or "" when it can.
+func errantReason(p, r InstanceView) string {
+	if !isEmpty(r.Status.Executed) && (p.Status.Executed == nil || !p.Status.Executed.Contains(r.Status.Executed)) {
+		return fmt.Sprintf("it executed %s, beyond the primary's %s", r.Status.Executed, p.Status.Executed)
+	}
+	if rs := r.Status.Replica; rs != nil {
+		if rs.LastSQLErrno == errnoGTIDStrictOutOfOrder {
+			return fmt.Sprintf("applier error %d: %s", rs.LastSQLErrno, rs.LastSQLError)
+		}
+		if rs.LastIOErrno == errnoSourceFatalReading && rs.SourceHost == p.Host && rs.SourcePort == p.Port {
+			return fmt.Sprintf("receiver error %d: %s", rs.LastIOErrno, rs.LastIOError)
+		}
+	}
+	return ""
+}
+
+// decideFailover promotes the replica that received the most transactions. It runs in two
+// observations: first every candidate stops receiving (so positions are final), then the
+// best one applies what it received and is promoted, and the rest follow it.
+func decideFailover(v ClusterView, d Decision, lost InstanceView) Decision {
+	var candidates []InstanceView
+	for _, in := range v.Instances {
+		if in.Name != lost.Name && in.Reachable() && !in.Fresh && !d.Errant[in.Name] && in.Status.Replica != nil {
+			candidates = append(candidates, in)
+		}
+	}
+	d.State = StateFailover
+	if len(candidates) == 0 {
+		d.State = StatePrimaryLost
+		d.Message = fmt.Sprintf("primary %s is lost and no healthy replica can replace it", lost.Name)
+		return d
+	}
+	if v.Failover == nil || !v.Failover.Fenced || v.Failover.From != lost.Name {
+		for _, c := range candidates {
+			d.Plan = append(d.Plan, Step{Kind: StepStopIO, Instance: c.Name})
+		}
+		d.Failover = &FailoverProgress{From: lost.Name, Fenced: true}
+		d.Message = fmt.Sprintf("primary %s lost (%v): stopping the replicas' receivers", lost.Name, lost.Err)
+		return d
+	}
+	best, ok := mostAdvanced(candidates, func(in InstanceView) dbsql.GTIDSet { return in.Status.Replica.Received })
+	if !ok {
+		d.State = StatePrimaryLost
+		d.Message = "the replicas received diverging transactions; refusing to choose a new primary"
+		return d
+	}
+	b, _ := v.instance(best)
+	d.Plan = append(d.Plan,
+		Step{Kind: StepWaitApplied, Instance: best, GTID: b.Status.Replica.Received},
+		Step{Kind: StepPromote, Instance: best, SemiSync: len(v.Instances) > 1})
+	for _, c := range candidates {
+		if c.Name != best {
+			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: c.Name, Source: best})
+		}
+	}
+	d.Primary, d.PromotedFrom, d.Failover = best, lost.Name, nil
+	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best)
+	return d
+}
+
+// decideSwitchover moves the primary role to a replica on request, in two observations:
+// first the old primary is fenced (read-only, clients disconnected), then the target applies
+// everything the old primary wrote and is promoted.
+func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
+	var healthy []InstanceView
+	for _, in := range v.Instances {
+		rs := (*dbsql.ReplicaStatus)(nil)
+		if in.Reachable() {
+			rs = in.Status.Replica
+		}
+		if in.Name != p.Name && rs != nil && !d.Errant[in.Name] && errantReason(p, in) == "" &&
+			rs.SourceHost == p.Host && rs.SourcePort == p.Port && rs.SQLRunning {
+			healthy = append(healthy, in)
+		}
+	}
+	target := v.Switchover.To
+	if target == "" {
+		best, ok := mostAdvanced(healthy, func(in InstanceView) dbsql.GTIDSet { return in.Status.Replica.Received })
+		if !ok {
+			d.Switchover = nil
+			out := decideHealthy(v, d, p)
+			out.Message = "switchover refused: no healthy replica to promote; " + out.Message
+			return out
+		}
+		target = best
+	}
+	if target == p.Name {
+		d.Switchover = nil
+		return decideHealthy(v, d, p)
+	}
+	if !slices.ContainsFunc(healthy, func(in InstanceView) bool { return in.Name == target }) {
+		d.Switchover = nil
+		out := decideHealthy(v, d, p)
+		out.Message = fmt.Sprintf("switchover to %s refused: it is not a healthy replica of %s; ", target, p.Name) + out.Message
+		if !v.Switchover.Fenced {
+			return out
+		}
+		// The old primary was already fenced: make it writable again.
+		out.Plan = append([]Step{{Kind: StepPromote, Instance: p.Name, SemiSync: len(v.Instances) > 1}}, out.Plan...)
+		return out
+	}
+	d.State = StateSwitchover
+	if !v.Switchover.Fenced {
+		d.Plan = append(d.Plan, Step{Kind: StepFence, Instance: p.Name})
+		d.Switchover = &SwitchoverRequest{To: target, Fenced: true}
+		d.Message = fmt.Sprintf("switchover to %s: fencing %s", target, p.Name)
+		return d
+	}
+	d.Plan = append(d.Plan,
+		Step{Kind: StepWaitApplied, Instance: target, GTID: p.Status.Executed},
+		Step{Kind: StepPromote, Instance: target, SemiSync: len(v.Instances) > 1},
+		Step{Kind: StepReplicate, Instance: p.Name, Source: target, Rejoin: true})
+	for _, in := range healthy {
+		if in.Name != target {
+			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: in.Name, Source: target})
+		}
+	}
+	d.Primary, d.PromotedFrom, d.Switchover = target, p.Name, nil
+	d.Message = fmt.Sprintf("switching over from %s to %s", p.Name, target)
+	return d
+}
+
+// writableExcept lists the reachable instances that accept writes, except one.
+func writableExcept(v ClusterView, except string) []string {
+	var out []string
+	for _, in := range v.Instances {
+		if in.Name != except && in.Reachable() && !in.Status.ReadOnly {
+			out = append(out, in.Name)
+		}
+	}
+	return out
+}
+
+// mostAdvanced returns the instance whose set contains every other instance's set. Among
+// equals it prefers the one that applied most, then the lowest ordinal. ok is false when no
+// set contains all the others (histories diverged).
+func mostAdvanced(ins []InstanceView, set func(InstanceView) dbsql.GTIDSet) (string, bool) {
+	bestIdx := -1
+	for i, in := range ins {
+		s := set(in)
+		all := true
+		for _, o := range ins {
+			if os := set(o); !isEmpty(os) && (s == nil || !s.Contains(os)) {
+				all = false
+				break
+			}
+		}
+		if !all {
+			continue
+		}
+		if bestIdx < 0 {
+			bestIdx = i
+			continue
+		}
+		// Same received set: prefer the one that applied more (less to wait for).
+		b := ins[bestIdx]
+		if ex, bex := in.Status.Executed, b.Status.Executed; ex != nil && !isEmpty(ex) && (bex == nil || (ex.Contains(bex) && !bex.Contains(ex))) {
+			bestIdx = i
+		}
+	}
+	if bestIdx < 0 {
+		return "", false
+	}
+	return ins[bestIdx].Name, true
+}
+
+func isEmpty(s dbsql.GTIDSet) bool { return s == nil || s.IsEmpty() }

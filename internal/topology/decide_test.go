@@ -1,0 +1,238 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+)
+
+// Small builders for observations, so that each case reads like the situation it covers.
+
+func gtid(s string) dbsql.GTIDSet {
+	g, err := dbsql.ParseMariaDBGTID(s)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+type ib struct{ v InstanceView }
+
+func inst(i int) *ib {
+	name := fmt.Sprintf("db-%d", i)
+	return &ib{InstanceView{Name: name, Host: name + ".svc", Port: 3306,
+		Status: &dbsql.Status{ReadOnly: true, Executed: gtid("")}}}
+}
+func (b *ib) down() *ib { b.v.Status, b.v.Err = nil, errors.New("connection refused"); return b }
+func (b *ib) fresh() *ib { b.v.Fresh = true; return b }
+func (b *ib) writable() *ib {
+	b.v.Status.ReadOnly = false
+	b.v.Status.SemiSync.SourceEnabled, b.v.Status.SemiSync.SourceActive = true, true
+	return b
+}
+func (b *ib) executed(s string) *ib { b.v.Status.Executed = gtid(s); return b }
+func (b *ib) replicaOf(src int, received string) *ib {
+	host := fmt.Sprintf("db-%d.svc", src)
+	b.v.Status.Replica = &dbsql.ReplicaStatus{SourceHost: host, SourcePort: 3306, IORunning: true, SQLRunning: true, Received: gtid(received)}
+	return b
+}
+func (b *ib) ioStopped() *ib { b.v.Status.Replica.IORunning = false; return b }
+func (b *ib) sqlError(errno int) *ib {
+	b.v.Status.Replica.SQLRunning, b.v.Status.Replica.LastSQLErrno = false, errno
+	return b
+}
+
+func cluster(primary string, ins ...*ib) ClusterView {
+	v := ClusterView{Primary: primary, Settings: Settings{FailoverEnabled: true, DetectionAttempts: 3}}
+	for _, b := range ins {
+		v.Instances = append(v.Instances, b.v)
+	}
+	return v
+}
+
+func steps(d Decision) []string {
+	var out []string
+	for _, s := range d.Plan {
+		out = append(out, s.String())
+	}
+	return out
+}
+
+func TestDecide(t *testing.T) {
+	healthy3 := func() ClusterView {
+		return cluster("db-0",
+			inst(0).writable().executed("0-1-10"),
+			inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+			inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+	}
+	cases := []struct {
+		name    string
+		view    func() ClusterView
+		state   State
+		primary string
+		plan    []string
+		errant  []string
+	}{
+		{"bootstrap a single instance",
+			func() ClusterView { return cluster("", inst(0).fresh()) },
+			StateBootstrap, "db-0", []string{"EnsureAccounts(db-0)", "Promote(db-0 semisync=false)"}, nil},
+		{"bootstrap three instances",
+			func() ClusterView { return cluster("", inst(0).fresh(), inst(1).fresh(), inst(2).fresh()) },
+			StateBootstrap, "db-0", []string{"EnsureAccounts(db-0)", "EnsureAccounts(db-1)", "EnsureAccounts(db-2)",
+				"Promote(db-0 semisync=true)", "Replicate(db-1 from db-0)", "Replicate(db-2 from db-0)"}, nil},
+		{"bootstrap waits for every instance",
+			func() ClusterView { return cluster("", inst(0), inst(1).down(), inst(2)) },
+			StateWaiting, "", nil, nil},
+		{"bootstrap picks the instance with the most data",
+			func() ClusterView { return cluster("", inst(0), inst(1).executed("0-2-5"), inst(2).executed("0-2-3")) },
+			StateBootstrap, "db-1", []string{"Promote(db-1 semisync=true)", "Replicate(db-0 from db-1)", "Replicate(db-2 from db-1 rejoin)"}, nil},
+		{"healthy cluster does nothing",
+			healthy3, StateHealthy, "db-0", nil, nil},
+		{"a stopped replica is restarted",
+			func() ClusterView {
+				return cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
+			},
+			StateHealing, "db-0", []string{"StartReplication(db-1)"}, nil},
+		{"a restarted primary that came back read-only is made writable again",
+			func() ClusterView {
+				return cluster("db-0", inst(0).executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10"))
+			},
+			StateHealing, "db-0", []string{"Promote(db-0 semisync=true)"}, nil},
+		{"primary missed fewer observations than the threshold",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-10"), inst(2).replicaOf(0, "0-1-10"))
+				v.PrimaryMisses = 2
+				return v
+			},
+			StatePrimarySuspect, "db-0", nil, nil},
+		{"primary lost: first fence every candidate",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-8").replicaOf(0, "0-1-9"), inst(2).executed("0-1-7").replicaOf(0, "0-1-10"))
+				v.PrimaryMisses = 3
+				return v
+			},
+			StateFailover, "db-0", []string{"StopIO(db-1)", "StopIO(db-2)"}, nil},
+		{"primary lost, replicas at different positions: the one that received most wins",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-9").replicaOf(0, "0-1-9").ioStopped(), inst(2).executed("0-1-7").replicaOf(0, "0-1-10").ioStopped())
+				v.PrimaryMisses, v.Failover = 5, &FailoverProgress{From: "db-0", Fenced: true}
+				return v
+			},
+			StateFailover, "db-2", []string{"WaitApplied(db-2 gtid 0-1-10)", "Promote(db-2 semisync=true)", "Replicate(db-1 from db-2)"}, nil},
+		{"operator restarted mid-failover after the promotion: the promoted replica is adopted",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped(), inst(2).writable().executed("0-1-10"))
+				v.PrimaryMisses = 1
+				return v
+			},
+			StateDegraded, "db-2", []string{"Replicate(db-1 from db-2)"}, nil},
+		{"operator restarted mid-failover after fencing: it promotes without fencing again",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped(), inst(2).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
+				v.PrimaryMisses, v.Failover = 1, &FailoverProgress{From: "db-0", Fenced: true}
+				return v
+			},
+			StateFailover, "db-1", []string{"WaitApplied(db-1 gtid 0-1-10)", "Promote(db-1 semisync=true)", "Replicate(db-2 from db-1)"}, nil},
+		{"all instances down",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).down(), inst(2).down())
+				v.PrimaryMisses = 10
+				return v
+			},
+			StatePrimaryLost, "db-0", nil, nil},
+		{"failover disabled",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-1"))
+				v.PrimaryMisses, v.Settings.FailoverEnabled = 9, false
+				return v
+			},
+			StatePrimaryLost, "db-0", nil, nil},
+		{"split brain: a replica accepts writes besides the primary",
+			func() ClusterView {
+				return cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).writable().executed("0-1-10"), inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+			},
+			StateSplitBrain, "db-0", []string{"Fence(db-1)"}, nil},
+		{"split brain with the primary lost: everyone fenced, nobody promoted",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).writable(), inst(2).writable())
+				v.PrimaryMisses = 9
+				return v
+			},
+			StateSplitBrain, "db-0", []string{"Fence(db-1)", "Fence(db-2)"}, nil},
+		{"split brain without a recorded primary",
+			func() ClusterView { return cluster("", inst(0).writable(), inst(1).writable()) },
+			StateSplitBrain, "", []string{"Fence(db-0)", "Fence(db-1)"}, nil},
+		{"errant replica is marked and stopped",
+			func() ClusterView {
+				return cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).executed("0-2-11").replicaOf(0, "0-1-10"), inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+			},
+			StateDegraded, "db-0", []string{"StopReplication(db-1)"}, []string{"db-1"}},
+		{"replica whose applier hit an out-of-order GTID is errant",
+			func() ClusterView {
+				return cluster("db-0", inst(0).writable().executed("0-1-20"), inst(1).executed("0-2-11").replicaOf(0, "0-1-20").sqlError(1950))
+			},
+			StateDegraded, "db-0", []string{"StopReplication(db-1)"}, []string{"db-1"}},
+		{"errant replica is never promoted",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-2-99").replicaOf(0, "0-2-99").ioStopped(), inst(2).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
+				v.PrimaryMisses, v.Failover, v.Errant = 5, &FailoverProgress{From: "db-0", Fenced: true}, map[string]bool{"db-1": true}
+				return v
+			},
+			StateFailover, "db-2", []string{"WaitApplied(db-2 gtid 0-1-10)", "Promote(db-2 semisync=true)"}, []string{"db-1"}},
+		{"crashed old primary rejoins as a replica",
+			func() ClusterView {
+				return cluster("db-1", inst(0).executed("0-1-10"), inst(1).writable().executed("0-1-12"), inst(2).executed("0-1-12").replicaOf(1, "0-1-12"))
+			},
+			StateHealing, "db-1", []string{"Replicate(db-0 from db-1 rejoin)"}, nil},
+		{"old primary with unacknowledged transactions is errant, not rejoined",
+			func() ClusterView {
+				return cluster("db-1", inst(0).executed("0-1-13"), inst(1).writable().executed("0-1-12"), inst(2).executed("0-1-12").replicaOf(1, "0-1-12"))
+			},
+			StateDegraded, "db-1", nil, []string{"db-0"}},
+		{"switchover: first fence the primary",
+			func() ClusterView { v := healthy3(); v.Switchover = &SwitchoverRequest{To: "db-2"}; return v },
+			StateSwitchover, "db-0", []string{"Fence(db-0)"}, nil},
+		{"switchover: then promote the target and re-point the rest",
+			func() ClusterView {
+				v := healthy3()
+				v.Instances[0].Status.ReadOnly = true
+				v.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true}
+				return v
+			},
+			StateSwitchover, "db-2", []string{"WaitApplied(db-2 gtid 0-1-10)", "Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}, nil},
+		{"switchover to an unknown instance is refused",
+			func() ClusterView { v := healthy3(); v.Switchover = &SwitchoverRequest{To: "db-7"}; return v },
+			StateHealthy, "db-0", nil, nil},
+		{"lost record of the primary: replicas tell who it is",
+			func() ClusterView {
+				return cluster("", inst(0).executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10"))
+			},
+			StateHealing, "db-0", []string{"Promote(db-0 semisync=true)"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tc.view()
+			d := Decide(v)
+			if d.State != tc.state || d.Primary != tc.primary || !slices.Equal(steps(d), tc.plan) {
+				t.Errorf("got  state=%s primary=%s plan=%v\nwant state=%s primary=%s plan=%v\nmessage: %s",
+					d.State, d.Primary, steps(d), tc.state, tc.primary, tc.plan, d.Message)
+			}
+			var errant []string
+			for name, yes := range d.Errant {
+				if yes {
+					errant = append(errant, name)
+				}
+			}
+			slices.Sort(errant)
+			if !slices.Equal(errant, tc.errant) {
+				t.Errorf("errant %v, want %v", errant, tc.errant)
+			}
+			if d.Message == "" {
+				t.Error("a decision must explain itself")
+			}
+		})
+	}
+}

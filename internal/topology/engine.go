@@ -1,0 +1,299 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+)
+
+// Member is one instance the engine manages and where to reach it. In a Kubernetes cluster
+// the host is the pod's DNS name; in tests a loopback address.
+type Member struct {
+	Name string
+	Host string
+	Port int
+}
+
+// Addr is host:port.
+func (m Member) Addr() string { return net.JoinHostPort(m.Host, strconv.Itoa(m.Port)) }
+
+// Credentials are the accounts the engine uses and maintains.
+type Credentials struct {
+	// Accounts are created on every instance; the engine logs in as Accounts.Operator and
+	// replicas connect as Accounts.Replication.
+	Accounts dbsql.Accounts
+	// Bootstrap logs in to a freshly initialised instance (install-time root without a
+	// password) to create the accounts. Empty User disables it.
+	Bootstrap dbsql.Account
+}
+
+// Config configures one cluster's engine.
+type Config struct {
+	Flavor      dbsql.Flavor
+	Members     func() []Member
+	Credentials Credentials
+	Settings    Settings
+	// Interval is the time between observations (the failover detection interval).
+	Interval time.Duration
+	// ObserveTimeout bounds one observation of all instances (default Interval, at least 1s).
+	ObserveTimeout time.Duration
+	// WaitTimeout bounds waiting for a promoted replica to apply what it received (default 60s).
+	WaitTimeout time.Duration
+	// Reporter receives the outcome of every cycle; may be nil.
+	Reporter Reporter
+	Log      logr.Logger
+}
+
+// Persisted is the engine state kept outside the process (in the MySQLCluster status), so a
+// restarted operator continues where the last one stopped.
+type Persisted struct {
+	Primary  string
+	Errant   map[string]bool
+	Failover *FailoverProgress
+}
+
+// Report is the outcome of one cycle.
+type Report struct {
+	Decision  Decision
+	Instances []InstanceView
+	// Persisted is the state to store.
+	Persisted Persisted
+	// Promotion is set when this cycle changed the primary.
+	Promotion *Promotion
+	// Err is the error of the plan, if a step failed.
+	Err error
+}
+
+// Promotion records a change of primary.
+type Promotion struct {
+	From, To string
+	// Planned is true for a switchover, false for a failover.
+	Planned bool
+	// Duration runs from the first missed observation of the old primary (failover) or the
+	// request (switchover) to the promotion.
+	Duration time.Duration
+}
+
+// Reporter publishes a cycle's outcome (status, pod role labels, events, metrics).
+type Reporter interface {
+	Report(ctx context.Context, r Report)
+}
+
+// Engine runs the observe → decide → act loop of one cluster.
+type Engine struct {
+	cfg     Config
+	trigger chan struct{}
+
+	mu         sync.Mutex
+	conns      map[string]dbsql.Instance // operator connections by address
+	state      Persisted
+	misses     int
+	lostSince  time.Time
+	switchover *SwitchoverRequest
+	switchAt   time.Time
+}
+
+// New returns an engine that starts from a persisted state.
+func New(cfg Config, from Persisted) *Engine {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.ObserveTimeout <= 0 {
+		cfg.ObserveTimeout = max(cfg.Interval, time.Second)
+	}
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = time.Minute
+	}
+	if from.Errant == nil {
+		from.Errant = map[string]bool{}
+	}
+	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]dbsql.Instance{}, state: from}
+}
+
+// Trigger asks for an observation now instead of at the next tick.
+func (e *Engine) Trigger() {
+	select {
+	case e.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// RequestSwitchover asks to move the primary role to `to` ("" = the most advanced replica).
+func (e *Engine) RequestSwitchover(to string) {
+	e.mu.Lock()
+	e.switchover, e.switchAt = &SwitchoverRequest{To: to}, time.Now()
+	e.mu.Unlock()
+	e.Trigger()
+}
+
+// Primary returns the current primary.
+func (e *Engine) Primary() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state.Primary
+}
+
+// Run cycles until ctx ends, then closes every connection.
+func (e *Engine) Run(ctx context.Context) error {
+	defer e.Close()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-e.trigger:
+		}
+		d, err := e.Cycle(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.cfg.Log.Error(err, "topology cycle failed", "state", d.State)
+		}
+		next := e.cfg.Interval
+		if err == nil && len(d.Plan) > 0 && (d.State == StateFailover || d.State == StateSwitchover || d.State == StateBootstrap) {
+			next = 0 // a multi-step change continues at once
+		}
+		timer.Reset(next)
+	}
+}
+
+// Cycle runs one observation, decision and plan.
+func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
+	members := e.cfg.Members()
+	views := e.observe(ctx, members)
+
+	e.mu.Lock()
+	view := ClusterView{
+		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant),
+		Failover: e.state.Failover, Switchover: e.switchover, Settings: e.cfg.Settings,
+	}
+	if view.Primary != "" {
+		if p, ok := view.instance(view.Primary); ok && p.Reachable() {
+			e.misses, e.lostSince = 0, time.Time{}
+		} else {
+			if e.misses == 0 {
+				e.lostSince = time.Now()
+			}
+			e.misses++
+		}
+	}
+	view.PrimaryMisses = e.misses
+	lostSince, switchAt := e.lostSince, e.switchAt
+	e.mu.Unlock()
+
+	d := Decide(view)
+	if len(d.Plan) > 0 {
+		e.cfg.Log.Info("topology plan", "state", d.State, "message", d.Message, "plan", fmt.Sprint(d.Plan))
+	}
+	err := e.act(ctx, members, d)
+
+	e.mu.Lock()
+	rep := Report{Decision: d, Instances: views, Err: err}
+	e.state.Errant = d.Errant
+	if err == nil {
+		if d.PromotedFrom != "" && d.Primary != d.PromotedFrom {
+			planned := view.Switchover != nil
+			start := lostSince
+			if planned {
+				start = switchAt
+			}
+			rep.Promotion = &Promotion{From: d.PromotedFrom, To: d.Primary, Planned: planned, Duration: time.Since(start)}
+			e.misses, e.lostSince = 0, time.Time{}
+		}
+		e.state.Primary, e.state.Failover, e.switchover = d.Primary, d.Failover, d.Switchover
+	}
+	rep.Persisted = Persisted{Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant), Failover: e.state.Failover}
+	e.mu.Unlock()
+
+	if e.cfg.Reporter != nil {
+		e.cfg.Reporter.Report(ctx, rep)
+	}
+	return d, err
+}
+
+// observe reads every instance in parallel, bounded by ObserveTimeout.
+func (e *Engine) observe(ctx context.Context, members []Member) []InstanceView {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ObserveTimeout)
+	defer cancel()
+	views := make([]InstanceView, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			views[i] = e.observeOne(ctx, m)
+		}()
+	}
+	wg.Wait()
+	return views
+}
+
+func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
+	v := InstanceView{Name: m.Name, Host: m.Host, Port: m.Port}
+	conn, err := e.conn(m)
+	if err == nil {
+		v.Status, err = conn.Status(ctx)
+	}
+	if err == nil || !dbsql.IsAccessDenied(err) || e.cfg.Credentials.Bootstrap.User == "" {
+		v.Err = err
+		return v
+	}
+	// The operator account does not exist yet: a freshly initialised server.
+	boot, berr := e.open(m, e.cfg.Credentials.Bootstrap)
+	if berr != nil {
+		v.Err = errors.Join(err, berr)
+		return v
+	}
+	defer boot.Close()
+	if v.Status, berr = boot.Status(ctx); berr != nil {
+		v.Err = errors.Join(err, berr)
+		return v
+	}
+	v.Fresh = true
+	return v
+}
+
+func (e *Engine) open(m Member, a dbsql.Account) (dbsql.Instance, error) {
+	inst, err := dbsql.Open(dbsql.Config{
+		Flavor: e.cfg.Flavor, Addr: m.Addr(), User: a.User, Password: a.Password,
+		ConnectTimeout: e.cfg.ObserveTimeout, QueryTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", m.Name, err)
+	}
+	return inst, nil
+}
+
+// conn returns the cached operator connection of a member.
+func (e *Engine) conn(m Member) (dbsql.Instance, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c, ok := e.conns[m.Addr()]; ok {
+		return c, nil
+	}
+	c, err := e.open(m, e.cfg.Credentials.Accounts.Operator)
+	if err != nil {
+		return nil, err
+	}
+	e.conns[m.Addr()] = c
+	return c, nil
+}
+
+// Close closes every cached connection.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for addr, c := range e.conns {
+		_ = c.Close()
+		delete(e.conns, addr)
+	}
+}

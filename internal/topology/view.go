@@ -1,0 +1,144 @@
+// Package topology is Dolphin's per-cluster database loop: observe every instance in
+// parallel with a deadline, decide (a pure function of the observation), then act by running
+// the decided plan of small idempotent steps. It touches databases only; it meets the
+// Kubernetes side through a Reporter (status, role labels, events).
+package topology
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+)
+
+// InstanceView is what one observation learned about one instance.
+type InstanceView struct {
+	// Name identifies the instance (the pod name in a cluster).
+	Name string
+	// Host and Port are where other instances reach it (replication source address).
+	Host string
+	Port int
+	// Status is nil when the instance could not be observed; Err then says why.
+	Status *dbsql.Status
+	Err    error
+	// Fresh is true when the instance answered only to the bootstrap credentials: a newly
+	// initialised server whose accounts Dolphin has not created yet.
+	Fresh bool
+}
+
+// Reachable reports whether the instance answered.
+func (v InstanceView) Reachable() bool { return v.Status != nil }
+
+// Settings are the parts of the spec the decision depends on.
+type Settings struct {
+	// FailoverEnabled allows automatic failover.
+	FailoverEnabled bool
+	// DetectionAttempts is how many consecutive observations must miss the primary before
+	// it is declared lost.
+	DetectionAttempts int
+}
+
+// FailoverProgress is persisted while a failover runs, so that a restarted operator resumes
+// it instead of starting over blind.
+type FailoverProgress struct {
+	// From is the lost primary.
+	From string `json:"from"`
+	// Fenced is true once every candidate stopped receiving (positions are frozen).
+	Fenced bool `json:"fenced"`
+}
+
+// SwitchoverRequest asks for a planned change of primary.
+type SwitchoverRequest struct {
+	// To is the instance to promote; empty lets Dolphin choose the most advanced replica.
+	To string
+	// Fenced is true once the old primary is read-only and its clients are disconnected.
+	Fenced bool
+}
+
+// ClusterView is one observation of the whole cluster plus the state carried between
+// observations.
+type ClusterView struct {
+	// Instances are the desired instances in ordinal order.
+	Instances []InstanceView
+	// Primary is the last known primary ("" before bootstrap).
+	Primary string
+	// PrimaryMisses counts consecutive observations in which the primary did not answer.
+	PrimaryMisses int
+	// Errant are instances previously found to hold transactions the primary lacks.
+	Errant map[string]bool
+	// Failover is the progress of a running failover, nil otherwise.
+	Failover *FailoverProgress
+	// Switchover is a pending planned switchover, nil otherwise.
+	Switchover *SwitchoverRequest
+	Settings   Settings
+}
+
+func (v ClusterView) instance(name string) (InstanceView, bool) {
+	for _, in := range v.Instances {
+		if in.Name == name {
+			return in, true
+		}
+	}
+	return InstanceView{}, false
+}
+
+// StepKind names an action on one instance.
+type StepKind string
+
+// The steps a plan is made of. Each is idempotent: running it twice leaves the same state.
+const (
+	// StepEnsureAccounts creates Dolphin's accounts (and locks install-time root accounts).
+	StepEnsureAccounts StepKind = "EnsureAccounts"
+	// StepStopIO stops receiving from the source (fencing before a failover).
+	StepStopIO StepKind = "StopIO"
+	// StepFence makes an instance read-only, turns its semi-sync source side off and
+	// disconnects its clients.
+	StepFence StepKind = "Fence"
+	// StepWaitApplied waits until the instance has applied GTID.
+	StepWaitApplied StepKind = "WaitApplied"
+	// StepPromote makes the instance the primary: replication reset, semi-sync source
+	// on (when SemiSync), read-only off.
+	StepPromote StepKind = "Promote"
+	// StepReplicate points the instance at Source and starts replication; Rejoin first
+	// seeds the replication position from the instance's own binary log.
+	StepReplicate StepKind = "Replicate"
+	// StepStartReplication starts stopped replication threads.
+	StepStartReplication StepKind = "StartReplication"
+	// StepStopReplication stops replication (an errant instance is kept out of the way).
+	StepStopReplication StepKind = "StopReplication"
+	// StepSemiSyncSource turns the semi-sync source side on or off (SemiSync).
+	StepSemiSyncSource StepKind = "SemiSyncSource"
+)
+
+// Step is one action of a plan.
+type Step struct {
+	Kind     StepKind
+	Instance string
+	// Source is the instance to replicate from (StepReplicate).
+	Source string
+	// GTID is the set to wait for (StepWaitApplied).
+	GTID dbsql.GTIDSet
+	// Rejoin seeds the position of a former primary (StepReplicate).
+	Rejoin bool
+	// SemiSync enables the semi-sync source side (StepPromote, StepSemiSyncSource).
+	SemiSync bool
+}
+
+func (s Step) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s(%s", s.Kind, s.Instance)
+	if s.Source != "" {
+		fmt.Fprintf(&b, " from %s", s.Source)
+	}
+	if s.GTID != nil {
+		fmt.Fprintf(&b, " gtid %s", s.GTID)
+	}
+	if s.Rejoin {
+		b.WriteString(" rejoin")
+	}
+	if s.Kind == StepPromote || s.Kind == StepSemiSyncSource {
+		fmt.Fprintf(&b, " semisync=%t", s.SemiSync)
+	}
+	b.WriteString(")")
+	return b.String()
+}
