@@ -46,7 +46,7 @@ test-unit: ## Unit, golden and table tests (no servers).
 
 .PHONY: test-envtest
 test-envtest: control-plane ## Controller tests against a real kube-apiserver + etcd built from Go modules.
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -run 'Envtest' ./internal/controller/... ./cmd/...
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -run 'Envtest' ./internal/controller/... ./internal/operator/... ./cmd/...
 
 .PHONY: test
 test: control-plane vet ## Everything the README promises: unit + envtest suites.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -16,7 +17,8 @@ import (
 // Env is a running control plane.
 type Env struct {
 	Config *rest.Config
-	env    *envtest.Environment
+	// Environment is the underlying envtest environment (e.g. to add users).
+	Environment *envtest.Environment
 }
 
 // repoRoot finds the repository root from this file's location.
@@ -47,13 +49,32 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
-	return &Env{Config: cfg, env: env}, nil
+	return &Env{Config: cfg, Environment: env}, nil
 }
 
 // Stop stops the control plane.
 func (e *Env) Stop() error {
-	if err := e.env.Stop(); err != nil {
+	if err := e.Environment.Stop(); err != nil {
 		return fmt.Errorf("stopping envtest: %w", err)
 	}
 	return nil
+}
+
+// StartForTest starts a control plane for one test and stops it when the test ends. It
+// skips the test under -short and fails it when the control plane cannot start.
+func StartForTest(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs kube-apiserver and etcd (envtest); skipped under -short")
+	}
+	env, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	return env
 }

@@ -1,0 +1,34 @@
+// Command dolphin is the single Dolphin binary. Each role is a subcommand: `operator` runs
+// the Kubernetes operator; `version` prints build information. The root stays thin: a
+// subcommand lives in its own file and hands its flags to a package under internal/.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+func main() {
+	// SIGTERM/SIGINT cancel the context (a second signal exits at once); subcommands stop
+	// gracefully when it is done.
+	if err := newRootCmd().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+// newRootCmd returns the `dolphin` command with every subcommand attached.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "dolphin",
+		Short: "Dolphin runs highly available MySQL and MariaDB on Kubernetes",
+		// A failing subcommand has already said what went wrong; usage would bury it.
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCmd(), newOperatorCmd())
+	return root
+}

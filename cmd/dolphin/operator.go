@@ -1,0 +1,31 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/dolphin-operator/dolphin/internal/operator"
+)
+
+// newOperatorCmd returns `dolphin operator`, which parses its flags into operator.Options.
+func newOperatorCmd() *cobra.Command {
+	var opts operator.Options
+	cmd := &cobra.Command{
+		Use:   "operator",
+		Short: "Run the Kubernetes operator that manages MySQLClusters",
+		Long: "Run the Kubernetes operator that manages MySQLClusters.\n\n" +
+			"Replicas elect a leader through a Lease; only the leader reconciles. On SIGTERM the\n" +
+			"operator stops reconciling, waits up to --graceful-shutdown-timeout for running\n" +
+			"reconciles and releases the Lease so that another replica takes over at once.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// client-go (leader election, informers) logs through klog: send it to the same
+			// structured log. Done here, before anything logs, because klog.SetLogger is not
+			// safe to call while other goroutines log.
+			klog.SetLogger(opts.NewLogger())
+			return operator.Run(cmd.Context(), opts)
+		},
+	}
+	opts.AddFlags(cmd.Flags())
+	return cmd
+}

@@ -1,0 +1,194 @@
+package operator
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+// parse registers the operator flags on a fresh flag set and parses args.
+func parse(t *testing.T, args ...string) Options {
+	t.Helper()
+	var o Options
+	fs := pflag.NewFlagSet("operator", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parsing %q: %v", args, err)
+	}
+	return o
+}
+
+func TestAddFlagsDefaults(t *testing.T) {
+	got := parse(t)
+	if got.Zap.Development {
+		t.Error("zap development mode is on by default, want production (JSON) logs")
+	}
+	got.Zap = zap.Options{}
+	if want := DefaultOptions(); !reflect.DeepEqual(got, want) {
+		t.Errorf("empty command line:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestAddFlagsParse(t *testing.T) {
+	got := parse(t,
+		"--leader-elect=false",
+		"--max-concurrent-reconciles=7",
+		"--metrics-secure=false",
+		"--metrics-bind-address=:8080",
+		"--health-probe-bind-address=:9090",
+		"--leader-election-id=other",
+		"--leader-election-namespace=dolphin-system",
+		"--graceful-shutdown-timeout=45s",
+		"--watch-namespace=databases",
+		"--kubeconfig=/tmp/kubeconfig",
+		"--zap-devel",
+	)
+	if !got.Zap.Development {
+		t.Error("--zap-devel did not turn on development logging")
+	}
+	got.Zap = zap.Options{}
+	want := Options{
+		Kubeconfig:              "/tmp/kubeconfig",
+		MetricsBindAddress:      ":8080",
+		MetricsSecure:           false,
+		HealthProbeBindAddress:  ":9090",
+		LeaderElect:             false,
+		LeaderElectionID:        "other",
+		LeaderElectionNamespace: "dolphin-system",
+		MaxConcurrentReconciles: 7,
+		GracefulShutdownTimeout: 45 * time.Second,
+		WatchNamespace:          "databases",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parsed options:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestAddFlagsZapLevel(t *testing.T) {
+	got := parse(t, "--zap-log-level=error")
+	if got.Zap.Level == nil {
+		t.Fatal("--zap-log-level=error left the level unset")
+	}
+	if got.Zap.Level.Enabled(-1) || got.Zap.Level.Enabled(0) {
+		t.Error("--zap-log-level=error still enables debug/info logs")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate  func(*Options)
+		wantErr string
+	}{
+		"defaults":              {mutate: func(*Options) {}},
+		"edge mode":             {mutate: func(o *Options) { o.LeaderElect, o.LeaderElectionID = false, "" }},
+		"no concurrency":        {mutate: func(o *Options) { o.MaxConcurrentReconciles = 0 }, wantErr: "--max-concurrent-reconciles"},
+		"negative shutdown":     {mutate: func(o *Options) { o.GracefulShutdownTimeout = -time.Second }, wantErr: "--graceful-shutdown-timeout"},
+		"election without ID":   {mutate: func(o *Options) { o.LeaderElectionID = "" }, wantErr: "--leader-election-id"},
+		"zero shutdown is fine": {mutate: func(o *Options) { o.GracefulShutdownTimeout = 0 }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := DefaultOptions()
+			tc.mutate(&o)
+			err := o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Validate() = %v, want an error naming %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestControllerOptionsPassMaxConcurrentReconciles(t *testing.T) {
+	o := parse(t, "--max-concurrent-reconciles=7")
+	if got := controllerOptions(o).MaxConcurrentReconciles; got != 7 {
+		t.Errorf("controller MaxConcurrentReconciles = %d, want 7", got)
+	}
+}
+
+func TestManagerOptions(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	mo := managerOptions(DefaultOptions(), scheme, logr.Discard())
+	if mo.Scheme != scheme {
+		t.Error("manager does not use the given scheme")
+	}
+	if !mo.LeaderElection || mo.LeaderElectionResourceLock != "leases" || !mo.LeaderElectionReleaseOnCancel {
+		t.Errorf("leader election = %v lock %q releaseOnCancel %v, want on, leases, true",
+			mo.LeaderElection, mo.LeaderElectionResourceLock, mo.LeaderElectionReleaseOnCancel)
+	}
+	if mo.LeaderElectionID != DefaultLeaderElectionID {
+		t.Errorf("LeaderElectionID = %q, want %q", mo.LeaderElectionID, DefaultLeaderElectionID)
+	}
+	if mo.GracefulShutdownTimeout == nil || *mo.GracefulShutdownTimeout != 30*time.Second {
+		t.Errorf("GracefulShutdownTimeout = %v, want 30s", mo.GracefulShutdownTimeout)
+	}
+	if !mo.Metrics.SecureServing || mo.Metrics.FilterProvider == nil || mo.Metrics.BindAddress != ":8443" {
+		t.Errorf("metrics = secure %v, filter set %v, bind %q; want HTTPS with authn/authz filter on :8443",
+			mo.Metrics.SecureServing, mo.Metrics.FilterProvider != nil, mo.Metrics.BindAddress)
+	}
+	if filter, err := mo.Metrics.FilterProvider(&rest.Config{Host: "https://127.0.0.1:6443"}, nil); err != nil || filter == nil {
+		t.Errorf("metrics filter provider = %v, %v; want a filter", filter, err)
+	}
+	if mo.HealthProbeBindAddress != ":8081" {
+		t.Errorf("HealthProbeBindAddress = %q, want :8081", mo.HealthProbeBindAddress)
+	}
+	if mo.Cache.DefaultNamespaces != nil {
+		t.Errorf("cache namespaces = %v, want all namespaces", mo.Cache.DefaultNamespaces)
+	}
+	if mo.Controller.SkipNameValidation != nil {
+		t.Error("controller name validation is skipped by default")
+	}
+
+	local := parse(t, "--metrics-secure=false", "--leader-elect=false", "--watch-namespace=databases")
+	local.SkipControllerNameValidation = true
+	mo = managerOptions(local, scheme, logr.Discard())
+	if mo.Metrics.SecureServing || mo.Metrics.FilterProvider != nil {
+		t.Error("--metrics-secure=false still serves HTTPS or filters requests")
+	}
+	if mo.LeaderElection {
+		t.Error("--leader-elect=false still elects a leader")
+	}
+	if _, ok := mo.Cache.DefaultNamespaces["databases"]; !ok || len(mo.Cache.DefaultNamespaces) != 1 {
+		t.Errorf("cache namespaces = %v, want only databases", mo.Cache.DefaultNamespaces)
+	}
+	if s := mo.Controller.SkipNameValidation; s == nil || !*s {
+		t.Error("SkipControllerNameValidation is not passed to the manager")
+	}
+}
+
+func TestNewScheme(t *testing.T) {
+	s, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []runtime.Object{
+		&dolphinv1alpha1.MySQLCluster{}, &dolphinv1alpha1.MySQLClusterList{}, &corev1.Pod{}, &coordinationv1.Lease{},
+	} {
+		if _, _, err := s.ObjectKinds(obj); err != nil {
+			t.Errorf("scheme does not know %T: %v", obj, err)
+		}
+	}
+	other, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other == s {
+		t.Error("NewScheme returned the same scheme twice, want one per manager")
+	}
+}

@@ -1,0 +1,164 @@
+package operator
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/controller"
+)
+
+// EventSource is the reporting controller name on the events the operator records.
+const EventSource = "dolphin-operator"
+
+// NewScheme returns a new scheme with the built-in Kubernetes types and Dolphin's API. Every
+// manager gets its own; nothing is registered in client-go's global scheme.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("registering Kubernetes types: %w", err)
+	}
+	if err := dolphinv1alpha1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("registering %s types: %w", dolphinv1alpha1.GroupVersion, err)
+	}
+	return s, nil
+}
+
+// Run starts the operator and blocks until ctx is cancelled (SIGTERM/SIGINT in the binary).
+// Then it stops reconciling, waits up to opts.GracefulShutdownTimeout for running reconciles,
+// releases the leader Lease and returns nil. It returns an error when the manager cannot be
+// set up or fails, including when leadership is lost unexpectedly.
+func Run(ctx context.Context, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("invalid options: %w", err)
+	}
+	logger := opts.NewLogger()
+	ctrl.SetLogger(logger)
+	setupLog := logger.WithName("setup")
+
+	cfg, err := restConfig(opts)
+	if err != nil {
+		return err
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, managerOptions(opts, scheme, logger))
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	r := &controller.MySQLClusterReconciler{
+		Client:   mgr.GetClient(),
+		Scheme:   mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder(EventSource),
+	}
+	if err := r.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
+		return fmt.Errorf("setting up the MySQLCluster controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding ready check: %w", err)
+	}
+
+	setupLog.Info("starting operator",
+		"leaderElect", opts.LeaderElect,
+		"leaderElectionID", opts.LeaderElectionID,
+		"watchNamespace", opts.WatchNamespace,
+		"maxConcurrentReconciles", opts.MaxConcurrentReconciles,
+		"metricsBindAddress", opts.MetricsBindAddress,
+		"metricsSecure", opts.MetricsSecure)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	setupLog.Info("operator stopped")
+	return nil
+}
+
+// NewLogger returns the structured logger that the zap options describe: JSON at info level
+// by default, console at debug level with --zap-devel. Run logs through one of its own;
+// the binary also hands one to klog (client-go's logger) before Run, which Run cannot do
+// safely because klog.SetLogger races with anything already logging.
+func (o *Options) NewLogger() logr.Logger {
+	return zap.New(zap.UseFlagOptions(&o.Zap))
+}
+
+// restConfig returns opts.RESTConfig, the config of opts.Kubeconfig, or the default lookup.
+func restConfig(opts Options) (*rest.Config, error) {
+	if opts.RESTConfig != nil {
+		return opts.RESTConfig, nil
+	}
+	if opts.Kubeconfig == "" {
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return nil, fmt.Errorf("loading Kubernetes client config: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", opts.Kubeconfig, err)
+	}
+	if cfg.QPS == 0 {
+		cfg.QPS = -1 // like ctrl.GetConfig: rely on API priority and fairness, not client-side limits
+	}
+	return cfg, nil
+}
+
+// managerOptions translates Options into the controller-runtime manager's options.
+func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) ctrl.Options {
+	shutdown := opts.GracefulShutdownTimeout
+	mo := ctrl.Options{
+		Scheme: scheme,
+		Logger: logger,
+		Metrics: metricsserver.Options{
+			BindAddress:   opts.MetricsBindAddress,
+			SecureServing: opts.MetricsSecure,
+			CertDir:       opts.MetricsCertDir,
+			// HTTP/2 stays off: its rapid-reset and stream-flood weaknesses
+			// (CVE-2023-44487, CVE-2023-39325) are not worth it for a scrape endpoint.
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+		},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true, // Run returns right after the manager stops
+		GracefulShutdownTimeout:       &shutdown,
+	}
+	if opts.MetricsSecure {
+		mo.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if opts.WatchNamespace != "" {
+		mo.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{opts.WatchNamespace: {}}}
+	}
+	if opts.SkipControllerNameValidation {
+		skip := true
+		mo.Controller.SkipNameValidation = &skip
+	}
+	return mo
+}
+
+// controllerOptions are the options the MySQLCluster controller is set up with.
+func controllerOptions(opts Options) crcontroller.Options {
+	return crcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
+}
