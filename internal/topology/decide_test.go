@@ -26,7 +26,7 @@ func inst(i int) *ib {
 	return &ib{InstanceView{Name: name, Host: name + ".svc", Port: 3306,
 		Status: &dbsql.Status{ReadOnly: true, Executed: gtid("")}}}
 }
-func (b *ib) down() *ib { b.v.Status, b.v.Err = nil, errors.New("connection refused"); return b }
+func (b *ib) down() *ib  { b.v.Status, b.v.Err = nil, errors.New("connection refused"); return b }
 func (b *ib) fresh() *ib { b.v.Fresh = true; return b }
 func (b *ib) writable() *ib {
 	b.v.Status.ReadOnly = false

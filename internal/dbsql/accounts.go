@@ -1,0 +1,108 @@
+package dbsql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// errUnknownThread is ER_NO_SUCH_THREAD: the connection ended before KILL.
+const errUnknownThread = 1094
+
+// EnsureAccounts implements Instance.
+func (in *instance) EnsureAccounts(ctx context.Context, a Accounts) error {
+	accts := []struct {
+		role  string
+		acct  Account
+		grant string
+	}{
+		{"operator", a.Operator, grantAll},
+		{"replication", a.Replication, "GRANT " + in.d.replicationPrivileges + " ON *.* TO ?@'%'"},
+		{"monitor", a.Monitor, "GRANT " + in.d.monitorPrivileges + " ON *.* TO ?@'%'"},
+	}
+	var stmts []stmt
+	for _, x := range accts {
+		if x.acct.User == "" || x.acct.Password == "" {
+			return fmt.Errorf("dbsql: %s account needs a user name and a password", x.role)
+		}
+		stmts = append(stmts,
+			st(createUser, x.acct.User, x.acct.Password),
+			st(alterUser, x.acct.User, x.acct.Password),
+			st(x.grant, x.acct.User))
+	}
+	if err := in.exec(ctx, in.db, stmts...); err != nil {
+		return err
+	}
+	return in.lockDown(ctx)
+}
+
+// lockDown drops the passwordless root and anonymous accounts an installer
+// leaves behind, keeping root@localhost (socket access on the server's host).
+func (in *instance) lockDown(ctx context.Context) error {
+	rows, err := in.queryRows(ctx, lockdownQuery)
+	if err != nil {
+		return err
+	}
+	stmts := make([]stmt, 0, len(rows))
+	for _, r := range rows {
+		stmts = append(stmts, st(dropUser, r["User"], r["Host"]))
+	}
+	return in.exec(ctx, in.db, stmts...)
+}
+
+// Threads KillConnections never kills, by user and by command.
+var (
+	systemUsers    = []string{"system user", "event_scheduler"}
+	systemCommands = []string{"Binlog Dump", "Binlog Dump GTID", "Daemon",
+		"Slave_IO", "Slave_SQL", "Slave_worker"}
+)
+
+// KillConnections implements Instance. The process list is read and the
+// threads killed on one session, so the statement never kills its own
+// connection.
+func (in *instance) KillConnections(ctx context.Context, exceptUsers []string) error {
+	conn, err := in.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("dbsql: kill connections: %w", err)
+	}
+	defer conn.Close()
+
+	qctx, cancel := context.WithTimeout(ctx, in.queryTimeout)
+	defer cancel()
+	rows, err := conn.QueryContext(qctx, in.d.processList)
+	if err != nil {
+		return fmt.Errorf("dbsql: %s: %w", in.d.processList, err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var (
+			id            int64
+			user, command sql.NullString
+		)
+		if err := rows.Scan(&id, &user, &command); err != nil {
+			rows.Close()
+			return fmt.Errorf("dbsql: process list: %w", err)
+		}
+		if slices.Contains(systemUsers, user.String) || slices.Contains(exceptUsers, user.String) ||
+			slices.Contains(systemCommands, command.String) {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	err = errors.Join(rows.Err(), rows.Close())
+	if err != nil {
+		return fmt.Errorf("dbsql: process list: %w", err)
+	}
+	for _, id := range ids {
+		err := in.exec(ctx, conn, st(killConn, id))
+		var me *mysql.MySQLError
+		if err != nil && !(errors.As(err, &me) && me.Number == errUnknownThread) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package dbsql
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// dialect is the SQL text and column names of one flavor. Everything else
+// (control flow, parsing, error handling) is shared.
+type dialect struct {
+	flavor    Flavor
+	parseGTID func(string) (GTIDSet, error)
+
+	// sessionInit runs on every new connection before it is used.
+	sessionInit []string
+
+	// statusQuery returns server_id, version, read_only, super_read_only,
+	// executed GTID set, in that order.
+	statusQuery string
+	// replicaStatusQuery is SHOW SLAVE/REPLICA STATUS, read by column name.
+	replicaStatusQuery string
+	replica            replicaColumns
+	semiSync           semiSyncNames
+
+	// changeSource takes host, port, user and password as arguments.
+	changeSource    string
+	startReplica    string
+	stopReplica     string
+	stopReplicaIO   string
+	resetReplicaAll string
+
+	// waitForGTID takes the set and waitTimeout(timeout); it returns 0 when
+	// the set was applied.
+	waitForGTID string
+	waitTimeout func(time.Duration) any
+
+	readOnlyOn, readOnlyOff []string
+	seedGTIDForRejoin       []string
+
+	// processList returns ID, USER, COMMAND of every thread but our own.
+	processList string
+
+	replicationPrivileges string
+	monitorPrivileges     string
+}
+
+// replicaColumns names the SHOW SLAVE/REPLICA STATUS columns Status reads.
+type replicaColumns struct {
+	host, port, ioRunning, sqlRunning    string
+	ioErrno, ioError, sqlErrno, sqlError string
+	received, secondsBehind              string
+}
+
+// semiSyncNames names the semi-sync system and status variables.
+type semiSyncNames struct {
+	sourceEnabled, replicaEnabled, waitPoint, timeout string // system variables
+	sourceStatus, clients                             string // status variables
+}
+
+const (
+	// SHOW … LIKE patterns are case-insensitive on both flavors.
+	semiSyncVariablesQuery = "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%'"
+	semiSyncStatusQuery    = "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync%'"
+	// lockdownQuery finds passwordless accounts left by the installer.
+	lockdownQuery = "SELECT User, Host FROM mysql.user WHERE " +
+		"((User = 'root' AND Host <> 'localhost') OR User = '') AND authentication_string = ''"
+	createUser   = "CREATE USER IF NOT EXISTS ?@'%' IDENTIFIED BY ?"
+	alterUser    = "ALTER USER ?@'%' IDENTIFIED BY ?"
+	dropUser     = "DROP USER IF EXISTS ?@?"
+	grantAll     = "GRANT ALL PRIVILEGES ON *.* TO ?@'%' WITH GRANT OPTION"
+	killConn     = "KILL CONNECTION ?"
+	sqlLogBinOff = "SET SESSION sql_log_bin=0"
+)
+
+var mariadbDialect = &dialect{
+	flavor:             FlavorMariaDB,
+	parseGTID:          ParseMariaDBGTID,
+	sessionInit:        []string{sqlLogBinOff},
+	statusQuery:        "SELECT @@server_id, @@version, @@read_only, 0, @@gtid_binlog_pos",
+	replicaStatusQuery: "SHOW SLAVE STATUS",
+	replica: replicaColumns{
+		host: "Master_Host", port: "Master_Port",
+		ioRunning: "Slave_IO_Running", sqlRunning: "Slave_SQL_Running",
+		ioErrno: "Last_IO_Errno", ioError: "Last_IO_Error",
+		sqlErrno: "Last_SQL_Errno", sqlError: "Last_SQL_Error",
+		received: "Gtid_IO_Pos", secondsBehind: "Seconds_Behind_Master",
+	},
+	semiSync: semiSyncNames{
+		sourceEnabled: "rpl_semi_sync_master_enabled", replicaEnabled: "rpl_semi_sync_slave_enabled",
+		waitPoint: "rpl_semi_sync_master_wait_point", timeout: "rpl_semi_sync_master_timeout",
+		sourceStatus: "Rpl_semi_sync_master_status", clients: "Rpl_semi_sync_master_clients",
+	},
+	changeSource: "CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, " +
+		"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1",
+	startReplica:    "START SLAVE",
+	stopReplica:     "STOP SLAVE",
+	stopReplicaIO:   "STOP SLAVE IO_THREAD",
+	resetReplicaAll: "RESET SLAVE ALL",
+	// MASTER_GTID_WAIT returns 0, or -1 on timeout; fractional seconds work.
+	waitForGTID:       "SELECT MASTER_GTID_WAIT(?, ?)",
+	waitTimeout:       func(d time.Duration) any { return d.Seconds() },
+	readOnlyOn:        []string{"SET GLOBAL read_only=ON"},
+	readOnlyOff:       []string{"SET GLOBAL read_only=OFF"},
+	seedGTIDForRejoin: []string{"STOP SLAVE", "SET GLOBAL gtid_slave_pos=@@GLOBAL.gtid_binlog_pos"},
+	processList:       "SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()",
+	// BINLOG MONITOR and REPLICATION SLAVE ADMIN let the account run the
+	// semi-sync and GTID checks MariaDB replicas issue on connect.
+	replicationPrivileges: "REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR",
+	monitorPrivileges:     "PROCESS, BINLOG MONITOR, SLAVE MONITOR",
+}
+
+var mysqlDialect = &dialect{
+	flavor:             FlavorMySQL,
+	parseGTID:          ParseMySQLGTID,
+	sessionInit:        []string{sqlLogBinOff},
+	statusQuery:        "SELECT @@server_id, @@version, @@read_only, @@super_read_only, @@GLOBAL.gtid_executed",
+	replicaStatusQuery: "SHOW REPLICA STATUS",
+	replica: replicaColumns{
+		host: "Source_Host", port: "Source_Port",
+		ioRunning: "Replica_IO_Running", sqlRunning: "Replica_SQL_Running",
+		ioErrno: "Last_IO_Errno", ioError: "Last_IO_Error",
+		sqlErrno: "Last_SQL_Errno", sqlError: "Last_SQL_Error",
+		received: "Retrieved_Gtid_Set", secondsBehind: "Seconds_Behind_Source",
+	},
+	semiSync: semiSyncNames{
+		sourceEnabled: "rpl_semi_sync_source_enabled", replicaEnabled: "rpl_semi_sync_replica_enabled",
+		waitPoint: "rpl_semi_sync_source_wait_point", timeout: "rpl_semi_sync_source_timeout",
+		sourceStatus: "Rpl_semi_sync_source_status", clients: "Rpl_semi_sync_source_clients",
+	},
+	// GET_SOURCE_PUBLIC_KEY lets caching_sha2_password (the 8.4 default)
+	// authenticate without TLS.
+	changeSource: "CHANGE REPLICATION SOURCE TO SOURCE_HOST=?, SOURCE_PORT=?, SOURCE_USER=?, SOURCE_PASSWORD=?, " +
+		"SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=1, SOURCE_HEARTBEAT_PERIOD=1, GET_SOURCE_PUBLIC_KEY=1",
+	startReplica:    "START REPLICA",
+	stopReplica:     "STOP REPLICA",
+	stopReplicaIO:   "STOP REPLICA IO_THREAD",
+	resetReplicaAll: "RESET REPLICA ALL",
+	// WAIT_FOR_EXECUTED_GTID_SET returns 0, or 1 on timeout. Its timeout is
+	// documented in whole seconds and 0 means "wait forever", so round up.
+	waitForGTID: "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)",
+	waitTimeout: func(d time.Duration) any { return int64(math.Ceil(d.Seconds())) },
+	// super_read_only=ON implies read_only=ON and read_only=OFF implies
+	// super_read_only=OFF; both are set explicitly, in an order that is valid
+	// on its own.
+	readOnlyOn:            []string{"SET GLOBAL read_only=ON", "SET GLOBAL super_read_only=ON"},
+	readOnlyOff:           []string{"SET GLOBAL super_read_only=OFF", "SET GLOBAL read_only=OFF"},
+	seedGTIDForRejoin:     nil,
+	processList:           "SELECT ID, USER, COMMAND FROM performance_schema.processlist WHERE ID <> CONNECTION_ID()",
+	replicationPrivileges: "REPLICATION SLAVE",
+	monitorPrivileges:     "PROCESS, REPLICATION CLIENT",
+}
+
+func dialectFor(f Flavor) (*dialect, error) {
+	switch f {
+	case FlavorMariaDB:
+		return mariadbDialect, nil
+	case FlavorMySQL:
+		return mysqlDialect, nil
+	default:
+		return nil, fmt.Errorf("dbsql: unknown flavor %q (want %q or %q)", f, FlavorMariaDB, FlavorMySQL)
+	}
+}
+
+func onOff(b bool) string {
+	if b {
+		return "ON"
+	}
+	return "OFF"
+}

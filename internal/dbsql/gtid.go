@@ -1,0 +1,65 @@
+package dbsql
+
+import (
+	"fmt"
+)
+
+// Flavor names a MySQL-family server whose SQL Dolphin speaks.
+type Flavor string
+
+const (
+	// FlavorMariaDB is MariaDB 10.11 or 11.4 (domain-server-seq GTIDs).
+	FlavorMariaDB Flavor = "mariadb"
+	// FlavorMySQL is MySQL 8.4 LTS (uuid:interval GTID sets).
+	FlavorMySQL Flavor = "mysql"
+)
+
+// GTIDSet is a set of transactions in a flavor's notation.
+//
+// Sets of different flavors are never related: Contains and Equal return false
+// when other is of the other flavor. A nil other counts as the empty set.
+type GTIDSet interface {
+	// String returns the set in the flavor's notation; it parses back to an
+	// Equal set.
+	String() string
+	// IsEmpty reports whether the set holds no transaction.
+	IsEmpty() bool
+	// Contains reports whether every transaction of other is in the receiver
+	// (other ⊆ receiver).
+	Contains(other GTIDSet) bool
+	// Equal reports whether both sets hold the same transactions.
+	Equal(other GTIDSet) bool
+}
+
+// ParseGTID parses s in the notation of flavor f.
+func ParseGTID(f Flavor, s string) (GTIDSet, error) {
+	switch f {
+	case FlavorMariaDB:
+		return ParseMariaDBGTID(s)
+	case FlavorMySQL:
+		return ParseMySQLGTID(s)
+	default:
+		return nil, fmt.Errorf("dbsql: unknown flavor %q", f)
+	}
+}
+
+// unionGTID returns the union of a and b, which must be of the same flavor.
+// For MariaDB positions the union keeps the higher sequence number per domain.
+func unionGTID(a, b GTIDSet) (GTIDSet, error) {
+	switch x := a.(type) {
+	case mariaDBSet:
+		y, ok := b.(mariaDBSet)
+		if !ok {
+			return nil, fmt.Errorf("dbsql: cannot merge %T into a MariaDB GTID set", b)
+		}
+		return x.union(y), nil
+	case mysqlSet:
+		y, ok := b.(mysqlSet)
+		if !ok {
+			return nil, fmt.Errorf("dbsql: cannot merge %T into a MySQL GTID set", b)
+		}
+		return x.union(y), nil
+	default:
+		return nil, fmt.Errorf("dbsql: unknown GTID set type %T", a)
+	}
+}

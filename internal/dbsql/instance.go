@@ -1,0 +1,220 @@
+package dbsql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+const (
+	defaultConnectTimeout = 3 * time.Second
+	defaultQueryTimeout   = 10 * time.Second
+
+	// A few connections per server are plenty: the topology engine runs one
+	// observation or one step at a time per server.
+	maxOpenConns    = 4
+	maxIdleConns    = 2
+	connMaxIdleTime = 2 * time.Minute
+	connMaxLifetime = 30 * time.Minute
+)
+
+// execer is what statements run on: a *sql.DB, or a *sql.Conn when a sequence
+// must stay on one session.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+var (
+	_ execer = (*sql.DB)(nil)
+	_ execer = (*sql.Conn)(nil)
+)
+
+// stmt is one statement with its arguments.
+type stmt struct {
+	query string
+	args  []any
+}
+
+func st(query string, args ...any) stmt { return stmt{query: query, args: args} }
+
+// instance implements Instance on a *sql.DB whose connections all run
+// the dialect's session setup first.
+type instance struct {
+	db           *sql.DB
+	d            *dialect
+	queryTimeout time.Duration
+}
+
+var _ Instance = (*instance)(nil)
+
+// Open returns an Instance for cfg. It does not touch the network: the first
+// connection is made by the first method call.
+func Open(cfg Config) (Instance, error) {
+	d, err := dialectFor(cfg.Flavor)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Addr == "" {
+		return nil, errors.New("dbsql: Config.Addr is empty")
+	}
+	base, err := mysql.NewConnector(driverConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("dbsql: driver config for %s: %w", cfg.Addr, err)
+	}
+	return openConnector(base, d, cfg), nil
+}
+
+// driverConfig translates cfg into the go-sql-driver configuration.
+func driverConfig(cfg Config) *mysql.Config {
+	mc := mysql.NewConfig()
+	mc.Net = "tcp"
+	mc.Addr = cfg.Addr
+	mc.User = cfg.User
+	mc.Passwd = cfg.Password
+	mc.Timeout = cfg.ConnectTimeout
+	if mc.Timeout <= 0 {
+		mc.Timeout = defaultConnectTimeout
+	}
+	mc.TLS = cfg.TLS
+	// The driver quotes arguments itself, honoring NO_BACKSLASH_ESCAPES, so
+	// passwords and names never need hand-made escaping, and statements that
+	// cannot be prepared server-side (CHANGE MASTER TO) still take arguments.
+	mc.InterpolateParams = true
+	mc.Logger = nopLogger{}
+	return mc
+}
+
+// openConnector builds the pool on any connector; tests pass a recording one.
+func openConnector(base driver.Connector, d *dialect, cfg Config) *instance {
+	db := sql.OpenDB(&sessionConnector{base: base, init: d.sessionInit})
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxIdleConns)
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	db.SetConnMaxLifetime(connMaxLifetime)
+	qt := cfg.QueryTimeout
+	if qt <= 0 {
+		qt = defaultQueryTimeout
+	}
+	return &instance{db: db, d: d, queryTimeout: qt}
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Print(...any) {}
+
+// exec runs stmts in order on ex, each bounded by the query timeout.
+func (in *instance) exec(ctx context.Context, ex execer, stmts ...stmt) error {
+	for _, s := range stmts {
+		qctx, cancel := context.WithTimeout(ctx, in.queryTimeout)
+		_, err := ex.ExecContext(qctx, s.query, s.args...)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("dbsql: %s: %w", s.query, err)
+		}
+	}
+	return nil
+}
+
+func sts(queries ...string) []stmt {
+	out := make([]stmt, len(queries))
+	for i, q := range queries {
+		out[i] = st(q)
+	}
+	return out
+}
+
+// ConfigureReplication implements Instance.
+func (in *instance) ConfigureReplication(ctx context.Context, src Source) error {
+	if src.Host == "" || src.Port <= 0 || src.User == "" {
+		return fmt.Errorf("dbsql: incomplete replication source %s:%d user %q", src.Host, src.Port, src.User)
+	}
+	return in.exec(ctx, in.db,
+		st(in.d.stopReplica),
+		st(in.d.changeSource, src.Host, src.Port, src.User, src.Password),
+		st(in.d.startReplica))
+}
+
+// StartReplication implements Instance.
+func (in *instance) StartReplication(ctx context.Context) error {
+	return in.exec(ctx, in.db, st(in.d.startReplica))
+}
+
+// StopReplicationIO implements Instance.
+func (in *instance) StopReplicationIO(ctx context.Context) error {
+	return in.exec(ctx, in.db, st(in.d.stopReplicaIO))
+}
+
+// StopReplication implements Instance.
+func (in *instance) StopReplication(ctx context.Context) error {
+	return in.exec(ctx, in.db, st(in.d.stopReplica))
+}
+
+// ResetReplication implements Instance.
+func (in *instance) ResetReplication(ctx context.Context) error {
+	return in.exec(ctx, in.db, st(in.d.stopReplica), st(in.d.resetReplicaAll))
+}
+
+// SetReadOnly implements Instance.
+func (in *instance) SetReadOnly(ctx context.Context, readOnly bool) error {
+	if readOnly {
+		return in.exec(ctx, in.db, sts(in.d.readOnlyOn...)...)
+	}
+	return in.exec(ctx, in.db, sts(in.d.readOnlyOff...)...)
+}
+
+// SetSemiSyncSource implements Instance.
+func (in *instance) SetSemiSyncSource(ctx context.Context, enabled bool) error {
+	return in.exec(ctx, in.db, st("SET GLOBAL "+in.d.semiSync.sourceEnabled+"="+onOff(enabled)))
+}
+
+// SetSemiSyncReplica implements Instance.
+func (in *instance) SetSemiSyncReplica(ctx context.Context, enabled bool) error {
+	return in.exec(ctx, in.db, st("SET GLOBAL "+in.d.semiSync.replicaEnabled+"="+onOff(enabled)))
+}
+
+// SeedGTIDForRejoin implements Instance.
+func (in *instance) SeedGTIDForRejoin(ctx context.Context) error {
+	return in.exec(ctx, in.db, sts(in.d.seedGTIDForRejoin...)...)
+}
+
+// WaitForGTID implements Instance.
+func (in *instance) WaitForGTID(ctx context.Context, set GTIDSet, timeout time.Duration) error {
+	if set == nil || set.IsEmpty() {
+		return nil
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("dbsql: WaitForGTID needs a positive timeout, got %s", timeout)
+	}
+	if _, err := in.d.parseGTID(set.String()); err != nil {
+		return fmt.Errorf("dbsql: WaitForGTID on %s: %w", in.d.flavor, err)
+	}
+	// The server stops waiting at timeout; the context only guards against a
+	// server that never answers.
+	wctx, cancel := context.WithTimeout(ctx, timeout+in.queryTimeout)
+	defer cancel()
+	var res sql.NullInt64
+	err := in.db.QueryRowContext(wctx, in.d.waitForGTID, set.String(), in.d.waitTimeout(timeout)).Scan(&res)
+	switch {
+	case err != nil:
+		return fmt.Errorf("dbsql: waiting for %s: %w", set, err)
+	case !res.Valid:
+		return fmt.Errorf("dbsql: waiting for %s: server returned NULL", set)
+	case res.Int64 != 0:
+		return fmt.Errorf("%w: %s not applied within %s", ErrWaitTimeout, set, timeout)
+	}
+	return nil
+}
+
+// Close implements Instance.
+func (in *instance) Close() error {
+	if err := in.db.Close(); err != nil {
+		return fmt.Errorf("dbsql: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package dbsql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Status implements Instance.
+func (in *instance) Status(ctx context.Context) (*Status, error) {
+	s := &Status{}
+	if err := in.readServer(ctx, s); err != nil {
+		return nil, err
+	}
+	rep, err := in.readReplica(ctx, s.Executed)
+	if err != nil {
+		return nil, err
+	}
+	s.Replica = rep
+	if s.SemiSync, err = in.readSemiSync(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (in *instance) readServer(ctx context.Context, s *Status) error {
+	qctx, cancel := context.WithTimeout(ctx, in.queryTimeout)
+	defer cancel()
+	// read_only is scanned as text: 0/1 today, ON/OFF in some versions.
+	var readOnly, superReadOnly, executed sql.NullString
+	err := in.db.QueryRowContext(qctx, in.d.statusQuery).
+		Scan(&s.ServerID, &s.Version, &readOnly, &superReadOnly, &executed)
+	if err != nil {
+		return fmt.Errorf("dbsql: %s: %w", in.d.statusQuery, err)
+	}
+	s.ReadOnly, s.SuperReadOnly = isOn(readOnly.String), isOn(superReadOnly.String)
+	if s.Executed, err = in.d.parseGTID(executed.String); err != nil {
+		return fmt.Errorf("dbsql: executed GTID set: %w", err)
+	}
+	return nil
+}
+
+// queryRows runs query and returns every row as column name -> value (NULL
+// is a missing key), reading columns by name so their order never matters.
+func (in *instance) queryRows(ctx context.Context, query string) ([]map[string]string, error) {
+	qctx, cancel := context.WithTimeout(ctx, in.queryTimeout)
+	defer cancel()
+	rows, err := in.db.QueryContext(qctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("dbsql: %s: %w", query, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, fmt.Errorf("dbsql: %s: columns: %w", query, err)
+	}
+	raw := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
+	var out []map[string]string
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, fmt.Errorf("dbsql: %s: scan: %w", query, err)
+		}
+		row := make(map[string]string, len(cols))
+		for i, c := range cols {
+			if raw[i] != nil {
+				row[c] = string(raw[i])
+			}
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("dbsql: %s: %w", query, err)
+	}
+	return out, nil
+}
+
+func (in *instance) readReplica(ctx context.Context, executed GTIDSet) (*ReplicaStatus, error) {
+	rows, err := in.queryRows(ctx, in.d.replicaStatusQuery)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	rep, err := parseReplicaRow(in.d, rows[0], executed)
+	if err != nil {
+		return nil, fmt.Errorf("dbsql: %s: %w", in.d.replicaStatusQuery, err)
+	}
+	return rep, nil
+}
+
+// parseReplicaRow turns one SHOW SLAVE/REPLICA STATUS row into a
+// ReplicaStatus; executed is the server's own executed set, merged into
+// Received.
+func parseReplicaRow(d *dialect, row map[string]string, executed GTIDSet) (*ReplicaStatus, error) {
+	c := d.replica
+	for _, name := range []string{c.host, c.port, c.ioRunning, c.sqlRunning,
+		c.ioErrno, c.ioError, c.sqlErrno, c.sqlError, c.received} {
+		if _, ok := row[name]; !ok {
+			return nil, fmt.Errorf("column %s missing or NULL", name)
+		}
+	}
+	rep := &ReplicaStatus{
+		SourceHost:   row[c.host],
+		IORunning:    row[c.ioRunning] == "Yes",
+		SQLRunning:   row[c.sqlRunning] == "Yes",
+		LastIOError:  row[c.ioError],
+		LastSQLError: row[c.sqlError],
+	}
+	var err error
+	if rep.SourcePort, err = atoi(row, c.port); err != nil {
+		return nil, err
+	}
+	if rep.LastIOErrno, err = atoi(row, c.ioErrno); err != nil {
+		return nil, err
+	}
+	if rep.LastSQLErrno, err = atoi(row, c.sqlErrno); err != nil {
+		return nil, err
+	}
+	if v, ok := row[c.secondsBehind]; ok && v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", c.secondsBehind, err)
+		}
+		rep.SecondsBehindSource = &n
+	}
+	received, err := d.parseGTID(row[c.received])
+	if err != nil {
+		return nil, fmt.Errorf("column %s: %w", c.received, err)
+	}
+	if executed != nil {
+		if received, err = unionGTID(received, executed); err != nil {
+			return nil, err
+		}
+	}
+	rep.Received = received
+	return rep, nil
+}
+
+func atoi(row map[string]string, col string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(row[col]))
+	if err != nil {
+		return 0, fmt.Errorf("column %s: %w", col, err)
+	}
+	return n, nil
+}
+
+// readSemiSync reads the semi-sync variables. Missing variables (a MySQL
+// server without the plugins) leave fields zero.
+func (in *instance) readSemiSync(ctx context.Context) (SemiSyncStatus, error) {
+	var ss SemiSyncStatus
+	vars, err := in.variables(ctx, semiSyncVariablesQuery)
+	if err != nil {
+		return ss, err
+	}
+	status, err := in.variables(ctx, semiSyncStatusQuery)
+	if err != nil {
+		return ss, err
+	}
+	n := in.d.semiSync
+	get := func(m map[string]string, name string) string { return m[strings.ToLower(name)] }
+	ss.SourceEnabled = isOn(get(vars, n.sourceEnabled))
+	ss.ReplicaEnabled = isOn(get(vars, n.replicaEnabled))
+	ss.WaitPoint = get(vars, n.waitPoint)
+	ss.SourceActive = isOn(get(status, n.sourceStatus))
+	if v := get(vars, n.timeout); v != "" {
+		if ss.TimeoutMS, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return ss, fmt.Errorf("dbsql: %s=%q: %w", n.timeout, v, err)
+		}
+	}
+	if v := get(status, n.clients); v != "" {
+		if ss.Clients, err = strconv.Atoi(v); err != nil {
+			return ss, fmt.Errorf("dbsql: %s=%q: %w", n.clients, v, err)
+		}
+	}
+	return ss, nil
+}
+
+// variables runs a SHOW VARIABLES/STATUS query into name -> value, with names
+// lower-cased (MariaDB and MySQL differ in the case of status names).
+func (in *instance) variables(ctx context.Context, query string) (map[string]string, error) {
+	rows, err := in.queryRows(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(rows))
+	for _, r := range rows {
+		out[strings.ToLower(r["Variable_name"])] = r["Value"]
+	}
+	return out, nil
+}
+
+func isOn(v string) bool {
+	switch strings.ToUpper(v) {
+	case "ON", "1", "YES", "TRUE":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,155 @@
+package dbsql
+
+import (
+	"strings"
+	"testing"
+)
+
+// replicaRow builds a SHOW SLAVE/REPLICA STATUS result: extra columns first
+// and the rest in reverse order, since Status must read columns by name.
+func replicaRow(kv ...any) result {
+	res := row(append([]any{"Connection_name", "", "Replicate_Do_DB", ""}, kv...)...)
+	for i, j := 2, len(res.cols)-1; i < j; i, j = i+1, j-1 {
+		res.cols[i], res.cols[j] = res.cols[j], res.cols[i]
+		res.rows[0][i], res.rows[0][j] = res.rows[0][j], res.rows[0][i]
+	}
+	return res
+}
+
+func TestStatusMariaDB(t *testing.T) {
+	r := newRecorder()
+	d := mariadbDialect
+	r.results[d.statusQuery] = row("@@server_id", int64(2), "@@version", "10.11.19-MariaDB",
+		"@@read_only", int64(1), "0", int64(0), "@@gtid_binlog_pos", "0-1-90")
+	r.results[d.replicaStatusQuery] = replicaRow(
+		"Master_Host", "127.0.0.11", "Master_Port", "3306",
+		"Slave_IO_Running", "Yes", "Slave_SQL_Running", "No",
+		"Last_IO_Errno", "0", "Last_IO_Error", "",
+		"Last_SQL_Errno", "1062", "Last_SQL_Error", "Duplicate entry",
+		"Gtid_IO_Pos", "0-1-100", "Seconds_Behind_Master", nil)
+	r.results[semiSyncVariablesQuery] = variables(
+		"rpl_semi_sync_master_enabled", "OFF", "rpl_semi_sync_slave_enabled", "ON",
+		"rpl_semi_sync_master_wait_point", "AFTER_SYNC", "rpl_semi_sync_master_timeout", "10000")
+	r.results[semiSyncStatusQuery] = variables(
+		"Rpl_semi_sync_master_status", "OFF", "Rpl_semi_sync_master_clients", "0",
+		"Rpl_semi_sync_slave_status", "ON")
+
+	s, err := r.open(t, FlavorMariaDB).Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ServerID != 2 || s.Version != "10.11.19-MariaDB" || !s.ReadOnly || s.SuperReadOnly || s.Executed.String() != "0-1-90" {
+		t.Errorf("server: %+v executed %q", s, s.Executed)
+	}
+	rep := s.Replica
+	if rep == nil {
+		t.Fatal("Replica is nil")
+	}
+	if rep.SourceHost != "127.0.0.11" || rep.SourcePort != 3306 || !rep.IORunning || rep.SQLRunning ||
+		rep.LastSQLErrno != 1062 || rep.LastSQLError != "Duplicate entry" || rep.SecondsBehindSource != nil {
+		t.Errorf("replica: %+v", rep)
+	}
+	if rep.Received.String() != "0-1-100" {
+		t.Errorf("Received = %q, want the IO position 0-1-100", rep.Received)
+	}
+	want := SemiSyncStatus{ReplicaEnabled: true, WaitPoint: "AFTER_SYNC", TimeoutMS: 10000}
+	if s.SemiSync != want {
+		t.Errorf("semi-sync %+v, want %+v", s.SemiSync, want)
+	}
+	if d := diffLines(r.statements(t), []string{d.statusQuery, d.replicaStatusQuery,
+		semiSyncVariablesQuery, semiSyncStatusQuery}); d != "" {
+		t.Error(d)
+	}
+}
+
+func TestStatusMySQL(t *testing.T) {
+	r := newRecorder()
+	d := mysqlDialect
+	executed := uuidA + ":1-100,\n" + uuidB + ":1-3"
+	r.results[d.statusQuery] = row("@@server_id", int64(3), "@@version", "8.4.6",
+		"@@read_only", int64(1), "@@super_read_only", "ON", "@@GLOBAL.gtid_executed", executed)
+	r.results[d.replicaStatusQuery] = replicaRow(
+		"Source_Host", "db-0", "Source_Port", "3306",
+		"Replica_IO_Running", "Connecting", "Replica_SQL_Running", "Yes",
+		"Last_IO_Errno", "2003", "Last_IO_Error", "can't connect",
+		"Last_SQL_Errno", "0", "Last_SQL_Error", "",
+		"Retrieved_Gtid_Set", uuidA+":90-120", "Executed_Gtid_Set", executed,
+		"Seconds_Behind_Source", "7")
+	r.results[semiSyncVariablesQuery] = variables(
+		"rpl_semi_sync_source_enabled", "ON", "rpl_semi_sync_replica_enabled", "OFF",
+		"rpl_semi_sync_source_wait_point", "AFTER_SYNC", "rpl_semi_sync_source_timeout", "86400000")
+	r.results[semiSyncStatusQuery] = variables(
+		"Rpl_semi_sync_source_status", "ON", "Rpl_semi_sync_source_clients", "2")
+
+	s, err := r.open(t, FlavorMySQL).Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ServerID != 3 || !s.ReadOnly || !s.SuperReadOnly || s.Executed.String() != uuidA+":1-100,"+uuidB+":1-3" {
+		t.Errorf("server: %+v executed %q", s, s.Executed)
+	}
+	rep := s.Replica
+	if rep == nil || rep.SourceHost != "db-0" || rep.IORunning || !rep.SQLRunning || rep.LastIOErrno != 2003 ||
+		rep.SecondsBehindSource == nil || *rep.SecondsBehindSource != 7 {
+		t.Fatalf("replica: %+v", rep)
+	}
+	// Retrieved merged with executed: what the server has, applied or not.
+	if got, want := rep.Received.String(), uuidA+":1-120,"+uuidB+":1-3"; got != want {
+		t.Errorf("Received = %q, want %q", got, want)
+	}
+	want := SemiSyncStatus{SourceEnabled: true, SourceActive: true, Clients: 2, WaitPoint: "AFTER_SYNC", TimeoutMS: 86400000}
+	if s.SemiSync != want {
+		t.Errorf("semi-sync %+v, want %+v", s.SemiSync, want)
+	}
+}
+
+// TestStatusNoReplica covers a fresh server: no replication row, and (MySQL
+// without the semi-sync plugins) no semi-sync variables.
+func TestStatusNoReplica(t *testing.T) {
+	r := newRecorder()
+	r.results[mysqlDialect.statusQuery] = row("a", int64(1), "b", "8.4.6", "c", int64(0), "d", int64(0), "e", "")
+	s, err := r.open(t, FlavorMySQL).Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Replica != nil || s.SemiSync != (SemiSyncStatus{}) || !s.Executed.IsEmpty() {
+		t.Errorf("got %+v", s)
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	good := row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1-1")
+	tests := []struct {
+		name    string
+		results map[string]result
+		want    string
+	}{
+		{"bad executed set", map[string]result{
+			mariadbDialect.statusQuery: row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1"),
+		}, "executed GTID set"},
+		{"missing column", map[string]result{
+			mariadbDialect.statusQuery:        good,
+			mariadbDialect.replicaStatusQuery: row("Master_Host", "x"),
+		}, "column Master_Port missing"},
+		{"bad received set", map[string]result{
+			mariadbDialect.statusQuery: good,
+			mariadbDialect.replicaStatusQuery: row("Master_Host", "h", "Master_Port", "3306",
+				"Slave_IO_Running", "Yes", "Slave_SQL_Running", "Yes", "Last_IO_Errno", "0", "Last_IO_Error", "",
+				"Last_SQL_Errno", "0", "Last_SQL_Error", "", "Gtid_IO_Pos", "junk", "Seconds_Behind_Master", "0"),
+		}, "column Gtid_IO_Pos"},
+		{"bad timeout", map[string]result{
+			mariadbDialect.statusQuery: good,
+			semiSyncVariablesQuery:     variables("rpl_semi_sync_master_timeout", "soon"),
+		}, "rpl_semi_sync_master_timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			r.results = tc.results
+			_, err := r.open(t, FlavorMariaDB).Status(t.Context())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
