@@ -40,6 +40,10 @@ build: ## Build bin/dolphin.
 control-plane: ## Build (once, cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd.
 	hack/control-plane.sh
 
+.PHONY: mariadb
+mariadb: ## Install MariaDB server binaries from Debian (for the real-server tests), if missing.
+	hack/install-mariadb.sh
+
 .PHONY: test-unit
 test-unit: ## Unit, golden and table tests (no servers).
 	$(GO) test -short ./...
@@ -48,7 +52,18 @@ test-unit: ## Unit, golden and table tests (no servers).
 test-envtest: control-plane ## Controller tests against a real kube-apiserver + etcd built from Go modules.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -run 'Envtest' ./internal/controller/... ./internal/operator/... ./cmd/...
 
+.PHONY: test-mariadb
+test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x.y.z.
+	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/...
+
 .PHONY: test
-test: control-plane vet ## Everything the README promises: unit + envtest suites.
+test: control-plane mariadb vet ## Everything the README promises: unit, golden, envtest and real-MariaDB tests.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 ./...
 	$(MAKE) verify-generated
+
+BENCH_ROUNDS ?= 10
+.PHONY: bench-failover
+bench-failover: mariadb ## Kill the primary of a 3-instance cluster under write load K times (BENCH_ROUNDS); prints p50/p95/max and lost writes.
+	@out=$$(mktemp); DOLPHIN_BENCH_FAILOVER_ROUNDS=$(BENCH_ROUNDS) DOLPHIN_BENCH_OUT=$$out \
+	  $(GO) test -count=1 -timeout 30m -run '^TestBenchFailover$$' -v ./internal/topology/ | grep -E 'round [0-9]+:|--- |^ok|FAIL' ; \
+	  cat $$out; rm -f $$out

@@ -197,8 +197,12 @@ type writer struct {
 	h     *harness
 	acked sync.Map
 	n     atomic.Int64
-	stop  chan struct{}
-	done  chan struct{}
+	// last is the time and instance of the latest acknowledged write.
+	mu       sync.Mutex
+	last     time.Time
+	lastName string
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func startWriter(h *harness) *writer {
@@ -216,10 +220,14 @@ func startWriter(h *harness) *writer {
 			default:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := conns[h.e.Primary()].ExecContext(ctx, "INSERT INTO app.rows (id, v) VALUES (?, 'w')", id)
+			target := h.e.Primary()
+			_, err := conns[target].ExecContext(ctx, "INSERT INTO app.rows (id, v) VALUES (?, 'w')", id)
 			cancel()
 			if err == nil {
 				w.acked.Store(id, true)
+				w.mu.Lock()
+				w.last, w.lastName = time.Now(), target
+				w.mu.Unlock()
 				w.n.Add(1)
 			} else {
 				time.Sleep(5 * time.Millisecond)
@@ -231,8 +239,15 @@ func startWriter(h *harness) *writer {
 
 func (w *writer) finish() { close(w.stop); <-w.done }
 
-// missingOn counts acknowledged ids absent from instance i.
+func (w *writer) lastAck() time.Time { w.mu.Lock(); defer w.mu.Unlock(); return w.last }
+
+func (w *writer) lastAckOn() string { w.mu.Lock(); defer w.mu.Unlock(); return w.lastName }
+
+// missingOn counts acknowledged ids absent from instance i. It snapshots the acknowledged ids
+// before reading the table, so writes acknowledged while it reads are not counted.
 func (w *writer) missingOn(i int) (missing, acked int) {
+	var ids []int64
+	w.acked.Range(func(k, _ any) bool { ids = append(ids, k.(int64)); return true })
 	present := map[int64]bool{}
 	rows, err := w.h.sqlDB(i).Query("SELECT id FROM app.rows")
 	if err != nil {
@@ -246,14 +261,13 @@ func (w *writer) missingOn(i int) (missing, acked int) {
 		}
 		present[id] = true
 	}
-	w.acked.Range(func(k, _ any) bool {
-		acked++
-		if !present[k.(int64)] {
+	for _, id := range ids {
+		if !present[id] {
 			missing++
+			w.h.t.Logf("acknowledged id %d missing on %s", id, w.h.db.Instances[i].Name)
 		}
-		return true
-	})
-	return missing, acked
+	}
+	return missing, len(ids)
 }
 
 func TestServerFailoverLosesNoAcknowledgedWriteAndOldPrimaryRejoins(t *testing.T) {

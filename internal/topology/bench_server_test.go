@@ -1,0 +1,150 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestBenchFailover measures failover on real servers: `make bench-failover` runs it with
+// DOLPHIN_BENCH_FAILOVER_ROUNDS=K. Each round kills the primary (kill -9) of a 3-instance
+// cluster under a writer that records every acknowledged write, measures
+//   - detection: kill → the engine starts fencing,
+//   - promotion: fencing → the new primary is writable,
+//   - total: kill → the first write acknowledged by the new primary,
+//
+// restarts the old primary (it rejoins as a replica) and checks that no acknowledged write is
+// missing. It writes the summary line to DOLPHIN_BENCH_OUT when set.
+func TestBenchFailover(t *testing.T) {
+	rounds, _ := strconv.Atoi(os.Getenv("DOLPHIN_BENCH_FAILOVER_ROUNDS"))
+	if rounds <= 0 {
+		t.Skip("set DOLPHIN_BENCH_FAILOVER_ROUNDS (make bench-failover)")
+	}
+	h := newHarness(t, 3)
+	rec := &phaseRecorder{}
+	h.e.cfg.Reporter = multiReporter{h, rec}
+	h.converge("three instances healthy", healthyWith("db-0"))
+	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
+	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	loop := make(chan struct{})
+	go func() { defer close(loop); _ = h.e.Run(ctx) }()
+	defer func() { cancel(); <-loop }()
+	w := startWriter(h)
+	defer w.finish()
+
+	var detect, promote, total []time.Duration
+	lost := 0
+	for r := 1; r <= rounds; r++ {
+		time.Sleep(500 * time.Millisecond) // steady write load before the kill
+		old := h.e.Primary()
+		oldIdx := h.index(old)
+		rec.reset()
+		ackedBefore := w.n.Load()
+		killed := time.Now()
+		h.db.Instances[oldIdx].Kill(t)
+		var newPrimary string
+		for {
+			if p := h.e.Primary(); p != old {
+				newPrimary = p
+				break
+			}
+			if time.Since(killed) > 60*time.Second {
+				t.Fatalf("round %d: no failover within 60 s", r)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// The first acknowledged write after the promotion.
+		for w.n.Load() == ackedBefore || w.lastAck().Before(killed) || w.lastAckOn() != newPrimary {
+			if time.Since(killed) > 60*time.Second {
+				t.Fatalf("round %d: writes did not resume", r)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		fenced, promoted := rec.times()
+		tot := w.lastAck().Sub(killed)
+		detect, promote, total = append(detect, fenced.Sub(killed)), append(promote, promoted.Sub(fenced)), append(total, tot)
+		missing, acked := w.missingOn(h.index(newPrimary))
+		lost += missing
+		t.Logf("round %d: %s -> %s detection=%s promotion=%s total=%s acked=%d missing=%d",
+			r, old, newPrimary, fenced.Sub(killed).Round(time.Millisecond), promoted.Sub(fenced).Round(time.Millisecond), tot.Round(time.Millisecond), acked, missing)
+
+		h.db.Instances[oldIdx].Start(t, "--init-rpl-role=SLAVE")
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			st, err := statusOf(h, oldIdx)
+			if err == nil && st.Replica != nil && st.Replica.IORunning && st.Replica.SQLRunning {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %s did not rejoin", r, old)
+			}
+		}
+	}
+	line := fmt.Sprintf("failover rounds=%d p50=%.2fs p95=%.2fs max=%.2fs lost_acked_writes=%d", rounds,
+		pct(total, 50), pct(total, 95), pct(total, 100), lost)
+	t.Logf("detection p50=%.2fs p95=%.2fs max=%.2fs (interval 200ms × 2 attempts)", pct(detect, 50), pct(detect, 95), pct(detect, 100))
+	t.Logf("promotion p50=%.2fs p95=%.2fs max=%.2fs", pct(promote, 50), pct(promote, 95), pct(promote, 100))
+	t.Log(line)
+	if out := os.Getenv("DOLPHIN_BENCH_OUT"); out != "" {
+		summary := fmt.Sprintf("detection p50=%.2fs p95=%.2fs max=%.2fs\npromotion p50=%.2fs p95=%.2fs max=%.2fs\n%s\n",
+			pct(detect, 50), pct(detect, 95), pct(detect, 100), pct(promote, 50), pct(promote, 95), pct(promote, 100), line)
+		if err := os.WriteFile(out, []byte(summary), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d acknowledged writes lost", lost)
+	}
+}
+
+// pct returns the p-th percentile (nearest rank) in seconds.
+func pct(ds []time.Duration, p int) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (p*len(s)+99)/100 - 1
+	return s[max(0, min(i, len(s)-1))].Seconds()
+}
+
+// phaseRecorder notes when a failover started fencing and when it promoted.
+type phaseRecorder struct {
+	mu               sync.Mutex
+	fenced, promoted time.Time
+}
+
+func (p *phaseRecorder) Report(_ context.Context, r Report) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.Decision.State == StateFailover && p.fenced.IsZero() {
+		p.fenced = time.Now()
+	}
+	if r.Promotion != nil && p.promoted.IsZero() {
+		p.promoted = time.Now()
+	}
+}
+func (p *phaseRecorder) reset() {
+	p.mu.Lock()
+	p.fenced, p.promoted = time.Time{}, time.Time{}
+	p.mu.Unlock()
+}
+func (p *phaseRecorder) times() (time.Time, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fenced, p.promoted
+}
+
+type multiReporter []Reporter
+
+func (m multiReporter) Report(ctx context.Context, r Report) {
+	for _, x := range m {
+		x.Report(ctx, r)
+	}
+}
