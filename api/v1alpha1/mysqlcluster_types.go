@@ -347,6 +347,94 @@ type MySQLClusterStatus struct {
 	// +listMapKey=name
 	// +optional
 	Instances []InstanceStatus `json:"instances,omitempty"`
+
+	// Topology is what the topology engine last observed in the databases and did about it.
+	// +optional
+	Topology *TopologyStatus `json:"topology,omitempty"`
+}
+
+// TopologyStatus is the database-side state of the cluster, written by the topology engine.
+type TopologyStatus struct {
+	// State is the engine's view: WaitingForInstances, Bootstrapping, Healthy, Healing,
+	// Degraded, PrimarySuspect, PrimaryLost, Failover, Switchover or SplitBrain.
+	// +optional
+	State string `json:"state,omitempty"`
+	// Message explains the state.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Primary is the instance the engine keeps writable. It survives operator restarts.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+	// ErrantInstances hold transactions the primary lacks; they are never promoted and are
+	// kept out of the topology until re-cloned.
+	// +listType=set
+	// +optional
+	ErrantInstances []string `json:"errantInstances,omitempty"`
+	// FailoverInProgress is set while a failover runs, so that a restarted operator resumes it.
+	// +optional
+	FailoverInProgress *FailoverProgress `json:"failoverInProgress,omitempty"`
+	// SemiSyncFallback is true when the primary stopped waiting for replica acknowledgements:
+	// acknowledged writes are then not guaranteed to survive a failover.
+	// +optional
+	SemiSyncFallback bool `json:"semiSyncFallback,omitempty"`
+	// LastPromotion records the last failover or switchover.
+	// +optional
+	LastPromotion *PromotionRecord `json:"lastPromotion,omitempty"`
+	// Instances are the per-instance database observations.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Instances []InstanceTopology `json:"instances,omitempty"`
+}
+
+// FailoverProgress is the persisted progress of a running failover.
+type FailoverProgress struct {
+	// From is the lost primary.
+	From string `json:"from"`
+	// Fenced is true once every candidate stopped receiving from it.
+	Fenced bool `json:"fenced"`
+}
+
+// PromotionRecord describes one change of primary.
+type PromotionRecord struct {
+	// From is the previous primary.
+	From string `json:"from"`
+	// To is the new primary.
+	To string `json:"to"`
+	// Planned is true for a switchover, false for a failover.
+	Planned bool `json:"planned"`
+	// Reason says why it happened.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Duration runs from the first missed observation of the old primary (failover) or the
+	// request (switchover) until the new primary was writable.
+	// +optional
+	Duration metav1.Duration `json:"duration,omitempty"`
+	// Time is when the new primary became writable.
+	Time metav1.Time `json:"time"`
+}
+
+// InstanceTopology is the engine's observation of one instance.
+type InstanceTopology struct {
+	// Name of the instance (pod).
+	Name string `json:"name"`
+	// Reachable is true when the engine could query the server.
+	Reachable bool `json:"reachable"`
+	// ReadOnly is the server's read_only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// GTIDExecuted is the server's executed GTID position.
+	// +optional
+	GTIDExecuted string `json:"gtidExecuted,omitempty"`
+	// ReplicationLagSeconds is Seconds_Behind_Master of a replica, when known.
+	// +optional
+	ReplicationLagSeconds *int64 `json:"replicationLagSeconds,omitempty"`
+	// Replicating is true when both replication threads of a replica run.
+	// +optional
+	Replicating bool `json:"replicating,omitempty"`
+	// Error is the last observation or replication error.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // InstanceStatus is the observed state of one database instance.

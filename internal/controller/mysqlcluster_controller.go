@@ -46,6 +46,17 @@ type MySQLClusterReconciler struct {
 	Client   client.Client
 	Scheme   *runtime.Scheme
 	Recorder events.EventRecorder
+	// Topology runs the database side of each cluster; nil leaves databases alone.
+	Topology TopologyRunner
+}
+
+// TopologyRunner is the per-cluster topology engine as the reconciler sees it.
+type TopologyRunner interface {
+	// Update makes sure the cluster's engine runs with its current spec (or is stopped when
+	// the cluster is paused) and asks it to observe now.
+	Update(ctx context.Context, c *dolphinv1.MySQLCluster) error
+	// Stop stops the cluster's engine and waits until it has.
+	Stop(key types.NamespacedName)
 }
 
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters,verbs=get;list;watch;update;patch
@@ -54,7 +65,7 @@ type MySQLClusterReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -78,6 +89,9 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	var c dolphinv1.MySQLCluster
 	if err := r.Client.Get(ctx, req.NamespacedName, &c); err != nil {
 		if apierrors.IsNotFound(err) {
+			if r.Topology != nil {
+				r.Topology.Stop(req.NamespacedName)
+			}
 			metrics.ForgetCluster(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
@@ -114,6 +128,12 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if err := r.writeStatus(ctx, &c, computeStatus(obs, metav1.Now())); err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)
+	}
+
+	if r.Topology != nil && stepErr == nil {
+		if err := r.Topology.Update(ctx, &c); err != nil {
+			return ctrl.Result{}, fmt.Errorf("updating the topology engine: %w", err)
+		}
 	}
 
 	var ue *userError
@@ -186,6 +206,11 @@ func (r *MySQLClusterReconciler) finalize(ctx context.Context, c *dolphinv1.MySQ
 		if err := r.writeStatus(ctx, c, computeStatus(obs, metav1.Now())); err != nil {
 			return err
 		}
+	}
+	if r.Topology != nil {
+		// Before the garbage collector removes the pods, or the engine would see a lost
+		// primary and fail over on a cluster that is going away.
+		r.Topology.Stop(client.ObjectKeyFromObject(c))
 	}
 	metrics.ForgetCluster(c.Namespace, c.Name)
 	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})

@@ -42,6 +42,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	st := dolphinv1.MySQLClusterStatus{
 		ObservedGeneration: o.Generation,
 		Conditions:         append([]metav1.Condition(nil), o.Previous.Conditions...),
+		// The topology engine owns this part; the reconciler carries it over untouched.
+		Topology: o.Previous.Topology.DeepCopy(),
 	}
 	set := func(typ string, status bool, reason, msg string) {
 		s := metav1.ConditionFalse
@@ -146,6 +148,12 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances)
 		case st.Phase == dolphinv1.PhaseDegraded:
 			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
+		case st.Topology != nil && len(st.Topology.ErrantInstances) > 0:
+			set(dolphinv1.ConditionDegraded, true, "ErrantInstances", strings.Join(st.Topology.ErrantInstances, ", ")+
+				" hold transactions the primary lacks and are kept out of the topology; re-create their volumes to re-clone them")
+		case st.Topology != nil && st.Topology.SemiSyncFallback:
+			set(dolphinv1.ConditionDegraded, true, "SemiSyncFallback",
+				"the primary stopped waiting for replica acknowledgements: acknowledged writes may be lost in a failover")
 		default:
 			set(dolphinv1.ConditionDegraded, false, "AsExpected", instances)
 		}

@@ -27,10 +27,36 @@ var (
 		Name: "mysql_cluster_health_status",
 		Help: "1 when the MySQLCluster is Ready (primary writable, every instance ready), 0 otherwise.",
 	}, []string{"namespace", "name"})
+
+	// PromotionsTotal counts changes of primary by kind (failover, switchover).
+	PromotionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mysql_cluster_promotions_total",
+		Help: "Changes of primary by kind (failover, switchover).",
+	}, []string{"namespace", "name", "kind"})
+
+	// FailoverDuration observes the time from the first missed observation of a lost primary
+	// to a writable new primary.
+	FailoverDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "mysql_cluster_failover_duration_seconds",
+		Help:    "Time from the first missed observation of the lost primary to a writable new primary.",
+		Buckets: []float64{0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 34, 60},
+	}, []string{"namespace", "name"})
+
+	// ReplicationLag is a replica's Seconds_Behind_Master.
+	ReplicationLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_replication_lag_seconds",
+		Help: "Seconds_Behind_Master of each replica, as last observed.",
+	}, []string{"namespace", "name", "instance"})
+
+	// SemiSyncFallback is 1 while the primary's semi-sync replication fell back to async.
+	SemiSyncFallback = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_semisync_fallback",
+		Help: "1 while the primary no longer waits for replica acknowledgements (semi-sync fell back to async).",
+	}, []string{"namespace", "name"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth)
+	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
 	}
@@ -39,4 +65,9 @@ func init() {
 // ForgetCluster removes the per-cluster series of a deleted cluster.
 func ForgetCluster(namespace, name string) {
 	ClusterHealth.DeleteLabelValues(namespace, name)
+	SemiSyncFallback.DeleteLabelValues(namespace, name)
+	FailoverDuration.DeleteLabelValues(namespace, name)
+	match := map[string]string{"namespace": namespace, "name": name}
+	PromotionsTotal.DeletePartialMatch(match)
+	ReplicationLag.DeletePartialMatch(match)
 }

@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/clustermanager"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 )
 
@@ -64,10 +65,20 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
+	engines := &clustermanager.Manager{
+		Client:    mgr.GetClient(),
+		Recorder:  mgr.GetEventRecorder(EventSource),
+		Addresser: clustermanager.DNSAddresser{},
+		Log:       logger.WithName("topology"),
+	}
+	if err := mgr.Add(engines); err != nil {
+		return fmt.Errorf("adding the topology engines: %w", err)
+	}
 	r := &controller.MySQLClusterReconciler{
 		Client:   mgr.GetClient(),
 		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder(EventSource),
+		Topology: engines,
 	}
 	if err := r.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
 		return fmt.Errorf("setting up the MySQLCluster controller: %w", err)

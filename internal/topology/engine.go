@@ -98,6 +98,7 @@ type Engine struct {
 	state      Persisted
 	misses     int
 	lostSince  time.Time
+	lastMiss   time.Time
 	switchover *SwitchoverRequest
 	switchAt   time.Time
 }
@@ -179,11 +180,14 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	if view.Primary != "" {
 		if p, ok := view.instance(view.Primary); ok && p.Reachable() {
 			e.misses, e.lostSince = 0, time.Time{}
-		} else {
+		} else if now := time.Now(); e.misses == 0 || now.Sub(e.lastMiss) >= e.cfg.Interval*9/10 {
+			// Misses count at most once per interval, however often cycles are triggered,
+			// so detection takes about Interval × DetectionAttempts.
 			if e.misses == 0 {
-				e.lostSince = time.Now()
+				e.lostSince = now
 			}
 			e.misses++
+			e.lastMiss = now
 		}
 	}
 	view.PrimaryMisses = e.misses

@@ -1,0 +1,175 @@
+package clustermanager
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	mysqlcontroller "github.com/dolphin-operator/dolphin/internal/controller"
+	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/metrics"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
+	"github.com/dolphin-operator/dolphin/internal/topology"
+)
+
+// loopback maps instance ordinals to real mariadbd servers on loopback addresses.
+type loopback struct{ db *dbtest.Cluster }
+
+func (l loopback) Member(c *dolphinv1.MySQLCluster, i int) topology.Member {
+	in := l.db.Instances[i]
+	return topology.Member{Name: resources.PodName(c, i), Host: in.Host, Port: in.Port}
+}
+
+// TestEnvtestServerOperatorRunsTheTopology wires everything but the kubelet: a real API
+// server, the reconciler and the topology engines in one manager, and real MariaDB servers.
+// Pods are created by the test (no StatefulSet controller runs in envtest).
+func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
+	env := testenv.StartForTest(t)
+	db := dbtest.Start(t, dbtest.Options{Instances: 3})
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = dolphinv1.AddToScheme(scheme)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engines := &Manager{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("dolphin-operator"), Addresser: loopback{db}, Log: testr.New(t)}
+	if err := mgr.Add(engines); err != nil {
+		t.Fatal(err)
+	}
+	r := &mysqlcontroller.MySQLClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("dolphin-operator"), Topology: engines}
+	if err := r.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "topo"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
+		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Failover: dolphinv1.FailoverSpec{
+			DetectionInterval: &metav1.Duration{Duration: 200 * time.Millisecond}, DetectionAttempts: 2}}}
+	if err := c.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	// Stand in for the StatefulSet controller and the kubelet: three ready pods.
+	for i := 0; i < 3; i++ {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resources.PodName(cluster, i), Labels: resources.CommonLabels(cluster)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mysqld", Image: "mariadb"}}}}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if err := c.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	roleOf := func(name string) string {
+		var p corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+			return "error: " + err.Error()
+		}
+		return p.Labels[resources.RoleLabel]
+	}
+	eventually(t, 60*time.Second, "bootstrapped, labeled and Ready", func() error {
+		if err := c.Get(ctx, key, cluster); err != nil {
+			return err
+		}
+		st := cluster.Status
+		if st.Topology == nil || st.Topology.State != "Healthy" || st.Topology.Primary != "shop-0" {
+			return fmt.Errorf("topology %+v", st.Topology)
+		}
+		if roleOf("shop-0") != "primary" || roleOf("shop-1") != "replica" || roleOf("shop-2") != "replica" {
+			return fmt.Errorf("roles %s %s %s", roleOf("shop-0"), roleOf("shop-1"), roleOf("shop-2"))
+		}
+		if st.CurrentPrimary != "shop-0" || st.Phase != dolphinv1.PhaseRunning || !meta.IsStatusConditionTrue(st.Conditions, "Ready") {
+			return fmt.Errorf("phase %s primary %q conditions %+v", st.Phase, st.CurrentPrimary, st.Conditions)
+		}
+		return nil
+	})
+
+	db.Instances[0].Kill(t)
+	var newPrimary string
+	eventually(t, 60*time.Second, "failover recorded in status, labels and events", func() error {
+		if err := c.Get(ctx, key, cluster); err != nil {
+			return err
+		}
+		lp := cluster.Status.Topology.LastPromotion
+		if lp == nil || lp.From != "shop-0" || lp.Planned || lp.Duration.Duration <= 0 {
+			return fmt.Errorf("lastPromotion %+v", lp)
+		}
+		newPrimary = lp.To
+		if roleOf(newPrimary) != "primary" || roleOf("shop-0") != "" {
+			return fmt.Errorf("roles: %s=%q shop-0=%q", newPrimary, roleOf(newPrimary), roleOf("shop-0"))
+		}
+		if cluster.Status.CurrentPrimary != newPrimary {
+			return fmt.Errorf("currentPrimary %q", cluster.Status.CurrentPrimary)
+		}
+		var evs eventsv1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "Failover" && e.Regarding.Name == "shop" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Failover event")
+	})
+	if n := testutil.ToFloat64(metrics.PromotionsTotal.WithLabelValues(ns, "shop", "failover")); n != 1 {
+		t.Errorf("mysql_cluster_promotions_total{kind=failover} = %v, want 1", n)
+	}
+	t.Logf("failed over to %s in %s", newPrimary, cluster.Status.Topology.LastPromotion.Duration.Duration)
+
+	// Deleting the cluster stops its engine before the finalizer is removed.
+	if err := c.Delete(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "cluster deleted and engine stopped", func() error {
+		if err := c.Get(ctx, key, &dolphinv1.MySQLCluster{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		if n := engines.Running(); n != 0 {
+			return fmt.Errorf("%d engines still running", n)
+		}
+		return nil
+	})
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err = cond(); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+}

@@ -1,0 +1,243 @@
+// Package clustermanager runs one topology engine per MySQLCluster inside the operator. It
+// is a controller-runtime Runnable that needs leader election: only the leader touches
+// databases. The MySQLCluster reconciler tells it when a cluster changed (Update) or is being
+// deleted (Stop); the engine reports back through pod role labels, the cluster's
+// status.topology, events and metrics.
+package clustermanager
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/topology"
+)
+
+// Addresser says where the engine reaches each instance. In a Kubernetes cluster that is the
+// pod's stable DNS name behind the headless Service; tests map instances to loopback servers.
+type Addresser interface {
+	Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Member
+}
+
+// DNSAddresser addresses instances as <pod>.<cluster>-instances.<namespace>.svc:3306.
+type DNSAddresser struct{}
+
+// Member implements Addresser.
+func (DNSAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Member {
+	pod := resources.PodName(c, ordinal)
+	return topology.Member{Name: pod, Host: pod + "." + resources.NamesFor(c).HeadlessService + "." + c.Namespace + ".svc", Port: resources.MySQLPort}
+}
+
+// Manager runs the engines.
+type Manager struct {
+	Client    client.Client
+	Recorder  events.EventRecorder
+	Addresser Addresser
+	Log       logr.Logger
+
+	mu      sync.Mutex
+	ctx     context.Context // set by Start; nil while not leader
+	running map[types.NamespacedName]*process
+	wg      sync.WaitGroup
+}
+
+type process struct {
+	engine *topology.Engine
+	cancel context.CancelFunc
+	done   chan struct{}
+	hash   string
+}
+
+// NeedLeaderElection makes the manager run on the leader only.
+func (m *Manager) NeedLeaderElection() bool { return true }
+
+// Start runs until ctx ends, then stops every engine. Clusters that changed before this
+// replica became leader are picked up by listing them.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	m.ctx = ctx
+	if m.running == nil {
+		m.running = map[types.NamespacedName]*process{}
+	}
+	m.mu.Unlock()
+	var list dolphinv1.MySQLClusterList
+	if err := m.Client.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing MySQLClusters: %w", err)
+	}
+	for i := range list.Items {
+		if err := m.Update(ctx, &list.Items[i]); err != nil {
+			m.Log.Error(err, "starting topology engine", "cluster", client.ObjectKeyFromObject(&list.Items[i]))
+		}
+	}
+	<-ctx.Done()
+	m.mu.Lock()
+	for key, p := range m.running {
+		p.cancel()
+		delete(m.running, key)
+	}
+	m.ctx = nil
+	m.mu.Unlock()
+	m.wg.Wait()
+	return nil
+}
+
+// Running reports how many engines run (for tests and metrics).
+func (m *Manager) Running() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.running)
+}
+
+// Update makes sure the engine of c runs with c's current spec and asks it to observe now.
+// A paused or deleted cluster's engine is stopped. Before this replica leads, it does nothing.
+func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	key := client.ObjectKeyFromObject(c)
+	if c.Spec.Paused || !c.DeletionTimestamp.IsZero() {
+		m.Stop(key)
+		return nil
+	}
+	cfg, err := m.engineConfig(ctx, c)
+	if err != nil {
+		return err
+	}
+	hash := configHash(c, cfg)
+	m.mu.Lock()
+	if m.ctx == nil {
+		m.mu.Unlock()
+		return nil
+	}
+	if p, ok := m.running[key]; ok && p.hash == hash {
+		m.mu.Unlock()
+		p.engine.Trigger()
+		return nil
+	}
+	m.mu.Unlock()
+	m.Stop(key) // the spec changed: restart with the new settings, from the persisted state
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx == nil {
+		return nil
+	}
+	cfg.Reporter = &reporter{m: m, key: key}
+	cfg.Log = m.Log.WithValues("cluster", key.String())
+	e := topology.New(cfg, persisted(c))
+	pctx, cancel := context.WithCancel(m.ctx)
+	p := &process{engine: e, cancel: cancel, done: make(chan struct{}), hash: hash}
+	m.running[key] = p
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(p.done)
+		_ = e.Run(pctx)
+	}()
+	m.Log.Info("topology engine started", "cluster", key.String())
+	return nil
+}
+
+// Stop stops the engine of a cluster and waits for it to finish its current cycle.
+func (m *Manager) Stop(key types.NamespacedName) {
+	m.mu.Lock()
+	p, ok := m.running[key]
+	delete(m.running, key)
+	m.mu.Unlock()
+	if ok {
+		p.cancel()
+		<-p.done
+		m.Log.Info("topology engine stopped", "cluster", key.String())
+	}
+}
+
+// RequestSwitchover asks the engine of a cluster for a planned switchover.
+func (m *Manager) RequestSwitchover(key types.NamespacedName, to string) error {
+	m.mu.Lock()
+	p, ok := m.running[key]
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no topology engine runs for %s", key)
+	}
+	p.engine.RequestSwitchover(to)
+	return nil
+}
+
+// engineConfig builds an engine configuration from the cluster and its credentials Secret.
+func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (topology.Config, error) {
+	d := resources.Defaulted(c)
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.CredentialsSecretName(c)}
+	if err := m.Client.Get(ctx, key, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return topology.Config{}, fmt.Errorf("credentials Secret %s does not exist yet: %w", key, err)
+		}
+		return topology.Config{}, fmt.Errorf("reading credentials Secret %s: %w", key, err)
+	}
+	pw := func(k string) string { return string(s.Data[k]) }
+	members := make([]topology.Member, d.Spec.Replicas)
+	for i := range members {
+		members[i] = m.Addresser.Member(d, i)
+	}
+	interval := d.Spec.Failover.DetectionInterval.Duration
+	return topology.Config{
+		Flavor:  dbsql.Flavor(d.Spec.Engine.Flavor),
+		Members: func() []topology.Member { return members },
+		Credentials: topology.Credentials{
+			Accounts: dbsql.Accounts{
+				Operator:    dbsql.Account{User: "dolphin", Password: pw(resources.OperatorPasswordKey)},
+				Replication: dbsql.Account{User: "dolphin-repl", Password: pw(resources.ReplicationPasswordKey)},
+				Monitor:     dbsql.Account{User: "dolphin-monitor", Password: pw(resources.MonitorPasswordKey)},
+			},
+			// A freshly initialised server has a passwordless root over TCP; EnsureAccounts
+			// removes it once Dolphin's accounts exist.
+			Bootstrap: dbsql.Account{User: "root"},
+		},
+		Settings: topology.Settings{
+			FailoverEnabled:   *d.Spec.Failover.Enabled,
+			DetectionAttempts: int(d.Spec.Failover.DetectionAttempts),
+		},
+		Interval:       interval,
+		ObserveTimeout: max(interval, time.Second),
+	}, nil
+}
+
+// configHash identifies what the engine was started with, so Update restarts it on change.
+func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
+	b, _ := json.Marshal(struct {
+		Members  []topology.Member
+		Accounts dbsql.Accounts
+		Settings topology.Settings
+		Interval time.Duration
+		Flavor   dbsql.Flavor
+	}{cfg.Members(), cfg.Credentials.Accounts, cfg.Settings, cfg.Interval, cfg.Flavor})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// persisted restores the engine's state from status.topology.
+func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
+	t := c.Status.Topology
+	if t == nil {
+		return topology.Persisted{}
+	}
+	p := topology.Persisted{Primary: t.Primary, Errant: map[string]bool{}}
+	for _, n := range t.ErrantInstances {
+		p.Errant[n] = true
+	}
+	if f := t.FailoverInProgress; f != nil {
+		p.Failover = &topology.FailoverProgress{From: f.From, Fenced: f.Fenced}
+	}
+	return p
+}

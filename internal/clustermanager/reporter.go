@@ -1,0 +1,224 @@
+package clustermanager
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/metrics"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/topology"
+)
+
+// volatileInterval bounds how often status is rewritten when only volatile observations
+// (GTID positions, lag) changed.
+const volatileInterval = 10 * time.Second
+
+// reporter publishes one cluster's engine cycles to Kubernetes.
+type reporter struct {
+	m   *Manager
+	key types.NamespacedName
+
+	mu        sync.Mutex
+	lastWrite time.Time
+}
+
+// Report implements topology.Reporter.
+func (r *reporter) Report(ctx context.Context, rep topology.Report) {
+	log := r.m.Log.WithValues("cluster", r.key.String())
+	if err := r.label(ctx, rep); err != nil {
+		log.Error(err, "setting pod role labels")
+	}
+	if err := r.status(ctx, rep); err != nil && !apierrors.IsConflict(err) {
+		log.Error(err, "writing status.topology")
+	}
+	r.metrics(rep)
+}
+
+// roles decides the role label of every instance from a cycle's outcome.
+func roles(rep topology.Report) map[string]dolphinv1.InstanceRole {
+	d := rep.Decision
+	primary := rep.Persisted.Primary
+	planned := func(kind topology.StepKind, name string) bool {
+		return rep.Err == nil && slices.ContainsFunc(d.Plan, func(s topology.Step) bool { return s.Kind == kind && s.Instance == name })
+	}
+	out := map[string]dolphinv1.InstanceRole{}
+	for _, in := range rep.Instances {
+		role := dolphinv1.RoleUnknown
+		switch {
+		case !in.Reachable() || rep.Persisted.Errant[in.Name]:
+		case in.Name == primary && d.State != topology.StateSplitBrain &&
+			(!in.Status.ReadOnly || planned(topology.StepPromote, in.Name)) && !planned(topology.StepFence, in.Name):
+			role = dolphinv1.RolePrimary
+		case in.Name != primary && (in.Status.Replica != nil || planned(topology.StepReplicate, in.Name)) && in.Status.ReadOnly:
+			role = dolphinv1.RoleReplica
+		}
+		out[in.Name] = role
+	}
+	return out
+}
+
+// label sets mysql.dolphin.dev/role on the pods; the primary and replica Services select on
+// it. Pods that do not exist (yet) are skipped.
+func (r *reporter) label(ctx context.Context, rep topology.Report) error {
+	for name, role := range roles(rep) {
+		var pod corev1.Pod
+		if err := r.m.Client.Get(ctx, types.NamespacedName{Namespace: r.key.Namespace, Name: name}, &pod); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if dolphinv1.InstanceRole(pod.Labels[resources.RoleLabel]) == role {
+			continue
+		}
+		var value any = string(role)
+		if role == dolphinv1.RoleUnknown {
+			value = nil // remove the label
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{resources.RoleLabel: value}}})
+		if err := r.m.Client.Patch(ctx, &pod, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("labeling pod %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// status writes status.topology when something significant changed, or at most every
+// volatileInterval when only positions and lag moved.
+func (r *reporter) status(ctx context.Context, rep topology.Report) error {
+	var c dolphinv1.MySQLCluster
+	if err := r.m.Client.Get(ctx, r.key, &c); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	next := topologyStatus(c.Status.Topology, rep)
+	if rep.Promotion != nil {
+		next.LastPromotion = &dolphinv1.PromotionRecord{
+			From: rep.Promotion.From, To: rep.Promotion.To, Planned: rep.Promotion.Planned,
+			Reason: rep.Decision.Message, Duration: metav1.Duration{Duration: rep.Promotion.Duration}, Time: metav1.Now(),
+		}
+		kind, typ := "Failover", corev1.EventTypeWarning
+		if rep.Promotion.Planned {
+			kind, typ = "Switchover", corev1.EventTypeNormal
+		}
+		if r.m.Recorder != nil {
+			r.m.Recorder.Eventf(&c, nil, typ, kind, "Promote", "%s from %s to %s in %s: %s",
+				kind, rep.Promotion.From, rep.Promotion.To, rep.Promotion.Duration.Round(time.Millisecond), rep.Decision.Message)
+		}
+	}
+	if old := c.Status.Topology; old != nil && r.m.Recorder != nil {
+		for _, n := range next.ErrantInstances {
+			if !slices.Contains(old.ErrantInstances, n) {
+				r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "ErrantInstance", "Fence", "%s holds transactions the primary lacks; it is kept out of the topology", n)
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if equality.Semantic.DeepEqual(c.Status.Topology, next) {
+		return nil
+	}
+	if c.Status.Topology != nil && onlyVolatileChanged(c.Status.Topology, next) && time.Since(r.lastWrite) < volatileInterval {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	c.Status.Topology = next
+	if err := r.m.Client.Status().Patch(ctx, &c, patch); err != nil {
+		return fmt.Errorf("patching status.topology: %w", err)
+	}
+	r.lastWrite = time.Now()
+	return nil
+}
+
+// topologyStatus converts a cycle's outcome into status.topology.
+func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphinv1.TopologyStatus {
+	d := rep.Decision
+	t := &dolphinv1.TopologyStatus{
+		State: string(d.State), Message: d.Message, Primary: rep.Persisted.Primary,
+		SemiSyncFallback: d.SemiSyncFallback,
+	}
+	if rep.Err != nil {
+		t.Message += "; last plan failed: " + rep.Err.Error()
+	}
+	if old != nil {
+		t.LastPromotion = old.LastPromotion
+	}
+	for n, yes := range rep.Persisted.Errant {
+		if yes {
+			t.ErrantInstances = append(t.ErrantInstances, n)
+		}
+	}
+	slices.Sort(t.ErrantInstances)
+	if f := rep.Persisted.Failover; f != nil {
+		t.FailoverInProgress = &dolphinv1.FailoverProgress{From: f.From, Fenced: f.Fenced}
+	}
+	for _, in := range rep.Instances {
+		it := dolphinv1.InstanceTopology{Name: in.Name, Reachable: in.Reachable()}
+		if in.Err != nil {
+			it.Error = in.Err.Error()
+		}
+		if st := in.Status; st != nil {
+			it.ReadOnly = st.ReadOnly
+			if st.Executed != nil {
+				it.GTIDExecuted = st.Executed.String()
+			}
+			if rs := st.Replica; rs != nil {
+				it.Replicating = rs.IORunning && rs.SQLRunning
+				it.ReplicationLagSeconds = rs.SecondsBehindSource
+				if rs.LastSQLError != "" {
+					it.Error = rs.LastSQLError
+				} else if rs.LastIOError != "" {
+					it.Error = rs.LastIOError
+				}
+			}
+		}
+		t.Instances = append(t.Instances, it)
+	}
+	return t
+}
+
+// onlyVolatileChanged reports whether a and b differ only in GTID positions and lag.
+func onlyVolatileChanged(a, b *dolphinv1.TopologyStatus) bool {
+	strip := func(t *dolphinv1.TopologyStatus) *dolphinv1.TopologyStatus {
+		t = t.DeepCopy()
+		for i := range t.Instances {
+			t.Instances[i].GTIDExecuted, t.Instances[i].ReplicationLagSeconds = "", nil
+		}
+		return t
+	}
+	return equality.Semantic.DeepEqual(strip(a), strip(b))
+}
+
+func (r *reporter) metrics(rep topology.Report) {
+	ns, name := r.key.Namespace, r.key.Name
+	fallback := 0.0
+	if rep.Decision.SemiSyncFallback {
+		fallback = 1
+	}
+	metrics.SemiSyncFallback.WithLabelValues(ns, name).Set(fallback)
+	for _, in := range rep.Instances {
+		if in.Status != nil && in.Status.Replica != nil && in.Status.Replica.SecondsBehindSource != nil {
+			metrics.ReplicationLag.WithLabelValues(ns, name, in.Name).Set(float64(*in.Status.Replica.SecondsBehindSource))
+		}
+	}
+	if p := rep.Promotion; p != nil {
+		kind := "failover"
+		if p.Planned {
+			kind = "switchover"
+		} else {
+			metrics.FailoverDuration.WithLabelValues(ns, name).Observe(p.Duration.Seconds())
+		}
+		metrics.PromotionsTotal.WithLabelValues(ns, name, kind).Inc()
+	}
+}
