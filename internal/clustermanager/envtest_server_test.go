@@ -98,7 +98,7 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		}
 		return p.Labels[resources.RoleLabel]
 	}
-	eventually(t, 60*time.Second, "bootstrapped, labeled and Ready", func() error {
+	testenv.Eventually(t, 60*time.Second, "bootstrapped, labeled and Ready", func() error {
 		if err := c.Get(ctx, key, cluster); err != nil {
 			return err
 		}
@@ -115,9 +115,38 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		return nil
 	})
 
+	// A planned switchover requested with the annotation, then back.
+	for _, to := range []string{"shop-2", "shop-0"} {
+		if err := c.Get(ctx, key, cluster); err != nil {
+			t.Fatal(err)
+		}
+		from := cluster.Status.Topology.Primary
+		patch := client.MergeFrom(cluster.DeepCopy())
+		cluster.Annotations = map[string]string{mysqlcontroller.SwitchoverAnnotation: to}
+		if err := c.Patch(ctx, cluster, patch); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 60*time.Second, "switchover to "+to, func() error {
+			if err := c.Get(ctx, key, cluster); err != nil {
+				return err
+			}
+			lp := cluster.Status.Topology.LastPromotion
+			if lp == nil || !lp.Planned || lp.From != from || lp.To != to || cluster.Status.Topology.State != "Healthy" {
+				return fmt.Errorf("lastPromotion %+v state %s", lp, cluster.Status.Topology.State)
+			}
+			if roleOf(to) != "primary" || roleOf(from) != "replica" {
+				return fmt.Errorf("roles %s=%q %s=%q", to, roleOf(to), from, roleOf(from))
+			}
+			if _, still := cluster.Annotations[mysqlcontroller.SwitchoverAnnotation]; still {
+				return fmt.Errorf("annotation not removed")
+			}
+			return nil
+		})
+	}
+
 	db.Instances[0].Kill(t)
 	var newPrimary string
-	eventually(t, 60*time.Second, "failover recorded in status, labels and events", func() error {
+	testenv.Eventually(t, 60*time.Second, "failover recorded in status, labels and events", func() error {
 		if err := c.Get(ctx, key, cluster); err != nil {
 			return err
 		}
@@ -152,7 +181,7 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 	if err := c.Delete(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "cluster deleted and engine stopped", func() error {
+	testenv.Eventually(t, 30*time.Second, "cluster deleted and engine stopped", func() error {
 		if err := c.Get(ctx, key, &dolphinv1.MySQLCluster{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
@@ -161,15 +190,4 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	var err error
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err = cond(); err == nil {
-			return
-		}
-	}
-	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
 }

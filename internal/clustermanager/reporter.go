@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
@@ -40,7 +41,7 @@ func (r *reporter) Report(ctx context.Context, rep topology.Report) {
 	if err := r.label(ctx, rep); err != nil {
 		log.Error(err, "setting pod role labels")
 	}
-	if err := r.status(ctx, rep); err != nil && !apierrors.IsConflict(err) {
+	if err := r.status(ctx, rep); err != nil {
 		log.Error(err, "writing status.topology")
 	}
 	r.metrics(rep)
@@ -96,48 +97,67 @@ func (r *reporter) label(ctx context.Context, rep topology.Report) error {
 }
 
 // status writes status.topology when something significant changed, or at most every
-// volatileInterval when only positions and lag moved.
+// volatileInterval when only positions and lag moved. It retries on conflicts with the
+// reconciler's status writes, so that a promotion is never lost from the record.
 func (r *reporter) status(ctx context.Context, rep topology.Report) error {
+	var promotion *dolphinv1.PromotionRecord
+	if p := rep.Promotion; p != nil {
+		promotion = &dolphinv1.PromotionRecord{
+			From: p.From, To: p.To, Planned: p.Planned, Reason: rep.Decision.Message,
+			Duration: metav1.Duration{Duration: p.Duration}, Time: metav1.Now(),
+		}
+	}
 	var c dolphinv1.MySQLCluster
-	if err := r.m.Client.Get(ctx, r.key, &c); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	next := topologyStatus(c.Status.Topology, rep)
-	if rep.Promotion != nil {
-		next.LastPromotion = &dolphinv1.PromotionRecord{
-			From: rep.Promotion.From, To: rep.Promotion.To, Planned: rep.Promotion.Planned,
-			Reason: rep.Decision.Message, Duration: metav1.Duration{Duration: rep.Promotion.Duration}, Time: metav1.Now(),
+	var newlyErrant []string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.m.Client.Get(ctx, r.key, &c); err != nil {
+			return err
 		}
-		kind, typ := "Failover", corev1.EventTypeWarning
-		if rep.Promotion.Planned {
-			kind, typ = "Switchover", corev1.EventTypeNormal
+		next := topologyStatus(c.Status.Topology, rep)
+		if promotion != nil {
+			next.LastPromotion = promotion
 		}
-		if r.m.Recorder != nil {
-			r.m.Recorder.Eventf(&c, nil, typ, kind, "Promote", "%s from %s to %s in %s: %s",
-				kind, rep.Promotion.From, rep.Promotion.To, rep.Promotion.Duration.Round(time.Millisecond), rep.Decision.Message)
-		}
-	}
-	if old := c.Status.Topology; old != nil && r.m.Recorder != nil {
-		for _, n := range next.ErrantInstances {
-			if !slices.Contains(old.ErrantInstances, n) {
-				r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "ErrantInstance", "Fence", "%s holds transactions the primary lacks; it is kept out of the topology", n)
+		newlyErrant = nil
+		if old := c.Status.Topology; old != nil {
+			for _, n := range next.ErrantInstances {
+				if !slices.Contains(old.ErrantInstances, n) {
+					newlyErrant = append(newlyErrant, n)
+				}
 			}
 		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if equality.Semantic.DeepEqual(c.Status.Topology, next) {
+			return nil
+		}
+		if c.Status.Topology != nil && onlyVolatileChanged(c.Status.Topology, next) && time.Since(r.lastWrite) < volatileInterval {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		c.Status.Topology = next
+		if err := r.m.Client.Status().Patch(ctx, &c, patch); err != nil {
+			return err
+		}
+		r.lastWrite = time.Now()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("writing status.topology: %w", client.IgnoreNotFound(err))
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if equality.Semantic.DeepEqual(c.Status.Topology, next) {
+	if r.m.Recorder == nil {
 		return nil
 	}
-	if c.Status.Topology != nil && onlyVolatileChanged(c.Status.Topology, next) && time.Since(r.lastWrite) < volatileInterval {
-		return nil
+	if p := rep.Promotion; p != nil {
+		kind, typ := "Failover", corev1.EventTypeWarning
+		if p.Planned {
+			kind, typ = "Switchover", corev1.EventTypeNormal
+		}
+		r.m.Recorder.Eventf(&c, nil, typ, kind, "Promote", "%s from %s to %s in %s: %s",
+			kind, p.From, p.To, p.Duration.Round(time.Millisecond), rep.Decision.Message)
 	}
-	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	c.Status.Topology = next
-	if err := r.m.Client.Status().Patch(ctx, &c, patch); err != nil {
-		return fmt.Errorf("patching status.topology: %w", err)
+	for _, n := range newlyErrant {
+		r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "ErrantInstance", "Fence", "%s holds transactions the primary lacks; it is kept out of the topology", n)
 	}
-	r.lastWrite = time.Now()
 	return nil
 }
 

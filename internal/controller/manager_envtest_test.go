@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestEnvtestManagerDrivesTheCluster runs the reconciler inside a real manager (cache,
@@ -51,7 +52,7 @@ func TestEnvtestManagerDrivesTheCluster(t *testing.T) {
 	c := directClient(t, nil)
 	key := createCluster(t, c, newNamespace(t), "live", dolphinv1.MySQLClusterSpec{})
 	var sts appsv1.StatefulSet
-	eventually(t, 20*time.Second, "StatefulSet created and status Pending", func() error {
+	testenv.Eventually(t, 20*time.Second, "StatefulSet created and status Pending", func() error {
 		if err := c.Get(ctx, key, &sts); err != nil {
 			return err
 		}
@@ -60,7 +61,7 @@ func TestEnvtestManagerDrivesTheCluster(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, 20*time.Second, "events recorded for the cluster", func() error {
+	testenv.Eventually(t, 20*time.Second, "events recorded for the cluster", func() error {
 		var evs eventsv1.EventList
 		if err := c.List(ctx, &evs, client.InNamespace(key.Namespace)); err != nil {
 			return err
@@ -85,7 +86,7 @@ func TestEnvtestManagerDrivesTheCluster(t *testing.T) {
 	if err := c.Update(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "StatefulSet scaled to 5", func() error {
+	testenv.Eventually(t, 20*time.Second, "StatefulSet scaled to 5", func() error {
 		if err := c.Get(ctx, key, &sts); err != nil {
 			return err
 		}
@@ -105,7 +106,7 @@ func TestEnvtestManagerDrivesTheCluster(t *testing.T) {
 	if err := c.Delete(ctx, primary); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "primary Service recreated", func() error {
+	testenv.Eventually(t, 20*time.Second, "primary Service recreated", func() error {
 		if err := c.Get(ctx, pk, primary); err != nil {
 			return err
 		}
@@ -119,7 +120,7 @@ func TestEnvtestManagerDrivesTheCluster(t *testing.T) {
 	if err := c.Delete(ctx, getCluster(t, c, key)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "cluster deleted", func() error {
+	testenv.Eventually(t, 20*time.Second, "cluster deleted", func() error {
 		err := c.Get(ctx, key, &dolphinv1.MySQLCluster{})
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -57,7 +57,16 @@ type TopologyRunner interface {
 	Update(ctx context.Context, c *dolphinv1.MySQLCluster) error
 	// Stop stops the cluster's engine and waits until it has.
 	Stop(key types.NamespacedName)
+	// RequestSwitchover asks the cluster's engine to move the primary role to `to` ("" =
+	// the most advanced replica).
+	RequestSwitchover(key types.NamespacedName, to string) error
 }
+
+// SwitchoverAnnotation on a MySQLCluster requests a planned switchover: its value names the
+// instance to promote (a pod name), or is "auto" to let Dolphin choose the most advanced
+// replica. Dolphin removes the annotation once the engine accepted the request; the outcome
+// is reported in status.topology and by a Switchover event.
+const SwitchoverAnnotation = "mysql.dolphin.dev/switchover"
 
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters/status,verbs=get;update;patch
@@ -134,6 +143,9 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if err := r.Topology.Update(ctx, &c); err != nil {
 			return ctrl.Result{}, fmt.Errorf("updating the topology engine: %w", err)
 		}
+		if err := r.forwardSwitchover(ctx, &c); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	var ue *userError
@@ -145,6 +157,28 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, stepErr
+}
+
+// forwardSwitchover hands a switchover requested by annotation to the topology engine and
+// removes the annotation.
+func (r *MySQLClusterReconciler) forwardSwitchover(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	to, ok := c.Annotations[SwitchoverAnnotation]
+	if !ok || c.Spec.Paused {
+		return nil
+	}
+	if to == "auto" {
+		to = ""
+	}
+	if err := r.Topology.RequestSwitchover(client.ObjectKeyFromObject(c), to); err != nil {
+		return fmt.Errorf("requesting a switchover: %w", err)
+	}
+	r.event(c, corev1.EventTypeNormal, "SwitchoverRequested", "Switchover", "switchover to %q requested", c.Annotations[SwitchoverAnnotation])
+	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	delete(c.Annotations, SwitchoverAnnotation)
+	if err := r.Client.Patch(ctx, c, patch); err != nil {
+		return fmt.Errorf("removing the %s annotation: %w", SwitchoverAnnotation, err)
+	}
+	return nil
 }
 
 // observe gathers what the status is computed from.

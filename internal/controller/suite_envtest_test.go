@@ -132,18 +132,6 @@ func reconcileOnce(t *testing.T, c client.Client, key types.NamespacedName) erro
 	return err
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	var err error
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err = cond(); err == nil {
-			return
-		}
-	}
-	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
-}
-
 // interceptorRecordingPhases wraps c and appends the phase of every MySQLCluster status
 // write to phases.
 func interceptorRecordingPhases(c client.WithWatch, phases *[]dolphinv1.Phase) client.Client {

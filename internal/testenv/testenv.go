@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -77,4 +78,17 @@ func StartForTest(t testing.TB) *Env {
 		}
 	})
 	return env
+}
+
+// Eventually polls cond every 100 ms until it returns nil, and fails the test with the last
+// error when timeout passes first.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err = cond(); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
 }

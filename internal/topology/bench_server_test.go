@@ -25,17 +25,8 @@ func TestBenchFailover(t *testing.T) {
 	if rounds <= 0 {
 		t.Skip("set DOLPHIN_BENCH_FAILOVER_ROUNDS (make bench-failover)")
 	}
-	h := newHarness(t, 3)
 	rec := &phaseRecorder{}
-	h.e.cfg.Reporter = multiReporter{h, rec}
-	h.converge("three instances healthy", healthyWith("db-0"))
-	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
-	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
-
-	ctx, cancel := context.WithCancel(context.Background())
-	loop := make(chan struct{})
-	go func() { defer close(loop); _ = h.e.Run(ctx) }()
-	defer func() { cancel(); <-loop }()
+	h := runningCluster(t, rec)
 	w := startWriter(h)
 	defer w.finish()
 

@@ -270,16 +270,25 @@ func (w *writer) missingOn(i int) (missing, acked int) {
 	return missing, len(ids)
 }
 
-func TestServerFailoverLosesNoAcknowledgedWriteAndOldPrimaryRejoins(t *testing.T) {
+// runningCluster bootstraps a 3-instance cluster with table app.rows and runs the engine
+// loop until the test ends.
+func runningCluster(t *testing.T, extra ...Reporter) *harness {
 	h := newHarness(t, 3)
+	if len(extra) > 0 {
+		h.e.cfg.Reporter = append(multiReporter{h}, extra...)
+	}
 	h.converge("three instances healthy", healthyWith("db-0"))
 	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
 	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
-
 	ctx, cancel := context.WithCancel(context.Background())
 	loop := make(chan struct{})
 	go func() { defer close(loop); _ = h.e.Run(ctx) }()
-	defer func() { cancel(); <-loop }()
+	t.Cleanup(func() { cancel(); <-loop })
+	return h
+}
+
+func TestServerFailoverLosesNoAcknowledgedWriteAndOldPrimaryRejoins(t *testing.T) {
+	h := runningCluster(t)
 
 	w := startWriter(h)
 	time.Sleep(700 * time.Millisecond)
