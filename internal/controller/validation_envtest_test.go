@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
@@ -240,6 +243,33 @@ func TestEnvtestGeneratedPasswordsAreNeverOverwritten(t *testing.T) {
 		}
 		if string(s.Data[k]) != v {
 			t.Errorf("password %s was overwritten", k)
+		}
+	}
+}
+
+// TestEnvtestSamplesAreValid creates every sample under config/samples with a server-side
+// dry run: the examples users copy must pass the CRD's validation.
+func TestEnvtestSamplesAreValid(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ns := newNamespace(t)
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples found: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj dolphinv1.MySQLCluster
+		if err := yaml.UnmarshalStrict(b, &obj); err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		obj.Namespace = ns
+		if err := c.Create(context.Background(), &obj, client.DryRunAll); err != nil {
+			t.Errorf("%s rejected: %v", f, err)
 		}
 	}
 }

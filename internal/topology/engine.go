@@ -213,7 +213,12 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 			rep.Promotion = &Promotion{From: d.PromotedFrom, To: d.Primary, Planned: planned, Duration: time.Since(start)}
 			e.misses, e.lostSince = 0, time.Time{}
 		}
-		e.state.Primary, e.state.Failover, e.switchover = d.Primary, d.Failover, d.Switchover
+		e.state.Primary, e.state.Failover = d.Primary, d.Failover
+		if e.switchover == view.Switchover {
+			// Only carry the decision's switchover progress forward when no new request
+			// arrived during this cycle.
+			e.switchover = d.Switchover
+		}
 	}
 	rep.Persisted = Persisted{Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant), Failover: e.state.Failover}
 	e.mu.Unlock()
