@@ -116,26 +116,26 @@ func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 	}
 	hash := configHash(c, cfg)
 	m.mu.Lock()
-	if m.ctx == nil {
-		m.mu.Unlock()
-		return nil
-	}
-	if p, ok := m.running[key]; ok && p.hash == hash {
-		m.mu.Unlock()
-		p.engine.Trigger()
-		return nil
-	}
-	m.mu.Unlock()
-	m.Stop(key) // the spec changed: restart with the new settings, from the persisted state
-
-	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx == nil {
 		return nil
 	}
+	from := persisted(c)
+	if p, ok := m.running[key]; ok {
+		if p.hash == hash {
+			p.engine.Trigger()
+			return nil
+		}
+		// The spec changed: restart with the new settings. The running engine's own state
+		// is fresher than the cluster read from the cache, so it carries over.
+		p.cancel()
+		<-p.done
+		from = p.engine.State()
+		delete(m.running, key)
+	}
 	cfg.Reporter = &reporter{m: m, key: key}
 	cfg.Log = m.Log.WithValues("cluster", key.String())
-	e := topology.New(cfg, persisted(c))
+	e := topology.New(cfg, from)
 	pctx, cancel := context.WithCancel(m.ctx)
 	p := &process{engine: e, cancel: cancel, done: make(chan struct{}), hash: hash}
 	m.running[key] = p

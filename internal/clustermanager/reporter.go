@@ -38,11 +38,12 @@ type reporter struct {
 // Report implements topology.Reporter.
 func (r *reporter) Report(ctx context.Context, rep topology.Report) {
 	log := r.m.Log.WithValues("cluster", r.key.String())
-	if err := r.label(ctx, rep); err != nil {
-		log.Error(err, "setting pod role labels")
-	}
+	// Status first: the record of a promotion must exist before Services follow the labels.
 	if err := r.status(ctx, rep); err != nil {
 		log.Error(err, "writing status.topology")
+	}
+	if err := r.label(ctx, rep); err != nil {
+		log.Error(err, "setting pod role labels")
 	}
 	r.metrics(rep)
 }

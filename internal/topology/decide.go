@@ -82,6 +82,12 @@ func Decide(v ClusterView) Decision {
 	}
 	p, _ := v.instance(v.Primary)
 	extra := writableExcept(v, v.Primary)
+	if p.Reachable() && p.Status.ReadOnly && len(extra) == 1 && !d.Errant[extra[0]] && v.Switchover == nil {
+		// The recorded primary restarted read-only while another instance took over (a
+		// promotion whose record was lost): the writable one is the primary, never the
+		// stale record.
+		return adopt(v, d, extra[0])
+	}
 	if p.Reachable() {
 		if len(extra) > 0 {
 			// Only the known primary may write: fence the others at once.
@@ -102,12 +108,7 @@ func Decide(v ClusterView) Decision {
 	if len(extra) == 1 && !d.Errant[extra[0]] {
 		// A previous failover promoted it but its outcome was never recorded (operator
 		// restarted): adopt it and continue from there.
-		v.Primary, v.Failover = extra[0], nil
-		d.Primary, d.Failover, d.PromotedFrom = extra[0], nil, p.Name
-		np, _ := v.instance(extra[0])
-		out := decideHealthy(v, d, np)
-		out.Message = fmt.Sprintf("adopted %s, promoted while %s was lost; ", extra[0], p.Name) + out.Message
-		return out
+		return adopt(v, d, extra[0])
 	}
 	if len(extra) > 1 {
 		for _, name := range extra {
@@ -128,6 +129,17 @@ func Decide(v ClusterView) Decision {
 		return d
 	}
 	return decideFailover(v, d, p)
+}
+
+// adopt takes the writable instance `name` as the primary in place of the recorded one.
+func adopt(v ClusterView, d Decision, name string) Decision {
+	old := v.Primary
+	v.Primary, v.Failover = name, nil
+	d.Primary, d.Failover, d.PromotedFrom = name, nil, old
+	np, _ := v.instance(name)
+	out := decideHealthy(v, d, np)
+	out.Message = fmt.Sprintf("adopted %s, which took over from %s without a record; ", name, old) + out.Message
+	return out
 }
 
 // decideWithoutPrimary handles a cluster with no recorded primary: a new cluster, or an
@@ -265,9 +277,15 @@ func errantReason(p, r InstanceView) string {
 // observations: first every candidate stops receiving (so positions are final), then the
 // best one applies what it received and is promoted, and the rest follow it.
 func decideFailover(v ClusterView, d Decision, lost InstanceView) Decision {
+	fenced := v.Failover != nil && v.Failover.Fenced && v.Failover.From == lost.Name
 	var candidates []InstanceView
 	for _, in := range v.Instances {
-		if in.Name != lost.Name && in.Reachable() && !in.Fresh && !d.Errant[in.Name] && in.Status.Replica != nil {
+		if in.Name == lost.Name || !in.Reachable() || in.Fresh || d.Errant[in.Name] {
+			continue
+		}
+		// A replica, or — once fenced — a read-only instance whose replication was already
+		// reset by an interrupted promotion (it may hold the most transactions).
+		if in.Status.Replica != nil || (fenced && in.Status.ReadOnly) {
 			candidates = append(candidates, in)
 		}
 	}
@@ -277,7 +295,16 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView) Decision {
 		d.Message = fmt.Sprintf("primary %s is lost and no healthy replica can replace it", lost.Name)
 		return d
 	}
-	if v.Failover == nil || !v.Failover.Fenced || v.Failover.From != lost.Name {
+	if !fenced {
+		// Replicas still receiving from the lost primary mean it is alive and only this
+		// operator lost it: failing over now would leave two writable primaries.
+		for _, c := range candidates {
+			if rs := c.Status.Replica; rs.IORunning && rs.SourceHost == lost.Host && rs.SourcePort == lost.Port {
+				d.State = StatePrimarySuspect
+				d.Message = fmt.Sprintf("primary %s does not answer Dolphin, but %s still receives from it: not failing over", lost.Name, c.Name)
+				return d
+			}
+		}
 		for _, c := range candidates {
 			d.Plan = append(d.Plan, Step{Kind: StepStopIO, Instance: c.Name})
 		}
@@ -285,7 +312,17 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView) Decision {
 		d.Message = fmt.Sprintf("primary %s lost (%v): stopping the replicas' receivers", lost.Name, lost.Err)
 		return d
 	}
-	best, ok := mostAdvanced(candidates, func(in InstanceView) dbsql.GTIDSet { return in.Status.Replica.Received })
+	// Positions are final only if no candidate still receives: fence again otherwise.
+	for _, c := range candidates {
+		if rs := c.Status.Replica; rs != nil && rs.IORunning {
+			d.Plan = append(d.Plan, Step{Kind: StepStopIO, Instance: c.Name})
+		}
+	}
+	if len(d.Plan) > 0 {
+		d.Message = fmt.Sprintf("failover from %s: receivers still running, stopping them again", lost.Name)
+		return d
+	}
+	best, ok := mostAdvanced(candidates, received)
 	if !ok {
 		d.State = StatePrimaryLost
 		d.Message = "the replicas received diverging transactions; refusing to choose a new primary"
@@ -293,7 +330,7 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView) Decision {
 	}
 	b, _ := v.instance(best)
 	d.Plan = append(d.Plan,
-		Step{Kind: StepWaitApplied, Instance: best, GTID: b.Status.Replica.Received},
+		Step{Kind: StepWaitApplied, Instance: best, GTID: received(b)},
 		Step{Kind: StepPromote, Instance: best, SemiSync: len(v.Instances) > 1})
 	for _, c := range candidates {
 		if c.Name != best {
@@ -303,6 +340,15 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView) Decision {
 	d.Primary, d.PromotedFrom, d.Failover = best, lost.Name, nil
 	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best)
 	return d
+}
+
+// received is what an instance holds, applied or not: a replica's received set, or the
+// executed set of an instance that no longer replicates.
+func received(in InstanceView) dbsql.GTIDSet {
+	if in.Status.Replica != nil {
+		return in.Status.Replica.Received
+	}
+	return in.Status.Executed
 }
 
 // decideSwitchover moves the primary role to a replica on request, in two observations:

@@ -110,11 +110,37 @@ func TestDecide(t *testing.T) {
 			StatePrimarySuspect, "db-0", nil, nil},
 		{"primary lost: first fence every candidate",
 			func() ClusterView {
-				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-8").replicaOf(0, "0-1-9"), inst(2).executed("0-1-7").replicaOf(0, "0-1-10"))
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-8").replicaOf(0, "0-1-9").ioStopped(), inst(2).executed("0-1-7").replicaOf(0, "0-1-10").ioStopped())
 				v.PrimaryMisses = 3
 				return v
 			},
 			StateFailover, "db-0", []string{"StopIO(db-1)", "StopIO(db-2)"}, nil},
+		{"primary unreachable for Dolphin but replicas still receive from it: no failover",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-9"), inst(2).replicaOf(0, "0-1-10").ioStopped())
+				v.PrimaryMisses = 9
+				return v
+			},
+			StatePrimarySuspect, "db-0", nil, nil},
+		{"fenced, but a receiver runs again: fence again before choosing",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-9"), inst(2).replicaOf(0, "0-1-10").ioStopped())
+				v.PrimaryMisses, v.Failover = 1, &FailoverProgress{From: "db-0", Fenced: true}
+				return v
+			},
+			StateFailover, "db-0", []string{"StopIO(db-1)"}, nil},
+		{"interrupted promotion: the candidate whose replication was already reset is still chosen",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-10"), inst(2).executed("0-1-9").replicaOf(0, "0-1-9").ioStopped())
+				v.PrimaryMisses, v.Failover = 5, &FailoverProgress{From: "db-0", Fenced: true}
+				return v
+			},
+			StateFailover, "db-1", []string{"WaitApplied(db-1 gtid 0-1-10)", "Promote(db-1 semisync=true)", "Replicate(db-2 from db-1)"}, nil},
+		{"stale record: the old primary came back read-only while another took over",
+			func() ClusterView {
+				return cluster("db-0", inst(0).executed("0-1-10"), inst(1).writable().executed("0-2-15"), inst(2).executed("0-2-15").replicaOf(1, "0-2-15"))
+			},
+			StateHealing, "db-1", []string{"Replicate(db-0 from db-1 rejoin)"}, nil},
 		{"primary lost, replicas at different positions: the one that received most wins",
 			func() ClusterView {
 				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-9").replicaOf(0, "0-1-9").ioStopped(), inst(2).executed("0-1-7").replicaOf(0, "0-1-10").ioStopped())

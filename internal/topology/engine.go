@@ -136,6 +136,13 @@ func (e *Engine) RequestSwitchover(to string) {
 	e.Trigger()
 }
 
+// State returns the engine's current state, as it would be persisted.
+func (e *Engine) State() Persisted {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Persisted{Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant), Failover: e.state.Failover}
+}
+
 // Primary returns the current primary.
 func (e *Engine) Primary() string {
 	e.mu.Lock()
@@ -224,7 +231,10 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.mu.Unlock()
 
 	if e.cfg.Reporter != nil {
-		e.cfg.Reporter.Report(ctx, rep)
+		// Report even when the engine is being stopped: what this cycle did must be recorded.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		e.cfg.Reporter.Report(rctx, rep)
+		cancel()
 	}
 	return d, err
 }
