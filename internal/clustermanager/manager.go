@@ -186,7 +186,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		return topology.Config{}, fmt.Errorf("reading credentials Secret %s: %w", key, err)
 	}
 	pw := func(k string) string { return string(s.Data[k]) }
-	members := make([]topology.Member, d.Spec.Replicas)
+	members := make([]topology.Member, resources.InstancesToRun(d))
 	for i := range members {
 		members[i] = m.Addresser.Member(d, i)
 	}

@@ -117,6 +117,20 @@ func (r *MySQLClusterReconciler) reconcileServices(ctx context.Context, c *dolph
 }
 
 func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	if run := resources.InstancesToRun(c); run != c.Spec.Replicas {
+		// Scaling down would remove the primary: keep it, and move the primary role to the
+		// first instance first.
+		target := resources.PodName(c, 0)
+		r.event(c, corev1.EventTypeNormal, "ScaleDownWaitsForSwitchover", "Scale",
+			"keeping %d instances until the primary %s hands over to %s", run, c.Status.Topology.Primary, target)
+		if r.Topology != nil {
+			if err := r.Topology.RequestSwitchover(client.ObjectKeyFromObject(c), target); err != nil {
+				return fmt.Errorf("requesting a switchover before scaling down: %w", err)
+			}
+		}
+		c = c.DeepCopy()
+		c.Spec.Replicas = run
+	}
 	sts, err := resources.StatefulSet(c)
 	if err != nil {
 		return &userError{Reason: "InvalidPodTemplate", Message: err.Error() + ": fix spec.podTemplate"}

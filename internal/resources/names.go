@@ -2,6 +2,8 @@ package resources
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 )
@@ -83,3 +85,29 @@ func RoleSelector(c *dolphinv1.MySQLCluster, role dolphinv1.InstanceRole) map[st
 
 // PodName is the name of the pod of instance ordinal i.
 func PodName(c *dolphinv1.MySQLCluster, i int) string { return fmt.Sprintf("%s-%d", c.Name, i) }
+
+// PrimaryOrdinal is the ordinal of the primary recorded by the topology engine, if any.
+func PrimaryOrdinal(c *dolphinv1.MySQLCluster) (int, bool) {
+	if c.Status.Topology == nil || c.Status.Topology.Primary == "" {
+		return 0, false
+	}
+	suffix, ok := strings.CutPrefix(c.Status.Topology.Primary, c.Name+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(suffix)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// InstancesToRun is how many instances run: spec.replicas, but never fewer than needed to
+// keep the current primary. A scale-down that would remove the primary waits until a
+// switchover moved the primary role to a lower ordinal.
+func InstancesToRun(c *dolphinv1.MySQLCluster) int32 {
+	if n, ok := PrimaryOrdinal(c); ok && int32(n) >= c.Spec.Replicas {
+		return int32(n) + 1
+	}
+	return c.Spec.Replicas
+}

@@ -129,9 +129,12 @@ func (e *Engine) Trigger() {
 }
 
 // RequestSwitchover asks to move the primary role to `to` ("" = the most advanced replica).
+// Repeating a pending request changes nothing.
 func (e *Engine) RequestSwitchover(to string) {
 	e.mu.Lock()
-	e.switchover, e.switchAt = &SwitchoverRequest{To: to}, time.Now()
+	if e.switchover == nil || e.switchover.To != to {
+		e.switchover, e.switchAt = &SwitchoverRequest{To: to}, time.Now()
+	}
 	e.mu.Unlock()
 	e.Trigger()
 }
