@@ -42,6 +42,24 @@ func (DNSAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Memb
 	return topology.Member{Name: pod, Host: pod + "." + resources.NamesFor(c).HeadlessService + "." + c.Namespace + ".svc", Port: resources.MySQLPort}
 }
 
+// PodIPAddresser addresses instances by their pod IP, for operators that run where cluster
+// DNS does not resolve (the `dolphin local` host). A pod without an IP yet gets an empty host,
+// which the engine sees as unreachable.
+type PodIPAddresser struct {
+	Client client.Reader
+}
+
+// Member implements Addresser.
+func (a PodIPAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Member {
+	name := resources.PodName(c, ordinal)
+	var pod corev1.Pod
+	host := ""
+	if err := a.Client.Get(context.Background(), types.NamespacedName{Namespace: c.Namespace, Name: name}, &pod); err == nil {
+		host = pod.Status.PodIP
+	}
+	return topology.Member{Name: name, Host: host, Port: resources.MySQLPort}
+}
+
 // Manager runs the engines.
 type Manager struct {
 	Client    client.Client
@@ -186,14 +204,19 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		return topology.Config{}, fmt.Errorf("reading credentials Secret %s: %w", key, err)
 	}
 	pw := func(k string) string { return string(s.Data[k]) }
-	members := make([]topology.Member, resources.InstancesToRun(d))
-	for i := range members {
-		members[i] = m.Addresser.Member(d, i)
+	n := int(resources.InstancesToRun(d))
+	// Addresses are looked up at every observation: a pod IP changes when the pod is re-created.
+	members := func() []topology.Member {
+		out := make([]topology.Member, n)
+		for i := range out {
+			out[i] = m.Addresser.Member(d, i)
+		}
+		return out
 	}
 	interval := d.Spec.Failover.DetectionInterval.Duration
 	return topology.Config{
 		Flavor:  dbsql.Flavor(d.Spec.Engine.Flavor),
-		Members: func() []topology.Member { return members },
+		Members: members,
 		Credentials: topology.Credentials{
 			Accounts: dbsql.Accounts{
 				Operator:    dbsql.Account{User: "dolphin", Password: pw(resources.OperatorPasswordKey)},
@@ -215,13 +238,17 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 
 // configHash identifies what the engine was started with, so Update restarts it on change.
 func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
+	var names []string
+	for _, m := range cfg.Members() {
+		names = append(names, m.Name)
+	}
 	b, _ := json.Marshal(struct {
-		Members  []topology.Member
+		Members  []string
 		Accounts dbsql.Accounts
 		Settings topology.Settings
 		Interval time.Duration
 		Flavor   dbsql.Flavor
-	}{cfg.Members(), cfg.Credentials.Accounts, cfg.Settings, cfg.Interval, cfg.Flavor})
+	}{names, cfg.Credentials.Accounts, cfg.Settings, cfg.Interval, cfg.Flavor})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

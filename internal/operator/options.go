@@ -63,6 +63,10 @@ type Options struct {
 	// WatchNamespace restricts the operator's cache, and so the clusters it manages, to one
 	// namespace. Empty means all namespaces.
 	WatchNamespace string
+	// InstanceAddress says how the topology engine reaches database instances: "dns" (the
+	// pod's name behind the headless Service; in a cluster) or "pod-ip" (where cluster DNS
+	// does not resolve, such as the `dolphin local` host).
+	InstanceAddress string
 
 	// Zap configures the structured logger: JSON at info level by default, console at
 	// debug level with --zap-devel.
@@ -83,6 +87,7 @@ func DefaultOptions() Options {
 		LeaderElectionID:        DefaultLeaderElectionID,
 		MaxConcurrentReconciles: DefaultMaxConcurrentReconciles,
 		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
+		InstanceAddress:         "dns",
 	}
 }
 
@@ -113,6 +118,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long running reconciles may take to finish after SIGTERM before the operator exits.")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", d.WatchNamespace,
 		"Manage MySQLClusters in this namespace only. Empty means all namespaces.")
+	fs.StringVar(&o.InstanceAddress, "instance-address", d.InstanceAddress,
+		`How the topology engine reaches instances: "dns" (<pod>.<cluster>-instances.<ns>.svc, in a cluster) or "pod-ip" (outside cluster DNS).`)
 
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
@@ -128,6 +135,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--graceful-shutdown-timeout must not be negative, got %s", o.GracefulShutdownTimeout)
 	case o.LeaderElect && o.LeaderElectionID == "":
 		return fmt.Errorf("--leader-election-id must be set when --leader-elect is on")
+	case o.InstanceAddress != "dns" && o.InstanceAddress != "pod-ip":
+		return fmt.Errorf(`--instance-address must be "dns" or "pod-ip", got %q`, o.InstanceAddress)
 	}
 	return nil
 }

@@ -51,6 +51,7 @@ func TestAddFlagsParse(t *testing.T) {
 		"--leader-election-namespace=dolphin-system",
 		"--graceful-shutdown-timeout=45s",
 		"--watch-namespace=databases",
+		"--instance-address=pod-ip",
 		"--kubeconfig=/tmp/kubeconfig",
 		"--zap-devel",
 	)
@@ -69,6 +70,7 @@ func TestAddFlagsParse(t *testing.T) {
 		MaxConcurrentReconciles: 7,
 		GracefulShutdownTimeout: 45 * time.Second,
 		WatchNamespace:          "databases",
+		InstanceAddress:         "pod-ip",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("parsed options:\n got %+v\nwant %+v", got, want)

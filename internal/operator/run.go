@@ -68,7 +68,7 @@ func Run(ctx context.Context, opts Options) error {
 	engines := &clustermanager.Manager{
 		Client:    mgr.GetClient(),
 		Recorder:  mgr.GetEventRecorder(EventSource),
-		Addresser: clustermanager.DNSAddresser{},
+		Addresser: addresser(opts, mgr),
 		Log:       logger.WithName("topology"),
 	}
 	if err := mgr.Add(engines); err != nil {
@@ -172,4 +172,12 @@ func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) ct
 // controllerOptions are the options the MySQLCluster controller is set up with.
 func controllerOptions(opts Options) crcontroller.Options {
 	return crcontroller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
+}
+
+// addresser chooses how the topology engine reaches instances.
+func addresser(opts Options, mgr ctrl.Manager) clustermanager.Addresser {
+	if opts.InstanceAddress == "pod-ip" {
+		return clustermanager.PodIPAddresser{Client: mgr.GetClient()}
+	}
+	return clustermanager.DNSAddresser{}
 }

@@ -261,6 +261,10 @@ func (e *Engine) observe(ctx context.Context, members []Member) []InstanceView {
 
 func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 	v := InstanceView{Name: m.Name, Host: m.Host, Port: m.Port}
+	if m.Host == "" {
+		v.Err = errors.New("no address yet (pod not running)")
+		return v
+	}
 	conn, err := e.conn(m)
 	if err == nil {
 		v.Status, err = conn.Status(ctx)
