@@ -98,6 +98,8 @@ func TestValidate(t *testing.T) {
 		"negative shutdown":     {mutate: func(o *Options) { o.GracefulShutdownTimeout = -time.Second }, wantErr: "--graceful-shutdown-timeout"},
 		"election without ID":   {mutate: func(o *Options) { o.LeaderElectionID = "" }, wantErr: "--leader-election-id"},
 		"zero shutdown is fine": {mutate: func(o *Options) { o.GracefulShutdownTimeout = 0 }},
+		"pod-ip addresses":      {mutate: func(o *Options) { o.InstanceAddress = "pod-ip" }},
+		"unknown addresses":     {mutate: func(o *Options) { o.InstanceAddress = "ip" }, wantErr: "--instance-address"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
