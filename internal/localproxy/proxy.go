@@ -1,0 +1,251 @@
+// Package localproxy makes Dolphin's Services reachable from the host of `dolphin local`: for
+// every port of every Service that Dolphin manages it listens on a local TCP port and forwards
+// each connection to a ready endpoint, following the Service's EndpointSlices. When an
+// endpoint stops being ready (a failover moved the primary label), the connections to it are
+// closed, so clients reconnect — through the same local port — to the new primary.
+package localproxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ManagedSelector selects the Services the proxy serves.
+var ManagedSelector = client.MatchingLabels{"app.kubernetes.io/managed-by": "dolphin"}
+
+// Route is one forwarded Service port.
+type Route struct {
+	Service types.NamespacedName `json:"service"`
+	Port    int32                `json:"port"`
+	// Listen is the local address clients connect to, e.g. 127.0.0.1:13306.
+	Listen string `json:"listen"`
+}
+
+// Proxy forwards local ports to Service endpoints.
+type Proxy struct {
+	// Client reads Services and EndpointSlices (a cached client is fine).
+	Client client.Reader
+	// Host is the local address to listen on (default 127.0.0.1).
+	Host string
+	Log  logr.Logger
+
+	mu        sync.Mutex
+	listeners map[routeKey]*listener
+}
+
+type routeKey struct {
+	svc  types.NamespacedName
+	port int32
+}
+
+type listener struct {
+	route    Route
+	ln       net.Listener
+	mu       sync.Mutex
+	backends []string // ready endpoint addresses (ip:port)
+	conns    map[net.Conn]string
+	next     atomic.Uint64
+}
+
+// Sync makes the listeners match the managed Services and their ready endpoints. Call it
+// whenever a Service or EndpointSlice changes; it is idempotent. ports chooses the local port
+// of a new route (0 = any free port).
+func (p *Proxy) Sync(ctx context.Context, ports func(svc types.NamespacedName, port int32) int) error {
+	var svcs corev1.ServiceList
+	if err := p.Client.List(ctx, &svcs, ManagedSelector); err != nil {
+		return fmt.Errorf("listing Services: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.listeners == nil {
+		p.listeners = map[routeKey]*listener{}
+	}
+	seen := map[routeKey]bool{}
+	for i := range svcs.Items {
+		svc := &svcs.Items[i]
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+			continue // headless: clients use the instances directly
+		}
+		key := client.ObjectKeyFromObject(svc)
+		for _, sp := range svc.Spec.Ports {
+			rk := routeKey{key, sp.Port}
+			seen[rk] = true
+			l, ok := p.listeners[rk]
+			if !ok {
+				var err error
+				if l, err = p.listen(rk, ports(key, sp.Port)); err != nil {
+					return err
+				}
+				p.listeners[rk] = l
+			}
+			backends, err := p.readyBackends(ctx, key, sp)
+			if err != nil {
+				return err
+			}
+			l.setBackends(backends)
+		}
+	}
+	for rk, l := range p.listeners {
+		if !seen[rk] {
+			l.close()
+			delete(p.listeners, rk)
+		}
+	}
+	return nil
+}
+
+// Routes lists the forwarded Service ports, sorted.
+func (p *Proxy) Routes() []Route {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Route, 0, len(p.listeners))
+	for _, l := range p.listeners {
+		out = append(out, l.route)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Listen < out[j].Listen })
+	return out
+}
+
+// Close stops every listener and closes every forwarded connection.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for rk, l := range p.listeners {
+		l.close()
+		delete(p.listeners, rk)
+	}
+}
+
+// readyBackends returns the ready endpoint addresses of one Service port.
+func (p *Proxy) readyBackends(ctx context.Context, svc types.NamespacedName, sp corev1.ServicePort) ([]string, error) {
+	var slices_ discoveryv1.EndpointSliceList
+	if err := p.Client.List(ctx, &slices_, client.InNamespace(svc.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+		return nil, fmt.Errorf("listing EndpointSlices of %s: %w", svc, err)
+	}
+	var out []string
+	for _, s := range slices_.Items {
+		port := int32(0)
+		for _, ep := range s.Ports {
+			if ep.Port != nil && (ep.Name == nil && sp.Name == "" || ep.Name != nil && *ep.Name == sp.Name) {
+				port = *ep.Port
+			}
+		}
+		if port == 0 {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			for _, a := range e.Addresses {
+				out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (p *Proxy) listen(rk routeKey, port int) (*listener, error) {
+	host := p.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("listening for %s port %d: %w", rk.svc, rk.port, err)
+	}
+	l := &listener{route: Route{Service: rk.svc, Port: rk.port, Listen: ln.Addr().String()}, ln: ln, conns: map[net.Conn]string{}}
+	p.Log.Info("forwarding", "service", rk.svc.String(), "port", rk.port, "listen", l.route.Listen)
+	go l.serve(p.Log)
+	return l, nil
+}
+
+func (l *listener) setBackends(b []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.backends = b
+	// Connections to an endpoint that is no longer ready are closed: the client reconnects
+	// and reaches a ready one (the new primary after a failover).
+	for c, backend := range l.conns {
+		if !slices.Contains(b, backend) {
+			_ = c.Close()
+			delete(l.conns, c)
+		}
+	}
+}
+
+func (l *listener) pick() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.backends) == 0 {
+		return ""
+	}
+	return l.backends[int(l.next.Add(1)-1)%len(l.backends)]
+}
+
+func (l *listener) serve(log logr.Logger) {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		go l.forward(c, log)
+	}
+}
+
+func (l *listener) forward(c net.Conn, log logr.Logger) {
+	backend := l.pick()
+	if backend == "" {
+		_ = c.Close() // no ready endpoint: refuse, like a Service without endpoints
+		return
+	}
+	b, err := net.Dial("tcp", backend)
+	if err != nil {
+		log.V(1).Info("backend unreachable", "backend", backend, "error", err.Error())
+		_ = c.Close()
+		return
+	}
+	l.mu.Lock()
+	if !slices.Contains(l.backends, backend) {
+		l.mu.Unlock()
+		_ = c.Close()
+		_ = b.Close()
+		return
+	}
+	l.conns[c] = backend
+	l.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(b, c); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(c, b); done <- struct{}{} }()
+	<-done
+	_ = c.Close()
+	_ = b.Close()
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+func (l *listener) close() {
+	_ = l.ln.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		_ = c.Close()
+		delete(l.conns, c)
+	}
+}
