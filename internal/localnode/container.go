@@ -1,0 +1,194 @@
+package localnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ctrState is one container's state, guarded by its runner's mu.
+type ctrState struct {
+	spec         *corev1.Container
+	init         bool
+	restartCount int32
+	state        corev1.ContainerState
+	lastState    corev1.ContainerState
+	started      bool // startup probe passed (or none)
+	ready        bool
+	pid          int
+}
+
+func newCtrState(c *corev1.Container, init bool) *ctrState {
+	return &ctrState{spec: c, init: init,
+		state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}
+}
+
+// supervise runs a regular container until the pod terminates, restarting it
+// per the pod's restartPolicy with back-off.
+func (r *podRunner) supervise(c *ctrState, vols map[string]string) {
+	backoff := initialBackoff
+	for {
+		began := time.Now()
+		code, ok := r.runOnce(c, vols)
+		if !ok {
+			return
+		}
+		policy := r.pod.Spec.RestartPolicy
+		if policy == corev1.RestartPolicyNever || (policy == corev1.RestartPolicyOnFailure && code == 0) {
+			return
+		}
+		if time.Since(began) > resetBackoffAfter {
+			backoff = initialBackoff
+		}
+		r.mu.Lock()
+		c.lastState = c.state
+		c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+			Message: fmt.Sprintf("back-off %s restarting failed container %s", backoff, c.spec.Name)}}
+		r.mu.Unlock()
+		r.changed()
+		if !r.sleep(backoff) {
+			r.mu.Lock()
+			c.state, c.lastState = c.lastState, corev1.ContainerState{}
+			r.mu.Unlock()
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+		r.mu.Lock()
+		c.restartCount++
+		r.mu.Unlock()
+	}
+}
+
+// runOnce starts the container and waits for it to exit, running its probes
+// meanwhile. It returns the exit code, or ok=false if the pod started
+// terminating (the process is then stopped within the grace period).
+func (r *podRunner) runOnce(c *ctrState, vols map[string]string) (code int32, ok bool) {
+	if r.ctx.Err() != nil {
+		return 0, false
+	}
+	proc, err := r.launch(c, vols)
+	if err != nil {
+		// Not startable (bad command, missing binary): report, as a
+		// container that failed at once.
+		now := metav1.Now()
+		r.mu.Lock()
+		c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 128, Reason: "StartError", Message: err.Error(), StartedAt: now, FinishedAt: now}}
+		r.mu.Unlock()
+		r.changed()
+		return 128, true
+	}
+	started := metav1.Now()
+	r.mu.Lock()
+	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}
+	c.pid = proc.cmd.Process.Pid
+	c.started = c.spec.StartupProbe == nil
+	c.ready = false
+	r.mu.Unlock()
+	r.changed()
+
+	probeCtx, stopProbes := context.WithCancel(r.ctx)
+	if !c.init {
+		go r.probe(probeCtx, c, proc)
+	}
+	select {
+	case <-proc.done:
+	case <-r.ctx.Done():
+		r.stop(proc, r.graceDeadline())
+	}
+	stopProbes()
+	code, reason := proc.exitCode()
+	r.mu.Lock()
+	c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: metav1.Now(),
+		ContainerID: containerID(c.pid)}}
+	c.ready, c.pid = false, 0
+	r.mu.Unlock()
+	r.changed()
+	return code, r.ctx.Err() == nil
+}
+
+func (r *podRunner) graceDeadline() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deadline
+}
+
+// stop sends SIGTERM, then SIGKILL at deadline, and waits for the exit.
+func (r *podRunner) stop(proc *process, deadline time.Time) {
+	proc.signal(syscall.SIGTERM)
+	select {
+	case <-proc.done:
+	case <-time.After(time.Until(deadline)):
+		proc.signal(syscall.SIGKILL)
+		<-proc.done
+	}
+}
+
+// launch resolves the container's binary, environment, user and mounts, and
+// starts it in the pod's namespaces.
+func (r *podRunner) launch(c *ctrState, vols map[string]string) (*process, error) {
+	r.mu.Lock()
+	pod := r.podWithIPLocked()
+	netns := r.netns
+	r.mu.Unlock()
+	spec := c.spec
+	bin, err := resolveBinary(spec, r.p.opts.DolphinBinary)
+	if err != nil {
+		return nil, err
+	}
+	env, envMap, err := containerEnv(r.ctx, r.p.client, pod, spec)
+	if err != nil {
+		return nil, err
+	}
+	uid, gid, groups := credentials(pod, spec)
+	ls := launchSpec{
+		NetNS:    nsPath(netns),
+		Hostname: podHostname(pod),
+		Dir:      spec.WorkingDir,
+		UID:      uid, GID: gid, Groups: groups,
+		Path: bin,
+		Args: expandArgs(append(append([]string{}, spec.Command...), spec.Args...), envMap),
+		Env:  env,
+	}
+	for _, vm := range spec.VolumeMounts {
+		src, ok := vols[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volume mount %q: no volume of that name", vm.Name)
+		}
+		if vm.SubPath != "" {
+			src = filepath.Join(src, filepath.Clean("/"+vm.SubPath))
+			if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+				if err := os.MkdirAll(src, 0o755); err != nil {
+					return nil, fmt.Errorf("subPath %s: %w", vm.SubPath, err)
+				}
+			}
+		}
+		target := path.Clean(vm.MountPath)
+		fi, err := os.Stat(src)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
+		}
+		if err := r.p.mounts.ensure(target, fi.IsDir()); err != nil {
+			return nil, err
+		}
+		ls.Mounts = append(ls.Mounts, mount{Source: src, Target: target, ReadOnly: vm.ReadOnly})
+	}
+	return startProcess(ls, filepath.Join(r.dir, "run", spec.Name+".json"), filepath.Join(r.dir, spec.Name+".log"))
+}
+
+// containerID is the ID reported in containerStatuses.
+func containerID(pid int) string {
+	if pid == 0 {
+		return ""
+	}
+	return fmt.Sprintf("dolphin-local://%d", pid)
+}

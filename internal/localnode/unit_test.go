@@ -1,0 +1,100 @@
+package localnode
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestExpandArgs(t *testing.T) {
+	env := map[string]string{"A": "x", "B": "y"}
+	got := expandArgs([]string{"$(A)-$(B)", "$$(A)", "$(C)", "plain"}, env)
+	want := []string{"x-y", "$(A)", "$(C)", "plain"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("expandArgs[%d] = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestFieldValue(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"app": "db"}},
+		Spec:       corev1.PodSpec{NodeName: "n1"},
+		Status:     corev1.PodStatus{PodIP: "10.244.0.7"},
+	}
+	for path, want := range map[string]string{
+		"metadata.name": "p", "metadata.namespace": "ns", "spec.nodeName": "n1",
+		"status.podIP": "10.244.0.7", "metadata.labels['app']": "db", "metadata.labels": `app="db"`,
+	} {
+		if got, err := fieldValue(pod, path); err != nil || got != want {
+			t.Errorf("fieldValue(%s) = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	if _, err := fieldValue(pod, "spec.unknown"); err == nil {
+		t.Error("unknown field path: want an error")
+	}
+}
+
+func TestResolveBinary(t *testing.T) {
+	if _, err := resolveBinary(&corev1.Container{Name: "c", Image: "mariadb:11"}, "/x/dolphin"); err == nil {
+		t.Error("no command: want an error")
+	}
+	got, err := resolveBinary(&corev1.Container{Name: "c", Image: "ghcr.io/dolphin-operator/dolphin:v1",
+		Command: []string{"/dolphin", "agent"}}, "/x/dolphin")
+	if err != nil || got != "/x/dolphin" {
+		t.Errorf("dolphin image: %q, %v", got, err)
+	}
+	got, err = resolveBinary(&corev1.Container{Name: "c", Image: "busybox", Command: []string{"sh"}}, "")
+	if err != nil || !filepath.IsAbs(got) {
+		t.Errorf("sh from PATH: %q, %v", got, err)
+	}
+}
+
+func TestWriteFilesModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "v")
+	data := map[string][]byte{"a": []byte("1"), "b": []byte("2")}
+	if err := writeFiles(dir, data, []corev1.KeyToPath{{Key: "a", Path: "sub/a.txt", Mode: ptr.To[int32](0o600)}},
+		ptr.To[int32](0o440)); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "sub/a.txt"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("item mode: %v, %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b")); err == nil {
+		t.Error("items given: key b must not be written")
+	}
+	if err := writeFiles(dir, data, nil, ptr.To[int32](0o440)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "b")); err != nil || fi.Mode().Perm() != 0o440 {
+		t.Fatalf("default mode: %v, %v", fi, err)
+	}
+}
+
+func TestAllocate(t *testing.T) {
+	n, err := newNetwork("t0", "10.1.2.0/29")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := range 5 { // .2 to .6; .0 network, .1 gateway, .7 broadcast
+		a, err := n.allocate(string(rune('a' + i)))
+		if err != nil || seen[a.String()] {
+			t.Fatalf("allocate %d: %v, %v", i, a, err)
+		}
+		seen[a.String()] = true
+	}
+	if _, err := n.allocate("full"); err == nil {
+		t.Error("range full: want an error")
+	}
+	n.release("a")
+	if a, err := n.allocate("again"); err != nil || a.String() != "10.1.2.2" {
+		t.Errorf("after release: %v, %v", a, err)
+	}
+}
