@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dolphin-operator/dolphin/internal/localcluster"
+)
+
+// operatorName is the name of the operator process in state.json and its log file.
+const operatorName = "operator"
+
+// defaultLocalDir is where `dolphin local` keeps its cluster: <cache>/local, with the same
+// cache folder as hack/control-plane.sh (${DOLPHIN_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/dolphin}).
+func defaultLocalDir() string { return filepath.Join(localcluster.CacheDir(), "local") }
+
+// newLocalCmd returns `dolphin local` and its subcommands.
+func newLocalCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run a real Kubernetes control plane and the operator on this machine, without Docker",
+		Long: "Run a real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,\n" +
+			"kube-scheduler, built from Go modules by hack/control-plane.sh) and the Dolphin operator as\n" +
+			"host processes on 127.0.0.1. Everything lives in one folder (--dir); the processes keep\n" +
+			"running after `up` returns, until `down`.\n\n" +
+			"Not part of `up` yet: the local node that runs pods as host processes. Until it is, pods\n" +
+			"stay Pending (no node), while the API, the controllers, the scheduler and the operator\n" +
+			"all work.",
+	}
+	cmd.AddCommand(newLocalUpCmd(), newLocalDownCmd(), newLocalStatusCmd())
+	return cmd
+}
+
+// localUpOptions are the flags of `dolphin local up`.
+type localUpOptions struct {
+	dir, binDir, crdDir string
+	timeout             time.Duration
+}
+
+func newLocalUpCmd() *cobra.Command {
+	var o localUpOptions
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start (or reuse) the local control plane, install the CRDs and start the operator",
+		Long: "Start the local control plane, install the CRDs and start the operator, showing progress,\n" +
+			"then print how to connect. Idempotent: what already runs healthy is kept; a folder whose\n" +
+			"processes died is restarted on the same etcd data and certificates.\n\n" +
+			"The binaries come from --bin-dir, else KUBEBUILDER_ASSETS, else the folder that\n" +
+			"hack/control-plane.sh builds into; when they are missing and ./hack/control-plane.sh\n" +
+			"exists (run from the repository), it is run to build them (~8 min once).\n\n" +
+			"Not yet started by `up`: the local node (pods as host processes).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return localUp(cmd.Context(), cmd.OutOrStdout(), o) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.dir, "dir", defaultLocalDir(), "Folder of the local cluster (state, certificates, etcd data, logs).")
+	fs.StringVar(&o.binDir, "bin-dir", "", "Folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler (default: see above).")
+	fs.StringVar(&o.crdDir, "crd-dir", filepath.Join("config", "crd", "bases"), "Folder with the CRD manifests to install.")
+	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "Give up when the whole stack is not ready within this time.")
+	return cmd
+}
+
+// localUp is `dolphin local up`.
+func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if fi, err := os.Stat(o.crdDir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("CRD folder %s not found: run from the repository root or pass --crd-dir", o.crdDir)
+	}
+	binDir, err := findOrBuildBinDir(ctx, out, o.binDir)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the dolphin binary for the operator: %w", err)
+	}
+
+	fmt.Fprintf(out, "Starting the local control plane in %s\n", o.dir)
+	cp, err := localcluster.Start(ctx, localcluster.Options{
+		Dir: o.dir, BinDir: binDir,
+		Progress: func(c string, d time.Duration) { fmt.Fprintf(out, "  %-24s ready (%.1fs)\n", c, d.Seconds()) },
+	})
+	if err != nil {
+		return fmt.Errorf("starting the control plane (logs in %s): %w", filepath.Join(o.dir, "logs"), err)
+	}
+	if cp.Reused {
+		fmt.Fprintf(out, "  control plane already running at %s: reused\n", cp.APIServerURL())
+	}
+
+	step := time.Now()
+	names, err := localcluster.InstallCRDs(ctx, cp.Kubeconfig, o.crdDir)
+	if err != nil {
+		return fmt.Errorf("installing CRDs: %w", err)
+	}
+	fmt.Fprintf(out, "  %-24s ready (%.1fs): %s\n", "CRDs", time.Since(step).Seconds(), strings.Join(names, ", "))
+
+	step = time.Now()
+	port, err := operatorProbePort(cp)
+	if err != nil {
+		return err
+	}
+	started, err := cp.EnsureAddOn(ctx, localcluster.AddOn{
+		Name: operatorName,
+		Args: []string{exe, "operator",
+			"--kubeconfig=" + cp.Kubeconfig,
+			"--leader-elect=false",
+			"--metrics-bind-address=0",
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", port),
+		},
+		Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", port)},
+	})
+	if err != nil {
+		return fmt.Errorf("starting the operator: %w", err)
+	}
+	verb := "ready"
+	if !started {
+		verb = "already running"
+	}
+	fmt.Fprintf(out, "  %-24s %s (%.1fs)\n", operatorName, verb, time.Since(step).Seconds())
+
+	fmt.Fprintf(out, "\nDolphin local is up (%.1fs). The local node is not started yet: pods stay Pending.\n\n",
+		time.Since(began).Seconds())
+	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", cp.Kubeconfig)
+	fmt.Fprintf(out, "  kubectl apply -f config/samples/mysqlcluster.yaml\n")
+	fmt.Fprintf(out, "  kubectl get mysqlclusters\n\n")
+	fmt.Fprintf(out, "kubectl %s is in %s. Logs: %s. Stop: dolphin local down --dir %s [--wipe]\n",
+		localcluster.KubernetesVersion, binDir, filepath.Join(cp.Dir, "logs"), cp.Dir)
+	return nil
+}
+
+// findOrBuildBinDir finds the control-plane binaries; when they are missing and no folder
+// was named, it runs ./hack/control-plane.sh (from the repository) to build them.
+func findOrBuildBinDir(ctx context.Context, out io.Writer, explicit string) (string, error) {
+	dir, err := localcluster.FindBinDir(explicit)
+	if err == nil || explicit != "" {
+		return dir, err
+	}
+	script := filepath.Join("hack", "control-plane.sh")
+	if _, serr := os.Stat(script); serr != nil {
+		return "", fmt.Errorf("%w; run hack/control-plane.sh in the Dolphin repository, or pass --bin-dir", err)
+	}
+	fmt.Fprintf(out, "Building the control plane with %s (once; ~8 min on 2 cores)\n", script)
+	cmd := exec.CommandContext(ctx, script)
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the control plane with %s: %w", script, err)
+	}
+	var last string
+	for sc := bufio.NewScanner(&stdout); sc.Scan(); {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			last = line
+		}
+	}
+	return localcluster.FindBinDir(last)
+}
+
+// operatorProbePort keeps the operator's recorded probe port, so that a healthy operator is
+// reused as it is; otherwise it picks a free one.
+func operatorProbePort(cp *localcluster.ControlPlane) (int, error) {
+	if p := cp.Process(operatorName); p != nil {
+		for _, a := range p.Args {
+			if v, ok := strings.CutPrefix(a, "--health-probe-bind-address=127.0.0.1:"); ok {
+				if port, err := strconv.Atoi(v); err == nil && (p.Alive() || localcluster.PortFree(port)) {
+					return port, nil
+				}
+			}
+		}
+	}
+	ports, err := localcluster.FreePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
+func newLocalDownCmd() *cobra.Command {
+	var dir string
+	var wipe bool
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the operator and the local control plane; --wipe also deletes the folder",
+		Long: "Stop every process `dolphin local up` started, newest first (the operator, then\n" +
+			"kube-scheduler, kube-controller-manager, kube-apiserver, etcd last), waiting for each to\n" +
+			"exit (SIGTERM, then SIGKILL after 15 s). Data and certificates stay for the next `up`\n" +
+			"unless --wipe is given.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return localDown(cmd.OutOrStdout(), dir, wipe) },
+	}
+	cmd.Flags().StringVar(&dir, "dir", defaultLocalDir(), "Folder of the local cluster.")
+	cmd.Flags().BoolVar(&wipe, "wipe", false, "Delete the folder (etcd data, certificates, logs) after stopping.")
+	return cmd
+}
+
+// localDown is `dolphin local down`.
+func localDown(out io.Writer, dir string, wipe bool) error {
+	began := time.Now()
+	cp, err := localcluster.Open(dir)
+	switch {
+	case err == nil:
+		cp.OnStopped = func(name string, took time.Duration) {
+			fmt.Fprintf(out, "  %-24s stopped (%.1fs)\n", name, took.Seconds())
+		}
+		if err := cp.Stop(); err != nil {
+			return fmt.Errorf("stopping the local cluster in %s: %w", dir, err)
+		}
+		fmt.Fprintf(out, "Dolphin local is down (%.1fs).\n", time.Since(began).Seconds())
+	case errors.Is(err, os.ErrNotExist):
+		fmt.Fprintf(out, "No local cluster in %s.\n", dir)
+	default:
+		return err
+	}
+	if !wipe {
+		return nil
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	// Refuse to delete a folder that does not look like a local cluster (a mistyped --dir).
+	if _, err := os.Stat(filepath.Join(dir, "state.json")); err != nil {
+		return fmt.Errorf("not wiping %s: it holds no state.json, so it is not a dolphin local folder", dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("wiping %s: %w", dir, err)
+	}
+	fmt.Fprintf(out, "Deleted %s.\n", dir)
+	return nil
+}
+
+func newLocalStatusCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show each process of the local cluster with its PID and health",
+		Long:  "Show each process of the local cluster with its PID and health. Exits non-zero when any is not healthy.",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return localStatus(cmd.Context(), cmd.OutOrStdout(), dir) },
+	}
+	cmd.Flags().StringVar(&dir, "dir", defaultLocalDir(), "Folder of the local cluster.")
+	return cmd
+}
+
+// localStatus is `dolphin local status`.
+func localStatus(ctx context.Context, out io.Writer, dir string) error {
+	cp, err := localcluster.Open(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Folder:     %s\nAPI server: %s\nKubeconfig: %s\n\n", cp.Dir, cp.APIServerURL(), cp.Kubeconfig)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tPID\tHEALTH\tLOG")
+	unhealthy := 0
+	health := cp.Health(ctx)
+	for _, h := range health {
+		state, pid := "healthy", "-"
+		if h.PID > 0 {
+			pid = strconv.Itoa(h.PID)
+		}
+		if h.Err != nil {
+			state = h.Err.Error()
+			unhealthy++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", h.Name, pid, state, h.Log)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	fmt.Fprintln(out, "\nNot part of `dolphin local` yet: the local node (pods stay Pending).")
+	if len(health) == 0 || unhealthy > 0 {
+		return fmt.Errorf("%d of %d processes not healthy: run `dolphin local up --dir %s`", unhealthy, len(health), cp.Dir)
+	}
+	return nil
+}

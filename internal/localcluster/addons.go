@@ -1,0 +1,109 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// AddOn describes a process that runs beside the control plane (the operator; later the local
+// node): started detached like the components, recorded in state.json, stopped by Stop
+// before the control plane.
+type AddOn struct {
+	// Name names the process and its log file DIR/logs/<Name>.log.
+	Name string
+	// Args is the command line; Args[0] must be an absolute path.
+	Args []string
+	// Probe tells when it is ready and whether it is healthy.
+	Probe Probe
+	// ReadyTimeout bounds the wait for the probe (default 60 s).
+	ReadyTimeout time.Duration
+}
+
+// EnsureAddOn makes sure the add-on runs and is ready: a recorded process with the same name
+// and command line that answers its probe is kept (it returns false); otherwise the old one is
+// stopped and a new one started and awaited (it returns true).
+func (cp *ControlPlane) EnsureAddOn(ctx context.Context, a AddOn) (started bool, err error) {
+	if a.Name == "" || len(a.Args) == 0 {
+		return false, errors.New("an add-on needs a name and a command line")
+	}
+	if a.ReadyTimeout <= 0 {
+		a.ReadyTimeout = DefaultReadyTimeout
+	}
+	unlock, err := lockDir(cp.Dir)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+
+	if old := cp.Process(a.Name); old != nil {
+		if old.Alive() && slices.Equal(old.Args, a.Args) && old.Probe.Check(ctx, cp.PKI) == nil {
+			return false, nil
+		}
+		if err := old.Stop(cp.stopTimeout); err != nil {
+			return false, fmt.Errorf("stopping the previous %s: %w", a.Name, err)
+		}
+		cp.remove(a.Name)
+	}
+	p, err := startProcess(a.Name, a.Args, cp.logPath(a.Name), cp.Dir)
+	if err != nil {
+		return false, err
+	}
+	p.Probe = a.Probe
+	cp.mu.Lock()
+	cp.state.Processes = append(cp.state.Processes, p)
+	cp.mu.Unlock()
+	if err := cp.state.save(cp.Dir); err != nil {
+		return true, errors.Join(err, p.Stop(cp.stopTimeout))
+	}
+	if err := waitReady(ctx, p, cp.PKI, a.ReadyTimeout); err != nil {
+		return true, errors.Join(err, p.Stop(cp.stopTimeout), cp.state.save(cp.Dir))
+	}
+	return true, nil
+}
+
+// remove drops the recorded process called name.
+func (cp *ControlPlane) remove(name string) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	kept := cp.state.Processes[:0]
+	for _, p := range cp.state.Processes {
+		if p.Name != name {
+			kept = append(kept, p)
+		}
+	}
+	cp.state.Processes = kept
+}
+
+// Health is the observed state of one recorded process.
+type Health struct {
+	Name string
+	// PID is the recorded process ID (0 when stopped).
+	PID int
+	// Alive is true when the PID runs the recorded command line.
+	Alive bool
+	// Err is nil when the process is alive and answers its probe.
+	Err error
+	// Log is the process's log file.
+	Log string
+}
+
+// Health checks every recorded process (in start order) once, probing each alive one.
+func (cp *ControlPlane) Health(ctx context.Context) []Health {
+	var out []Health
+	for _, p := range cp.Processes() {
+		h := Health{Name: p.Name, PID: p.PID, Alive: p.Alive(), Log: p.Log}
+		switch {
+		case p.PID == 0:
+			h.Err = errors.New("stopped")
+		case !h.Alive:
+			h.Err = errors.New("not running")
+		default:
+			h.Err = p.Probe.Check(ctx, cp.PKI)
+		}
+		out = append(out, h)
+	}
+	return out
+}

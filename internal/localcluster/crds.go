@@ -1,0 +1,115 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FieldManager is the server-side apply field manager of `dolphin local`.
+const FieldManager = "dolphin-local"
+
+// crdEstablishTimeout bounds the wait for applied CRDs to be served.
+const crdEstablishTimeout = 30 * time.Second
+
+// InstallCRDs server-side applies every CustomResourceDefinition in the *.yaml files of dir
+// (config/crd/bases in the repository) through kubeconfig, then waits until each is
+// Established. It returns the names of the CRDs it applied.
+func InstallCRDs(ctx context.Context, kubeconfig, dir string) ([]string, error) {
+	objs, err := readCRDs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("no CustomResourceDefinition in %s/*.yaml", dir)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering apiextensions types: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the API server: %w", err)
+	}
+	names := make([]string, 0, len(objs))
+	for _, u := range objs {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return names, fmt.Errorf("applying CRD %s: %w", u.GetName(), err)
+		}
+		names = append(names, u.GetName())
+	}
+	ctx, cancel := context.WithTimeout(ctx, crdEstablishTimeout)
+	defer cancel()
+	for _, name := range names {
+		if err := waitEstablished(ctx, c, name); err != nil {
+			return names, err
+		}
+	}
+	return names, nil
+}
+
+// readCRDs decodes every CustomResourceDefinition document of dir/*.yaml, skipping other kinds.
+func readCRDs(dir string) ([]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading CRDs: %w", err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("decoding %s: %w", f, err)
+			}
+			if u.GetKind() == "CustomResourceDefinition" {
+				objs = append(objs, u)
+			}
+		}
+	}
+	return objs, nil
+}
+
+// waitEstablished polls the CRD until its Established condition is True.
+func waitEstablished(ctx context.Context, c client.Client, name string) error {
+	for {
+		var crd apiextensionsv1.CustomResourceDefinition
+		err := c.Get(ctx, client.ObjectKey{Name: name}, &crd)
+		if err == nil {
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRD %s not established: %w (last error: %v)", name, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

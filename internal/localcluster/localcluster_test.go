@@ -1,0 +1,231 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+)
+
+// binDirForTest finds the control-plane binaries like hack/control-plane.sh --print does (or
+// KUBEBUILDER_ASSETS), skipping under -short.
+func binDirForTest(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a real control plane; skipped under -short")
+	}
+	dir, err := FindBinDir("")
+	if err != nil {
+		t.Fatalf("%v (run hack/control-plane.sh or `make control-plane`)", err)
+	}
+	return dir
+}
+
+// startForTest starts a control plane in dir and stops it when the test ends.
+// node is Options.StartNode (may be nil).
+func startForTest(t *testing.T, ctx context.Context, dir, binDir string,
+	node func(context.Context, string, *PKI) (func() error, error)) *ControlPlane {
+	t.Helper()
+	began := time.Now()
+	cp, err := Start(ctx, Options{Dir: dir, BinDir: binDir, StartNode: node, Progress: func(c string, d time.Duration) {
+		t.Logf("%s ready (%.1fs)", c, d.Seconds())
+	}})
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Logf("control plane up in %s", time.Since(began).Round(10*time.Millisecond))
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stopping: %v", err)
+		}
+	})
+	return cp
+}
+
+func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// eventually polls cond every 100 ms until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestLocalControlPlaneUpDown(t *testing.T) {
+	binDir := binDirForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cp := startForTest(t, ctx, dir, binDir, nil)
+	cs := clientFor(t, filepath.Join(dir, "kubeconfig"))
+
+	const ns = "localcluster-test"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "web"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](2),
+			// Parallel: with no node, web-0 never becomes Ready, so OrderedReady would stop there.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none"}}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	listPods := func() (int, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return 0, err
+		}
+		return len(pods.Items), nil
+	}
+	began := time.Now()
+	eventually(t, 30*time.Second, "the StatefulSet controller creates 2 pods", func() error {
+		if n, err := listPods(); err != nil || n != 2 {
+			return fmt.Errorf("%d pods (%v)", n, err)
+		}
+		return nil
+	})
+	t.Logf("2 pods created in %s", time.Since(began).Round(10*time.Millisecond))
+
+	began = time.Now()
+	if err := cs.AppsV1().StatefulSets(ns).Delete(ctx, "web", metav1.DeleteOptions{
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the garbage collector deletes the pods", func() error {
+		if n, err := listPods(); err != nil || n != 0 {
+			return fmt.Errorf("%d pods left (%v)", n, err)
+		}
+		return nil
+	})
+	t.Logf("pods garbage-collected in %s", time.Since(began).Round(10*time.Millisecond))
+
+	// A second Start on a running, healthy control plane reuses it.
+	again, err := Start(ctx, Options{Dir: dir, BinDir: binDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Reused {
+		t.Error("Start on a healthy control plane did not reuse it")
+	}
+
+	pids := map[string]int{}
+	for _, p := range cp.Processes() {
+		pids[p.Name] = p.PID
+	}
+	if len(pids) != 4 {
+		t.Errorf("recorded processes %v, want the 4 components", pids)
+	}
+	ports := cp.Ports()
+	began = time.Now()
+	if err := cp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("control plane down in %s", time.Since(began).Round(10*time.Millisecond))
+	for name, pid := range pids {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			t.Errorf("%s: pid %d still exists after Stop", name, pid)
+		}
+	}
+	if left := processesUsing(t, dir); len(left) > 0 {
+		t.Errorf("processes still using %s after Stop: %v", dir, left)
+	}
+	for _, port := range ports.list() {
+		if !PortFree(*port) {
+			t.Errorf("port %d still in use after Stop", *port)
+		}
+	}
+
+	// Start again on the same folder, with a node hook: etcd keeps its data, the hook runs
+	// once the API server is ready and is stopped while the API server still answers.
+	var nodeStarted, nodeStopped bool
+	node := func(ctx context.Context, kubeconfig string, pki *PKI) (func() error, error) {
+		if _, err := clientFor(t, kubeconfig).CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+			return nil, fmt.Errorf("node hook: %w", err)
+		}
+		if _, _, err := pki.IssueClientCert("node", "system:node:local", "system:nodes"); err != nil {
+			return nil, err
+		}
+		nodeStarted = true
+		return func() error {
+			nodeStopped = true
+			_, err := clientFor(t, kubeconfig).CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+			return err
+		}, nil
+	}
+	cp2 := startForTest(t, ctx, dir, binDir, node)
+	if cp2.Reused {
+		t.Fatal("Start after Stop claims to have reused running processes")
+	}
+	if !nodeStarted {
+		t.Error("the StartNode hook was not called")
+	}
+	if err := cp2.Stop(); err != nil {
+		t.Errorf("stopping (the node hook runs first, while the API server answers): %v", err)
+	}
+	if !nodeStopped {
+		t.Error("Stop did not call the node's stop function")
+	}
+}
+
+// processesUsing returns the PIDs of processes whose command line mentions dir.
+func processesUsing(t *testing.T, dir string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(cmdline), dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
