@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -36,11 +39,11 @@ func newLocalCmd() *cobra.Command {
 			"kube-scheduler, built from Go modules by hack/control-plane.sh) and the Dolphin operator as\n" +
 			"host processes on 127.0.0.1. Everything lives in one folder (--dir); the processes keep\n" +
 			"running after `up` returns, until `down`.\n\n" +
-			"Not part of `up` yet: the local node that runs pods as host processes. Until it is, pods\n" +
-			"stay Pending (no node), while the API, the controllers, the scheduler and the operator\n" +
-			"all work.",
+			"`up` also starts a local node that runs pods as host processes (each in its own network\n" +
+			"and mount namespace; needs root) and forwards Dolphin's Services to 127.0.0.1 ports\n" +
+			"(`status` lists them). It is not a container runtime: images map to host binaries.",
 	}
-	cmd.AddCommand(newLocalUpCmd(), newLocalDownCmd(), newLocalStatusCmd())
+	cmd.AddCommand(newLocalUpCmd(), newLocalDownCmd(), newLocalStatusCmd(), newLocalAgentCmd())
 	return cmd
 }
 
@@ -54,14 +57,14 @@ func newLocalUpCmd() *cobra.Command {
 	var o localUpOptions
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Start (or reuse) the local control plane, install the CRDs and start the operator",
+		Short: "Start (or reuse) the local control plane, the local node, the CRDs and the operator",
 		Long: "Start the local control plane, install the CRDs and start the operator, showing progress,\n" +
 			"then print how to connect. Idempotent: what already runs healthy is kept; a folder whose\n" +
 			"processes died is restarted on the same etcd data and certificates.\n\n" +
 			"The binaries come from --bin-dir, else KUBEBUILDER_ASSETS, else the folder that\n" +
 			"hack/control-plane.sh builds into; when they are missing and ./hack/control-plane.sh\n" +
 			"exists (run from the repository), it is run to build them (~8 min once).\n\n" +
-			"Not yet started by `up`: the local node (pods as host processes).",
+			"The local node (pods as host processes) needs root: run `sudo dolphin local up`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return localUp(cmd.Context(), cmd.OutOrStdout(), o) },
 	}
@@ -110,7 +113,23 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	fmt.Fprintf(out, "  %-24s ready (%.1fs): %s\n", "CRDs", time.Since(step).Seconds(), strings.Join(names, ", "))
 
 	step = time.Now()
-	port, err := operatorProbePort(cp)
+	nodePort, err := probePort(cp, agentName)
+	if err != nil {
+		return err
+	}
+	nodeStarted, err := cp.EnsureAddOn(ctx, localcluster.AddOn{
+		Name: agentName,
+		Args: []string{exe, "local", "agent", "--kubeconfig=" + cp.Kubeconfig, "--dir=" + cp.Dir,
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", nodePort)},
+		Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", nodePort)},
+	})
+	if err != nil {
+		return fmt.Errorf("starting the local node (needs root; log in %s): %w", filepath.Join(cp.Dir, "logs", agentName+".log"), err)
+	}
+	fmt.Fprintf(out, "  %-24s %s (%.1fs)\n", "node + service proxy", map[bool]string{true: "ready", false: "already running"}[nodeStarted], time.Since(step).Seconds())
+
+	step = time.Now()
+	port, err := probePort(cp, operatorName)
 	if err != nil {
 		return err
 	}
@@ -120,6 +139,7 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 			"--kubeconfig=" + cp.Kubeconfig,
 			"--leader-elect=false",
 			"--metrics-bind-address=0",
+			"--instance-address=pod-ip", // pod IPs are reachable from this host; cluster DNS is not
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", port),
 		},
 		Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", port)},
@@ -133,11 +153,11 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	}
 	fmt.Fprintf(out, "  %-24s %s (%.1fs)\n", operatorName, verb, time.Since(step).Seconds())
 
-	fmt.Fprintf(out, "\nDolphin local is up (%.1fs). The local node is not started yet: pods stay Pending.\n\n",
-		time.Since(began).Seconds())
+	fmt.Fprintf(out, "\nDolphin local is up (%.1fs).\n\n", time.Since(began).Seconds())
 	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", cp.Kubeconfig)
 	fmt.Fprintf(out, "  kubectl apply -f config/samples/mysqlcluster.yaml\n")
-	fmt.Fprintf(out, "  kubectl get mysqlclusters\n\n")
+	fmt.Fprintf(out, "  kubectl wait --for=condition=Ready mysqlcluster/demo --timeout=120s\n")
+	fmt.Fprintf(out, "  dolphin local status --dir %s   # lists the 127.0.0.1 ports of the primary and replica Services\n\n", cp.Dir)
 	fmt.Fprintf(out, "kubectl %s is in %s. Logs: %s. Stop: dolphin local down --dir %s [--wipe]\n",
 		localcluster.KubernetesVersion, binDir, filepath.Join(cp.Dir, "logs"), cp.Dir)
 	return nil
@@ -170,10 +190,10 @@ func findOrBuildBinDir(ctx context.Context, out io.Writer, explicit string) (str
 	return localcluster.FindBinDir(last)
 }
 
-// operatorProbePort keeps the operator's recorded probe port, so that a healthy operator is
+// probePort keeps the recorded probe port of an add-on (operator, node), so that a healthy one is
 // reused as it is; otherwise it picks a free one.
-func operatorProbePort(cp *localcluster.ControlPlane) (int, error) {
-	if p := cp.Process(operatorName); p != nil {
+func probePort(cp *localcluster.ControlPlane, name string) (int, error) {
+	if p := cp.Process(name); p != nil {
 		for _, a := range p.Args {
 			if v, ok := strings.CutPrefix(a, "--health-probe-bind-address=127.0.0.1:"); ok {
 				if port, err := strconv.Atoi(v); err == nil && (p.Alive() || localcluster.PortFree(port)) {
@@ -280,7 +300,16 @@ func localStatus(ctx context.Context, out io.Writer, dir string) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
-	fmt.Fprintln(out, "\nNot part of `dolphin local` yet: the local node (pods stay Pending).")
+	if data, err := os.ReadFile(filepath.Join(cp.Dir, "services.json")); err == nil {
+		var routes map[string]int
+		if json.Unmarshal(data, &routes) == nil && len(routes) > 0 {
+			fmt.Fprintln(out, "\nServices on this host (forwarded to their ready endpoints):")
+			keys := slices.Sorted(maps.Keys(routes))
+			for _, k := range keys {
+				fmt.Fprintf(out, "  %-40s 127.0.0.1:%d\n", k, routes[k])
+			}
+		}
+	}
 	if len(health) == 0 || unhealthy > 0 {
 		return fmt.Errorf("%d of %d processes not healthy: run `dolphin local up --dir %s`", unhealthy, len(health), cp.Dir)
 	}

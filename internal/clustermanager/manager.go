@@ -219,9 +219,9 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		Members: members,
 		Credentials: topology.Credentials{
 			Accounts: dbsql.Accounts{
-				Operator:    dbsql.Account{User: "dolphin", Password: pw(resources.OperatorPasswordKey)},
-				Replication: dbsql.Account{User: "dolphin-repl", Password: pw(resources.ReplicationPasswordKey)},
-				Monitor:     dbsql.Account{User: "dolphin-monitor", Password: pw(resources.MonitorPasswordKey)},
+				Operator:    dbsql.Account{User: resources.OperatorUser, Password: pw(resources.OperatorPasswordKey)},
+				Replication: dbsql.Account{User: resources.ReplicationUser, Password: pw(resources.ReplicationPasswordKey)},
+				Monitor:     dbsql.Account{User: resources.MonitorUser, Password: pw(resources.MonitorPasswordKey)},
 			},
 			// A freshly initialised server has a passwordless root over TCP; EnsureAccounts
 			// removes it once Dolphin's accounts exist.

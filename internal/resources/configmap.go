@@ -42,8 +42,16 @@ func ConfigMap(c *dolphinv1.MySQLCluster) (*corev1ac.ConfigMapApplyConfiguration
 // initialises an empty data directory. It never deletes anything.
 func InitScript(c *dolphinv1.MySQLCluster) string {
 	myCnf := path.Join(mycnf.ConfigDir, MyCnfKey)
-	install := "mariadb-install-db --defaults-file=" + myCnf + " --auth-root-authentication-method=normal --skip-test-db"
+	// The operator reaches instances over the network, where install-time root accounts
+	// (localhost only) do not answer: the operator's account is created while initialising.
+	// It is ALL WITH GRANT OPTION and creates the other accounts itself.
+	install := "mariadb-install-db --defaults-file=" + myCnf + " --auth-root-authentication-method=normal --skip-test-db\n" +
+		"  pw=$(printf %s \"$DOLPHIN_OPERATOR_PASSWORD\" | sed -e 's/\\\\/\\\\\\\\/g' -e \"s/'/''/g\")\n" +
+		"  printf \"FLUSH PRIVILEGES;\\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\\n\" \\\n" +
+		"    \"$DOLPHIN_OPERATOR_USER\" \"$pw\" \"$DOLPHIN_OPERATOR_USER\" | mariadbd --defaults-file=" + myCnf + " --bootstrap"
 	if c.Spec.Engine.Flavor == dolphinv1.FlavorMySQL {
+		// Not verified here (no MySQL server): the operator account is created by the
+		// engine over the bootstrap root account, which MySQL only grants on localhost.
 		install = "mysqld --defaults-file=" + myCnf + " --initialize-insecure"
 	}
 	r := strings.NewReplacer(

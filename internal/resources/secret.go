@@ -18,6 +18,13 @@ const (
 	MonitorPasswordKey     = "monitor-password"
 )
 
+// Account names Dolphin creates on every instance.
+const (
+	OperatorUser    = "dolphin"
+	ReplicationUser = "dolphin-repl"
+	MonitorUser     = "dolphin-monitor"
+)
+
 // CredentialKeys lists every key the credentials Secret must hold.
 var CredentialKeys = []string{RootPasswordKey, ReplicationPasswordKey, OperatorPasswordKey, MonitorPasswordKey}
 

@@ -150,7 +150,10 @@ func initContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigurat
 		WithName(ContainerInit).
 		WithImage(Image(c)).
 		WithCommand("/bin/sh", path.Join(mycnf.ConfigDir, InitShKey)).
-		WithEnv(podIdentityEnv()...).
+		WithEnv(append(podIdentityEnv(),
+			corev1ac.EnvVar().WithName("DOLPHIN_OPERATOR_USER").WithValue(OperatorUser),
+			corev1ac.EnvVar().WithName("DOLPHIN_OPERATOR_PASSWORD").WithValueFrom(corev1ac.EnvVarSource().
+				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(CredentialsSecretName(c)).WithKey(OperatorPasswordKey))))...).
 		WithSecurityContext(containerSecurityContext()).
 		WithVolumeMounts(volumeMounts()...)
 }

@@ -78,17 +78,23 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 	return fmt.Errorf("unknown step kind %q", s.Kind)
 }
 
-// ensureAccounts logs in with the bootstrap account and creates Dolphin's accounts. It is
-// skipped when the operator account already works (a previous attempt succeeded).
+// ensureAccounts creates or updates Dolphin's accounts: as the operator when that account
+// already works (an instance initialised with it, or after an operator restart), otherwise
+// with the bootstrap account of a freshly initialised server.
 func (e *Engine) ensureAccounts(ctx context.Context, m Member) error {
-	if in, err := e.conn(m); err == nil {
-		if _, err := in.Status(ctx); err == nil {
+	in, err := e.conn(m)
+	if err == nil {
+		if _, err = in.Status(ctx); err == nil {
+			if err := in.EnsureAccounts(ctx, e.cfg.Credentials.Accounts); err != nil {
+				return err
+			}
+			e.markAccounts(m)
 			return nil
 		}
 	}
-	boot, err := e.open(m, e.cfg.Credentials.Bootstrap)
-	if err != nil {
-		return err
+	boot, berr := e.open(m, e.cfg.Credentials.Bootstrap)
+	if berr != nil {
+		return berr
 	}
 	defer boot.Close()
 	if err := boot.EnsureAccounts(ctx, e.cfg.Credentials.Accounts); err != nil {
@@ -101,5 +107,12 @@ func (e *Engine) ensureAccounts(ctx context.Context, m Member) error {
 		delete(e.conns, m.Addr())
 	}
 	e.mu.Unlock()
+	e.markAccounts(m)
 	return nil
+}
+
+func (e *Engine) markAccounts(m Member) {
+	e.mu.Lock()
+	e.accounts[m.Addr()] = true
+	e.mu.Unlock()
 }

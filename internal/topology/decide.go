@@ -73,7 +73,7 @@ func Decide(v ClusterView) Decision {
 	}
 	// A freshly initialised instance needs Dolphin's accounts before anything else.
 	for _, in := range v.Instances {
-		if in.Reachable() && in.Fresh {
+		if in.Reachable() && (in.Fresh || in.NeedsAccounts) {
 			d.Plan = append(d.Plan, Step{Kind: StepEnsureAccounts, Instance: in.Name})
 		}
 	}

@@ -95,6 +95,7 @@ type Engine struct {
 
 	mu         sync.Mutex
 	conns      map[string]dbsql.Instance // operator connections by address
+	accounts   map[string]bool           // addresses whose accounts this engine ensured
 	state      Persisted
 	misses     int
 	lostSince  time.Time
@@ -117,7 +118,7 @@ func New(cfg Config, from Persisted) *Engine {
 	if from.Errant == nil {
 		from.Errant = map[string]bool{}
 	}
-	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]dbsql.Instance{}, state: from}
+	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]dbsql.Instance{}, accounts: map[string]bool{}, state: from}
 }
 
 // Trigger asks for an observation now instead of at the next tick.
@@ -268,6 +269,11 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 	conn, err := e.conn(m)
 	if err == nil {
 		v.Status, err = conn.Status(ctx)
+	}
+	if err == nil {
+		e.mu.Lock()
+		v.NeedsAccounts = !e.accounts[m.Addr()]
+		e.mu.Unlock()
 	}
 	if err == nil || !dbsql.IsAccessDenied(err) || e.cfg.Credentials.Bootstrap.User == "" {
 		v.Err = err

@@ -24,6 +24,9 @@ type InstanceView struct {
 	// Fresh is true when the instance answered only to the bootstrap credentials: a newly
 	// initialised server whose accounts Dolphin has not created yet.
 	Fresh bool
+	// NeedsAccounts is true until this engine has made sure of Dolphin's accounts on the
+	// instance (after a start, or when the instance is new).
+	NeedsAccounts bool
 }
 
 // Reachable reports whether the instance answered.
