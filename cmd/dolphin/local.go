@@ -50,6 +50,7 @@ func newLocalCmd() *cobra.Command {
 // localUpOptions are the flags of `dolphin local up`.
 type localUpOptions struct {
 	dir, binDir, crdDir string
+	podCIDR, bridge     string
 	timeout             time.Duration
 }
 
@@ -73,6 +74,8 @@ func newLocalUpCmd() *cobra.Command {
 	fs.StringVar(&o.binDir, "bin-dir", "", "Folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler (default: see above).")
 	fs.StringVar(&o.crdDir, "crd-dir", filepath.Join("config", "crd", "bases"), "Folder with the CRD manifests to install.")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "Give up when the whole stack is not ready within this time.")
+	fs.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "Pod addresses (reachable from this host only).")
+	fs.StringVar(&o.bridge, "bridge", "dolphin0", "Host bridge for the pods (use another one, with another --pod-cidr, for a second local cluster).")
 	return cmd
 }
 
@@ -120,6 +123,7 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	nodeStarted, err := cp.EnsureAddOn(ctx, localcluster.AddOn{
 		Name: agentName,
 		Args: []string{exe, "local", "agent", "--kubeconfig=" + cp.Kubeconfig, "--dir=" + cp.Dir,
+			"--pod-cidr=" + o.podCIDR, "--bridge=" + o.bridge,
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", nodePort)},
 		Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", nodePort)},
 	})

@@ -27,7 +27,7 @@ const agentName = "node"
 
 // localAgentOptions are the flags of `dolphin local agent`.
 type localAgentOptions struct {
-	kubeconfig, dir, nodeName, podCIDR, health string
+	kubeconfig, dir, nodeName, podCIDR, bridge, health string
 }
 
 // newLocalAgentCmd returns `dolphin local agent`: the local node (pods as host processes) and
@@ -47,6 +47,7 @@ func newLocalAgentCmd() *cobra.Command {
 	f.StringVar(&o.dir, "dir", defaultLocalDir(), "state folder of `dolphin local`")
 	f.StringVar(&o.nodeName, "node-name", "dolphin-local", "name of the Node")
 	f.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "pod addresses, reachable from this host only")
+	f.StringVar(&o.bridge, "bridge", "dolphin0", "host bridge the pods' network namespaces join")
 	f.StringVar(&o.health, "health-probe-bind-address", "127.0.0.1:0", "where /readyz answers once the node is registered")
 	return cmd
 }
@@ -99,7 +100,7 @@ func runLocalAgent(ctx context.Context, o localAgentOptions) error {
 	go func() { errs <- mgr.Start(ctx) }()
 	go func() {
 		errs <- localnode.Run(ctx, localnode.Options{
-			Kubeconfig: o.kubeconfig, NodeName: o.nodeName, Dir: filepath.Join(o.dir, "node"), PodCIDR: o.podCIDR,
+			Kubeconfig: o.kubeconfig, NodeName: o.nodeName, Dir: filepath.Join(o.dir, "node"), PodCIDR: o.podCIDR, Bridge: o.bridge,
 			Log: log.WithName("node"),
 		})
 	}()

@@ -1,0 +1,293 @@
+// Package e2e drives Dolphin end to end on the `dolphin local` stack — a real control plane,
+// the operator and a local node running real mariadbd pods — only through the Kubernetes API
+// and SQL clients.
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
+)
+
+type stack struct {
+	t      *testing.T
+	dir    string
+	bin    string
+	c      client.Client
+	ctx    context.Context
+	ns     string
+	dbPass string
+}
+
+func repoRoot() string { return filepath.Join("..", "..") }
+
+// upStack builds the dolphin binary and runs `dolphin local up` in a fresh folder, with its
+// own bridge and pod range so it does not disturb a local cluster the developer runs.
+func upStack(t *testing.T) *stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: skipped under -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the local node needs root (network and mount namespaces): run as root, as CI does")
+	}
+	dbtest.RequireMariaDB(t)
+	s := &stack{t: t, dir: t.TempDir(), ctx: context.Background(), ns: "e2e"}
+	s.bin = filepath.Join(s.dir, "dolphin")
+	build := exec.Command("go", "build", "-o", s.bin, "./cmd/dolphin")
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building dolphin: %v\n%s", err, out)
+	}
+	local := filepath.Join(s.dir, "local")
+	s.run("local", "up", "--dir", local, "--crd-dir", filepath.Join(repoRoot(), "config", "crd", "bases"),
+		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"operator.log", "node.log"} {
+				if b, err := os.ReadFile(filepath.Join(local, "logs", f)); err == nil {
+					t.Logf("--- %s (tail)\n%s", f, tail(string(b), 30))
+				}
+			}
+		}
+		cmd := exec.Command(s.bin, "local", "down", "--dir", local, "--wipe")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("dolphin local down: %v\n%s", err, out)
+		}
+	})
+	s.dir = local
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(local, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = dolphinv1.AddToScheme(scheme)
+	if s.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *stack) run(args ...string) string {
+	s.t.Helper()
+	cmd := exec.Command(s.bin, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("dolphin %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// servicePort is the host port `dolphin local` forwards a Service to.
+func (s *stack) servicePort(svc string) int {
+	s.t.Helper()
+	var port int
+	testenv.Eventually(s.t, 30*time.Second, "Service "+svc+" forwarded", func() error {
+		b, err := os.ReadFile(filepath.Join(s.dir, "services.json"))
+		if err != nil {
+			return err
+		}
+		var routes map[string]int
+		if err := json.Unmarshal(b, &routes); err != nil {
+			return err
+		}
+		p, ok := routes[s.ns+"/"+svc+":3306"]
+		if !ok {
+			return fmt.Errorf("not in %v", routes)
+		}
+		port = p
+		return nil
+	})
+	return port
+}
+
+func (s *stack) sqlDB(addr string) *sql.DB {
+	db, err := sql.Open("mysql", fmt.Sprintf("dolphin:%s@tcp(%s)/?timeout=2s&readTimeout=5s&writeTimeout=5s", s.dbPass, addr))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	db.SetMaxIdleConns(0) // every statement on a fresh connection: it goes where the proxy sends it now
+	s.t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func (s *stack) count(db *sql.DB) (int, error) {
+	var n int
+	err := db.QueryRow("SELECT COUNT(*) FROM app.rows").Scan(&n)
+	return n, err
+}
+
+func TestLocalStackEndToEnd(t *testing.T) {
+	s := upStack(t)
+	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "shop"},
+		Spec: dolphinv1.MySQLClusterSpec{
+			Replicas:    3,
+			Storage:     dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
+			Failover:    dolphinv1.FailoverSpec{DetectionInterval: &metav1.Duration{Duration: 500 * time.Millisecond}, DetectionAttempts: 2},
+		}}
+	applied := time.Now()
+	if err := s.c.Create(s.ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	testenv.Eventually(t, 180*time.Second, "cluster Ready", func() error {
+		if err := s.c.Get(s.ctx, key, cluster); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(cluster.Status.Conditions, "Ready") {
+			return fmt.Errorf("phase %s: %+v", cluster.Status.Phase, cluster.Status.Topology)
+		}
+		return nil
+	})
+	t.Logf("apply to Ready: %.1fs", time.Since(applied).Seconds())
+
+	var secret corev1.Secret
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: "shop-credentials"}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	s.dbPass = string(secret.Data["operator-password"])
+	primary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort("shop-primary")))
+	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)"} {
+		if _, err := primary.Exec(q); err != nil {
+			t.Fatalf("%s through the primary Service: %v", q, err)
+		}
+	}
+
+	// A writer through the primary Service records every acknowledged write.
+	var mu sync.Mutex
+	acked := map[int64]bool{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for id := int64(1); ; id++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := primary.Exec("INSERT INTO app.rows VALUES (?)", id); err == nil {
+				mu.Lock()
+				acked[id] = true
+				mu.Unlock()
+			} else {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}()
+	ackedCount := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	testenv.Eventually(t, 30*time.Second, "writes through the primary Service", func() error {
+		if n := ackedCount(); n < 50 {
+			return fmt.Errorf("%d acknowledged", n)
+		}
+		return nil
+	})
+
+	// Kill the primary's server process (as a crash would).
+	old := cluster.Status.CurrentPrimary
+	var pod corev1.Pod
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: old}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
+	if err != nil {
+		t.Fatalf("container id %q: %v", pod.Status.ContainerStatuses[0].ContainerID, err)
+	}
+	before := ackedCount()
+	killed := time.Now()
+	if err := exec.Command("kill", "-9", strconv.Itoa(pid)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "writes resume through the primary Service", func() error {
+		if n := ackedCount(); n < before+50 {
+			return fmt.Errorf("%d acknowledged, %d before the kill", n, before)
+		}
+		return nil
+	})
+	t.Logf("writes resumed %.1fs after kill -9 of %s", time.Since(killed).Seconds(), old)
+	close(stop)
+	<-done
+
+	// No acknowledged write is missing, and every instance has them all.
+	var pods corev1.PodList
+	if err := s.c.List(s.ctx, &pods, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	want := ackedCount()
+	for _, p := range pods.Items {
+		db := s.sqlDB(p.Status.PodIP + ":3306")
+		testenv.Eventually(t, 60*time.Second, p.Name+" has every acknowledged write", func() error {
+			n, err := s.count(db)
+			if err != nil {
+				return err
+			}
+			if n < want {
+				return fmt.Errorf("%d rows, %d acknowledged", n, want)
+			}
+			return nil
+		})
+	}
+
+	// Deleting the cluster removes its children and, with deletePolicy Delete, its volumes.
+	if err := s.c.Delete(s.ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 120*time.Second, "children and volumes garbage-collected", func() error {
+		if err := s.c.Get(s.ctx, key, &dolphinv1.MySQLCluster{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("cluster still there: %v", err)
+		}
+		var sts appsv1.StatefulSetList
+		var pvcs corev1.PersistentVolumeClaimList
+		var pods corev1.PodList
+		if err := s.c.List(s.ctx, &sts, client.InNamespace(s.ns)); err != nil {
+			return err
+		}
+		if err := s.c.List(s.ctx, &pvcs, client.InNamespace(s.ns)); err != nil {
+			return err
+		}
+		if err := s.c.List(s.ctx, &pods, client.InNamespace(s.ns)); err != nil {
+			return err
+		}
+		if len(sts.Items)+len(pvcs.Items)+len(pods.Items) > 0 {
+			return fmt.Errorf("%d StatefulSets, %d PVCs, %d pods left", len(sts.Items), len(pvcs.Items), len(pods.Items))
+		}
+		return nil
+	})
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
