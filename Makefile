@@ -67,3 +67,15 @@ bench-failover: mariadb ## Kill the primary of a 3-instance cluster under write 
 	@out=$$(mktemp); DOLPHIN_BENCH_FAILOVER_ROUNDS=$(BENCH_ROUNDS) DOLPHIN_BENCH_OUT=$$out \
 	  $(GO) test -count=1 -timeout 30m -run '^TestBenchFailover$$' -v ./internal/topology/ | grep -E 'round [0-9]+:|--- |^ok|FAIL' ; \
 	  cat $$out; rm -f $$out
+
+.PHONY: test-e2e
+test-e2e: control-plane mariadb ## End-to-end suite on `dolphin local` (needs root).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 15m -v ./test/e2e/
+
+.PHONY: local-up
+local-up: control-plane mariadb build ## Start the whole stack on this machine (needs root): bin/dolphin local up.
+	bin/dolphin local up --bin-dir $(KUBEBUILDER_ASSETS)
+
+.PHONY: local-down
+local-down: build ## Stop everything `local-up` started.
+	bin/dolphin local down
