@@ -214,7 +214,7 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 	}
 	testenv.Eventually(t, 30*time.Second, "cluster deleted and engine stopped", func() error {
 		if err := c.Get(ctx, key, &dolphinv1.MySQLCluster{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		}
 		if n := engines.Running(); n != 0 {
 			return fmt.Errorf("%d engines still running", n)

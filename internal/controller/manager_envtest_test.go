@@ -125,6 +125,6 @@ func TestEnvtestManagerDrivesTheCluster(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still present: %v", err)
+		return fmt.Errorf("still present: %w", err)
 	})
 }
