@@ -137,12 +137,17 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	if err != nil {
 		return err
 	}
+	metricsPort, err := recordedPort(cp, operatorName, "--metrics-bind-address=127.0.0.1:")
+	if err != nil {
+		return err
+	}
 	started, err := cp.EnsureAddOn(ctx, localcluster.AddOn{
 		Name: operatorName,
 		Args: []string{exe, "operator",
 			"--kubeconfig=" + cp.Kubeconfig,
 			"--leader-elect=false",
-			"--metrics-bind-address=0",
+			// Plain HTTP on loopback: this is a single-user development stack.
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false",
 			"--instance-address=pod-ip", // pod IPs are reachable from this host; cluster DNS is not
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", port),
 		},
@@ -197,9 +202,15 @@ func findOrBuildBinDir(ctx context.Context, out io.Writer, explicit string) (str
 // probePort keeps the recorded probe port of an add-on (operator, node), so that a healthy one is
 // reused as it is; otherwise it picks a free one.
 func probePort(cp *localcluster.ControlPlane, name string) (int, error) {
+	return recordedPort(cp, name, "--health-probe-bind-address=127.0.0.1:")
+}
+
+// recordedPort keeps the port an add-on was started with (flag prefix up to the port), or
+// picks a free one.
+func recordedPort(cp *localcluster.ControlPlane, name, flagPrefix string) (int, error) {
 	if p := cp.Process(name); p != nil {
 		for _, a := range p.Args {
-			if v, ok := strings.CutPrefix(a, "--health-probe-bind-address=127.0.0.1:"); ok {
+			if v, ok := strings.CutPrefix(a, flagPrefix); ok {
 				if port, err := strconv.Atoi(v); err == nil && (p.Alive() || localcluster.PortFree(port)) {
 					return port, nil
 				}

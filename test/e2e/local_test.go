@@ -8,6 +8,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +34,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/localcluster"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -288,6 +292,77 @@ func TestLocalStackEndToEnd(t *testing.T) {
 		s.waitAllInstances(key, int(n), want+1)
 	}
 
+	// Restarting the operator changes nothing it should not: same primary, no pod restarted
+	// or replaced, the StatefulSet untouched.
+	snap := s.snapshot(key)
+	op := s.process("operator")
+	if err := exec.Command("kill", "-9", strconv.Itoa(op.PID)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	s.run("local", "up", "--dir", s.dir, "--crd-dir", filepath.Join(repoRoot(), "config", "crd", "bases"),
+		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	if s.process("operator").PID == op.PID {
+		t.Fatal("the operator was not restarted")
+	}
+	time.Sleep(5 * time.Second) // let the new operator reconcile and run its engine
+	if after := s.snapshot(key); after != snap {
+		t.Errorf("an operator restart changed the cluster:\n before %s\n after  %s", snap, after)
+	}
+
+	// A hung primary (SIGSTOP: it accepts TCP but answers nothing) is failed over; status,
+	// events and metrics record it, and writes through the primary Service resume.
+	if err := s.c.Get(s.ctx, key, cluster); err != nil {
+		t.Fatal(err)
+	}
+	hung := cluster.Status.CurrentPrimary
+	hungPID := s.serverPID(hung)
+	stopped := time.Now()
+	if err := exec.Command("kill", "-STOP", strconv.Itoa(hungPID)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Command("kill", "-CONT", strconv.Itoa(hungPID)).Run()
+	testenv.Eventually(t, 90*time.Second, "failover away from the hung primary", func() error {
+		if err := s.c.Get(s.ctx, key, cluster); err != nil {
+			return err
+		}
+		lp := cluster.Status.Topology.LastPromotion
+		if lp == nil || lp.From != hung || lp.Planned {
+			return fmt.Errorf("lastPromotion %+v, state %s: %s", lp, cluster.Status.Topology.State, cluster.Status.Topology.Message)
+		}
+		return nil
+	})
+	testenv.Eventually(t, 30*time.Second, "a write through the primary Service after the failover", func() error {
+		_, err := primary.Exec("INSERT IGNORE INTO app.rows VALUES (2000000)")
+		return err
+	})
+	t.Logf("hung primary %s replaced by %s; writes through the Service %.1fs after SIGSTOP",
+		hung, cluster.Status.Topology.LastPromotion.To, time.Since(stopped).Seconds())
+	var evs eventsv1.EventList
+	if err := s.c.List(s.ctx, &evs, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool { return e.Reason == "Failover" && e.Regarding.Name == "shop" }) {
+		t.Error("no Failover event on the cluster")
+	}
+	if m := s.metrics(); !strings.Contains(m, `mysql_cluster_promotions_total{kind="failover",name="shop",namespace="e2e"}`) {
+		t.Errorf("the operator's metrics do not count the failover:\n%s", grepLines(m, "mysql_cluster_"))
+	}
+	_ = exec.Command("kill", "-CONT", strconv.Itoa(hungPID)).Run()
+	testenv.Eventually(t, 60*time.Second, "the old primary is no longer writable or labeled primary", func() error {
+		var p corev1.Pod
+		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: hung}, &p); err != nil {
+			return err
+		}
+		if p.Labels["mysql.dolphin.dev/role"] == "primary" {
+			return fmt.Errorf("still labeled primary")
+		}
+		var ro int
+		if err := s.sqlDB(p.Status.PodIP + ":3306").QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
+			return fmt.Errorf("read_only=%d (%v)", ro, err)
+		}
+		return nil
+	})
+
 	// Deleting the cluster removes its children and, with deletePolicy Delete, its volumes.
 	if err := s.c.Delete(s.ctx, cluster); err != nil {
 		t.Fatal(err)
@@ -346,6 +421,92 @@ func (s *stack) waitAllInstances(key client.ObjectKey, n, rows int) {
 		}
 		return nil
 	})
+}
+
+// process reads one process of `dolphin local` from its state file.
+func (s *stack) process(name string) localcluster.Process {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "state.json"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var st struct {
+		Processes []localcluster.Process `json:"processes"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, p := range st.Processes {
+		if p.Name == name {
+			return p
+		}
+	}
+	s.t.Fatalf("no %s process in state.json", name)
+	return localcluster.Process{}
+}
+
+// metrics scrapes the operator's metrics endpoint.
+func (s *stack) metrics() string {
+	s.t.Helper()
+	for _, a := range s.process("operator").Args {
+		if addr, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return string(b)
+		}
+	}
+	s.t.Fatal("the operator has no metrics address")
+	return ""
+}
+
+// serverPID is the host PID of an instance's mysqld container.
+func (s *stack) serverPID(pod string) int {
+	s.t.Helper()
+	var p corev1.Pod
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
+		s.t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
+	if err != nil {
+		s.t.Fatalf("container id of %s: %v", pod, err)
+	}
+	return pid
+}
+
+// snapshot summarises what an operator restart must not change.
+func (s *stack) snapshot(key client.ObjectKey) string {
+	s.t.Helper()
+	var c dolphinv1.MySQLCluster
+	var sts appsv1.StatefulSet
+	var pods corev1.PodList
+	if err := s.c.Get(s.ctx, key, &c); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.c.Get(s.ctx, key, &sts); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.c.List(s.ctx, &pods, client.InNamespace(s.ns)); err != nil {
+		s.t.Fatal(err)
+	}
+	out := fmt.Sprintf("primary=%s sts-generation=%d", c.Status.Topology.Primary, sts.Generation)
+	for _, p := range pods.Items {
+		out += fmt.Sprintf(" %s(uid=%s,restarts=%d)", p.Name, p.UID, p.Status.ContainerStatuses[0].RestartCount)
+	}
+	return out
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func tail(s string, n int) string {
