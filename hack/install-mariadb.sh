@@ -19,7 +19,8 @@ find_bin() {
   return 1
 }
 
-bins=(mariadbd mariadb-install-db mariadb mariadb-backup)
+# ip (iproute2) is for the local node's pod network (dolphin local and its tests).
+bins=(mariadbd mariadb-install-db mariadb mariadb-backup ip nsenter)
 
 # all_found: true when every one of bins is installed; lists them in $found.
 all_found() {
@@ -52,7 +53,7 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 
-packages=(mariadb-server mariadb-client mariadb-backup)
+packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux)
 
 # Keep package scripts from starting the server: invoke-rc.d and
 # deb-systemd-invoke ask /usr/sbin/policy-rc.d, and exit code 101 means
