@@ -79,3 +79,10 @@ local-up: control-plane mariadb build ## Start the whole stack on this machine (
 .PHONY: local-down
 local-down: build ## Stop everything `local-up` started.
 	bin/dolphin local down
+
+LOCAL_ROUNDS ?= 3
+.PHONY: bench-local
+bench-local: control-plane mariadb ## On dolphin local (root): apply→Ready and client-view failover over LOCAL_ROUNDS rounds.
+	@out=$$(mktemp); DOLPHIN_BENCH_LOCAL_ROUNDS=$(LOCAL_ROUNDS) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
+	  $(GO) test -count=1 -timeout 30m -run '^TestBenchLocal$$' -v ./test/e2e/ | grep -E 'round [0-9]+:|--- |^ok|FAIL' ; \
+	  cat $$out; rm -f $$out
