@@ -54,17 +54,7 @@ func TestBenchLocal(t *testing.T) {
 	testenv.Eventually(t, 180*time.Second, "cluster Ready", ready)
 	applyToReady := time.Since(applied)
 
-	var secret corev1.Secret
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: "bench-credentials"}, &secret); err != nil {
-		t.Fatal(err)
-	}
-	s.dbPass = string(secret.Data["operator-password"])
-	primary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort("bench-primary")))
-	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)"} {
-		if _, err := primary.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	primary := s.primaryWithTable("bench")
 	var mu sync.Mutex
 	acked := map[int64]bool{}
 	var lastAck time.Time

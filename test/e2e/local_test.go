@@ -175,17 +175,7 @@ func TestLocalStackEndToEnd(t *testing.T) {
 	})
 	t.Logf("apply to Ready: %.1fs", time.Since(applied).Seconds())
 
-	var secret corev1.Secret
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: "shop-credentials"}, &secret); err != nil {
-		t.Fatal(err)
-	}
-	s.dbPass = string(secret.Data["operator-password"])
-	primary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort("shop-primary")))
-	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)"} {
-		if _, err := primary.Exec(q); err != nil {
-			t.Fatalf("%s through the primary Service: %v", q, err)
-		}
-	}
+	primary := s.primaryWithTable("shop")
 
 	// A writer through the primary Service records every acknowledged write.
 	var mu sync.Mutex
@@ -507,6 +497,24 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// primaryWithTable logs in as the operator account through the cluster's primary Service and
+// creates table app.rows; it returns the connection pool.
+func (s *stack) primaryWithTable(cluster string) *sql.DB {
+	s.t.Helper()
+	var secret corev1.Secret
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: cluster + "-credentials"}, &secret); err != nil {
+		s.t.Fatal(err)
+	}
+	s.dbPass = string(secret.Data["operator-password"])
+	primary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort(cluster+"-primary")))
+	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)"} {
+		if _, err := primary.Exec(q); err != nil {
+			s.t.Fatalf("%s through the primary Service: %v", q, err)
+		}
+	}
+	return primary
 }
 
 func tail(s string, n int) string {
