@@ -62,11 +62,20 @@ test: control-plane mariadb vet ## Everything the README promises: unit, golden,
 	$(MAKE) verify-generated
 
 BENCH_ROUNDS ?= 10
+STALL_ROUNDS ?= 400
 .PHONY: bench-failover
 bench-failover: mariadb ## Kill the primary of a 3-instance cluster under write load K times (BENCH_ROUNDS); prints p50/p95/max and lost writes.
 	@out=$$(mktemp); DOLPHIN_BENCH_FAILOVER_ROUNDS=$(BENCH_ROUNDS) DOLPHIN_BENCH_OUT=$$out \
 	  $(GO) test -count=1 -timeout 30m -run '^TestBenchFailover$$' -v ./internal/topology/ | grep -E 'round [0-9]+:|--- |^ok|FAIL' ; \
 	  cat $$out; rm -f $$out
+
+.PHONY: stress-semisync
+stress-semisync: mariadb ## Restart a semi-sync replica's connection STALL_ROUNDS times with the CPUs kept busy; shows Dolphin ending MariaDB's ack-receiver stall.
+	@burners=""; for i in $$(seq $$(nproc)); do sh -c 'while :; do :; done' & burners="$$burners $$!"; done; \
+	  rcfile=$$(mktemp); \
+	  { DOLPHIN_STALL_ROUNDS=$(STALL_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestSemiSyncStallRecovery$$' -v ./internal/dbsql/; echo $$? >$$rcfile; } \
+	    | grep -E 'semisync_stall_test|--- |^ok|FAIL'; \
+	  kill $$burners; rc=$$(cat $$rcfile); rm -f $$rcfile; exit $$rc
 
 .PHONY: test-e2e
 test-e2e: control-plane mariadb ## End-to-end suite on `dolphin local` (needs root).

@@ -40,6 +40,9 @@ type dialect struct {
 
 	// processList returns ID, USER, COMMAND of every thread but our own.
 	processList string
+	// stalledDumps counts dump threads stuck ending (see
+	// SemiSyncStatus.StalledDumps); "" where the flavor has no such state.
+	stalledDumps string
 
 	replicationPrivileges string
 	monitorPrivileges     string
@@ -104,6 +107,8 @@ var mariadbDialect = &dialect{
 	readOnlyOff:       []string{"SET GLOBAL read_only=OFF"},
 	seedGTIDForRejoin: []string{"STOP SLAVE", "SET GLOBAL gtid_slave_pos=@@GLOBAL.gtid_binlog_pos"},
 	processList:       "SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()",
+	stalledDumps: "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
+		"WHERE STATE = 'Waiting to finalize termination' AND TIME >= 2",
 	// BINLOG MONITOR and REPLICATION SLAVE ADMIN let the account run the
 	// semi-sync and GTID checks MariaDB replicas issue on connect.
 	replicationPrivileges: "REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR",

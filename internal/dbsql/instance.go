@@ -173,6 +173,13 @@ func (in *instance) SetSemiSyncSource(ctx context.Context, enabled bool) error {
 	return in.exec(ctx, in.db, st("SET GLOBAL "+in.d.semiSync.sourceEnabled+"="+onOff(enabled)))
 }
 
+// RestartSemiSyncSource implements Instance.
+func (in *instance) RestartSemiSyncSource(ctx context.Context) error {
+	return in.exec(ctx, in.db,
+		st("SET GLOBAL "+in.d.semiSync.sourceEnabled+"=OFF"),
+		st("SET GLOBAL "+in.d.semiSync.sourceEnabled+"=ON"))
+}
+
 // SetSemiSyncReplica implements Instance.
 func (in *instance) SetSemiSyncReplica(ctx context.Context, enabled bool) error {
 	return in.exec(ctx, in.db, st("SET GLOBAL "+in.d.semiSync.replicaEnabled+"="+onOff(enabled)))

@@ -59,6 +59,7 @@ func TestMariaDBServer(t *testing.T) {
 	src0 := Source{Host: srv[0].Host, Port: srv[0].Port, User: testAccounts.Replication.User, Password: testAccounts.Replication.Password}
 	must(t, op[1].ConfigureReplication(ctx, src0))
 	must(t, op[1].ConfigureReplication(ctx, src0)) // idempotent
+	semiSyncConnected(ctx, t, op[0], srv[0].Name)
 
 	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)", "INSERT INTO app.t VALUES (1)"} {
 		if _, err := writer.ExecContext(ctx, q); err != nil {
@@ -136,6 +137,7 @@ func TestMariaDBServer(t *testing.T) {
 		t.Errorf("after StopReplicationIO: %+v", rep)
 	}
 	must(t, op[1].StartReplication(ctx))
+	semiSyncConnected(ctx, t, op[0], srv[0].Name)
 	eventually(ctx, t, "replication running again", func() error {
 		if rep := status(ctx, t, op[1]).Replica; rep == nil || !rep.IORunning || !rep.SQLRunning {
 			return fmt.Errorf("%+v", rep)
@@ -158,6 +160,7 @@ func TestMariaDBServer(t *testing.T) {
 	src1 := src0
 	src1.Host, src1.Port = srv[1].Host, srv[1].Port
 	must(t, op[0].ConfigureReplication(ctx, src1))
+	semiSyncConnected(ctx, t, op[1], srv[1].Name)
 	if _, err := plainOperatorConn(ctx, t, srv[1]).ExecContext(ctx, "INSERT INTO app.t VALUES (3)"); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +173,30 @@ func TestMariaDBServer(t *testing.T) {
 	var n int
 	if err := plainOperatorConn(ctx, t, srv[0]).QueryRowContext(ctx, "SELECT COUNT(*) FROM app.t").Scan(&n); err != nil || n != 3 {
 		t.Errorf("rows on the rejoined server: %d, %v; want 3", n, err)
+	}
+}
+
+// semiSyncConnected waits until one semi-sync replica is connected to
+// source, doing what the topology engine does when a replica's connection is
+// stuck ending (MariaDB's ack-receiver stall, see SemiSyncStatus.StalledDumps):
+// restart the source side. Without this a reconnecting replica can leave the
+// source with no replica for good, and this test would flake under CPU load.
+func semiSyncConnected(ctx context.Context, t *testing.T, source Instance, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ss := status(ctx, t, source).SemiSync
+		if ss.Clients == 1 {
+			return
+		}
+		if ss.StalledDumps > 0 && ss.Clients == 0 {
+			t.Logf("%s: %d dump thread(s) stuck ending: restarting the semi-sync source side", name, ss.StalledDumps)
+			must(t, source.RestartSemiSyncSource(ctx))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no semi-sync replica connected after 30s: %+v", name, ss)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -92,6 +92,11 @@ func TestExactSQL(t *testing.T) {
 		mariadb: []string{"SET GLOBAL rpl_semi_sync_master_enabled=OFF"},
 		mysql:   []string{"SET GLOBAL rpl_semi_sync_source_enabled=OFF"},
 	}, {
+		name:    "RestartSemiSyncSource",
+		run:     func(ctx context.Context, in Instance) error { return in.RestartSemiSyncSource(ctx) },
+		mariadb: []string{"SET GLOBAL rpl_semi_sync_master_enabled=OFF", "SET GLOBAL rpl_semi_sync_master_enabled=ON"},
+		mysql:   []string{"SET GLOBAL rpl_semi_sync_source_enabled=OFF", "SET GLOBAL rpl_semi_sync_source_enabled=ON"},
+	}, {
 		name:    "SetSemiSyncReplica(true)",
 		run:     func(ctx context.Context, in Instance) error { return in.SetSemiSyncReplica(ctx, true) },
 		mariadb: []string{"SET GLOBAL rpl_semi_sync_slave_enabled=ON"},

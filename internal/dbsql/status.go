@@ -176,6 +176,17 @@ func (in *instance) readSemiSync(ctx context.Context) (SemiSyncStatus, error) {
 			return ss, fmt.Errorf("dbsql: %s=%q: %w", n.clients, v, err)
 		}
 	}
+	if ss.SourceEnabled && in.d.stalledDumps != "" {
+		rows, err := in.queryRows(ctx, in.d.stalledDumps)
+		if err != nil {
+			return ss, err
+		}
+		if len(rows) == 1 {
+			if ss.StalledDumps, err = atoi(rows[0], "n"); err != nil {
+				return ss, fmt.Errorf("dbsql: stalled dump threads: %w", err)
+			}
+		}
+	}
 	return ss, nil
 }
 

@@ -103,6 +103,28 @@ func TestStatusMySQL(t *testing.T) {
 	}
 }
 
+// TestStatusStalledDumps: on a MariaDB source with semi-sync on, Status also
+// counts dump threads stuck ending; with the source side off it does not ask.
+func TestStatusStalledDumps(t *testing.T) {
+	r := newRecorder()
+	d := mariadbDialect
+	r.results[d.statusQuery] = row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1-1")
+	r.results[semiSyncVariablesQuery] = variables("rpl_semi_sync_master_enabled", "ON")
+	r.results[semiSyncStatusQuery] = variables("Rpl_semi_sync_master_status", "ON", "Rpl_semi_sync_master_clients", "0")
+	r.results[d.stalledDumps] = row("n", "1")
+	s, err := r.open(t, FlavorMariaDB).Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.SemiSync.StalledDumps != 1 || !s.SemiSync.SourceEnabled {
+		t.Errorf("semi-sync %+v, want SourceEnabled and StalledDumps 1", s.SemiSync)
+	}
+	if diff := diffLines(r.statements(t), []string{d.statusQuery, d.replicaStatusQuery,
+		semiSyncVariablesQuery, semiSyncStatusQuery, d.stalledDumps}); diff != "" {
+		t.Error(diff)
+	}
+}
+
 // TestStatusNoReplica covers a fresh server: no replication row, and (MySQL
 // without the semi-sync plugins) no semi-sync variables.
 func TestStatusNoReplica(t *testing.T) {

@@ -78,6 +78,15 @@ type SemiSyncStatus struct {
 	WaitPoint string
 	// TimeoutMS is the fallback timeout in milliseconds.
 	TimeoutMS int64
+	// StalledDumps counts binary-log dump threads (a replica's connection on
+	// its source) that have been stuck ending for at least two seconds in the
+	// state "Waiting to finalize termination". On MariaDB this is the
+	// signature of a semi-sync ack-receiver stall: the ending dump thread
+	// waits for the ack receiver, which sleeps until a replica connects, and
+	// the same replica's reconnection waits for the ending thread. Nothing
+	// replicates until the source side is restarted (RestartSemiSyncSource).
+	// Always 0 on MySQL, which does not show it.
+	StalledDumps int
 }
 
 // Source is where a replica replicates from.
@@ -140,6 +149,11 @@ type Instance interface {
 	SetReadOnly(ctx context.Context, readOnly bool) error
 	// SetSemiSyncSource turns the semi-sync source (master) side on or off.
 	SetSemiSyncSource(ctx context.Context, enabled bool) error
+	// RestartSemiSyncSource turns the semi-sync source side off and on again.
+	// That restarts the ack-receiver thread, which ends a stall (see
+	// SemiSyncStatus.StalledDumps); transactions waiting for an
+	// acknowledgement stop waiting, as they would at the fallback timeout.
+	RestartSemiSyncSource(ctx context.Context) error
 	// SetSemiSyncReplica turns the semi-sync replica side on or off. It takes
 	// effect when the receiver thread next connects (ConfigureReplication or
 	// StartReplication after a stop).

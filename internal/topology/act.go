@@ -62,6 +62,9 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		return in.SetReadOnly(ctx, false)
 	case StepSemiSyncSource:
 		return in.SetSemiSyncSource(ctx, s.SemiSync)
+	case StepRestartSemiSyncSource:
+		e.cfg.Log.Info("restarting the semi-sync source side: a replica connection is stuck ending", "instance", m.Name)
+		return in.RestartSemiSyncSource(ctx)
 	case StepReplicate:
 		src, ok := byName[s.Source]
 		if !ok {

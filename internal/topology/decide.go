@@ -214,6 +214,14 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 		d.SemiSyncFallback = true
 		problems = append(problems, "semi-sync fell back to asynchronous replication")
 	}
+	if ss := p.Status.SemiSync; ss.SourceEnabled && ss.StalledDumps > 0 && ss.Clients == 0 {
+		// A MariaDB ack-receiver stall: no replica can connect until the source side
+		// restarts. With no semi-sync client connected no commit can be acknowledged by a
+		// replica anyway, so restarting loses no guarantee (waiting commits fall back to
+		// asynchronous as they would at the timeout); see docs/design/0010.
+		d.Plan = append(d.Plan, Step{Kind: StepRestartSemiSyncSource, Instance: p.Name})
+		problems = append(problems, fmt.Sprintf("%d replica connection(s) stuck ending on %s: restarting its semi-sync source side", ss.StalledDumps, p.Name))
+	}
 	for _, r := range v.Instances {
 		if r.Name == p.Name {
 			continue

@@ -91,6 +91,22 @@ func TestDecide(t *testing.T) {
 			StateBootstrap, "db-1", []string{"Promote(db-1 semisync=true)", "Replicate(db-0 from db-1)", "Replicate(db-2 from db-1 rejoin)"}, nil},
 		{"healthy cluster does nothing",
 			healthy3, StateHealthy, "db-0", nil, nil},
+		{"a replica connection stuck ending on the primary (MariaDB ack-receiver stall): restart its semi-sync source side",
+			func() ClusterView {
+				v := healthy3()
+				ss := &v.Instances[0].Status.SemiSync
+				ss.SourceActive, ss.Clients, ss.StalledDumps = false, 0, 1
+				return v
+			},
+			StateDegraded, "db-0", []string{"RestartSemiSyncSource(db-0)"}, nil},
+		{"a stuck connection while another replica acknowledges is left alone (no stall)",
+			func() ClusterView {
+				v := healthy3()
+				ss := &v.Instances[0].Status.SemiSync
+				ss.Clients, ss.StalledDumps = 1, 1
+				return v
+			},
+			StateHealthy, "db-0", nil, nil},
 		{"a stopped replica is restarted",
 			func() ClusterView {
 				return cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())

@@ -111,6 +111,9 @@ const (
 	StepStopReplication StepKind = "StopReplication"
 	// StepSemiSyncSource turns the semi-sync source side on or off (SemiSync).
 	StepSemiSyncSource StepKind = "SemiSyncSource"
+	// StepRestartSemiSyncSource turns the semi-sync source side off and on again, which
+	// ends a MariaDB ack-receiver stall (see dbsql.SemiSyncStatus.StalledDumps).
+	StepRestartSemiSyncSource StepKind = "RestartSemiSyncSource"
 )
 
 // Step is one action of a plan.
