@@ -64,7 +64,8 @@ type semiSyncNames struct {
 const (
 	// SHOW … LIKE patterns are case-insensitive on both flavors.
 	semiSyncVariablesQuery = "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync%'"
-	semiSyncStatusQuery    = "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync%'"
+	// semiSyncStatusQuery also reads Uptime (Status.Uptime) in the same round trip.
+	semiSyncStatusQuery = "SHOW GLOBAL STATUS WHERE Variable_name LIKE 'Rpl_semi_sync%' OR Variable_name = 'Uptime'"
 	// lockdownQuery finds passwordless accounts left by the installer.
 	lockdownQuery = "SELECT User, Host FROM mysql.user WHERE " +
 		"((User = 'root' AND Host <> 'localhost') OR User = '') AND authentication_string = ''"

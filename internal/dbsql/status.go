@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Status implements Instance.
@@ -19,7 +20,7 @@ func (in *instance) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	s.Replica = rep
-	if s.SemiSync, err = in.readSemiSync(ctx); err != nil {
+	if err := in.readSemiSync(ctx, s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -148,18 +149,26 @@ func atoi(row map[string]string, col string) (int, error) {
 	return n, nil
 }
 
-// readSemiSync reads the semi-sync variables. Missing variables (a MySQL
-// server without the plugins) leave fields zero.
-func (in *instance) readSemiSync(ctx context.Context) (SemiSyncStatus, error) {
-	var ss SemiSyncStatus
+// readSemiSync reads the semi-sync variables into s.SemiSync, and the
+// server's uptime that comes with them into s.Uptime. Missing variables (a
+// MySQL server without the plugins) leave fields zero.
+func (in *instance) readSemiSync(ctx context.Context, s *Status) error {
 	vars, err := in.variables(ctx, semiSyncVariablesQuery)
 	if err != nil {
-		return ss, err
+		return err
 	}
 	status, err := in.variables(ctx, semiSyncStatusQuery)
 	if err != nil {
-		return ss, err
+		return err
 	}
+	if v := status["uptime"]; v != "" {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("dbsql: Uptime=%q: %w", v, err)
+		}
+		s.Uptime = time.Duration(secs) * time.Second
+	}
+	ss := &s.SemiSync
 	n := in.d.semiSync
 	get := func(m map[string]string, name string) string { return m[strings.ToLower(name)] }
 	ss.SourceEnabled = isOn(get(vars, n.sourceEnabled))
@@ -168,26 +177,26 @@ func (in *instance) readSemiSync(ctx context.Context) (SemiSyncStatus, error) {
 	ss.SourceActive = isOn(get(status, n.sourceStatus))
 	if v := get(vars, n.timeout); v != "" {
 		if ss.TimeoutMS, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return ss, fmt.Errorf("dbsql: %s=%q: %w", n.timeout, v, err)
+			return fmt.Errorf("dbsql: %s=%q: %w", n.timeout, v, err)
 		}
 	}
 	if v := get(status, n.clients); v != "" {
 		if ss.Clients, err = strconv.Atoi(v); err != nil {
-			return ss, fmt.Errorf("dbsql: %s=%q: %w", n.clients, v, err)
+			return fmt.Errorf("dbsql: %s=%q: %w", n.clients, v, err)
 		}
 	}
 	if ss.SourceEnabled && in.d.stalledDumps != "" {
 		rows, err := in.queryRows(ctx, in.d.stalledDumps)
 		if err != nil {
-			return ss, err
+			return err
 		}
 		if len(rows) == 1 {
 			if ss.StalledDumps, err = atoi(rows[0], "n"); err != nil {
-				return ss, fmt.Errorf("dbsql: stalled dump threads: %w", err)
+				return fmt.Errorf("dbsql: stalled dump threads: %w", err)
 			}
 		}
 	}
-	return ss, nil
+	return nil
 }
 
 // variables runs a SHOW VARIABLES/STATUS query into name -> value, with names

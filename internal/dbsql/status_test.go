@@ -3,6 +3,7 @@ package dbsql
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // replicaRow builds a SHOW SLAVE/REPLICA STATUS result: extra columns first
@@ -32,7 +33,7 @@ func TestStatusMariaDB(t *testing.T) {
 		"rpl_semi_sync_master_wait_point", "AFTER_SYNC", "rpl_semi_sync_master_timeout", "10000")
 	r.results[semiSyncStatusQuery] = variables(
 		"Rpl_semi_sync_master_status", "OFF", "Rpl_semi_sync_master_clients", "0",
-		"Rpl_semi_sync_slave_status", "ON")
+		"Rpl_semi_sync_slave_status", "ON", "Uptime", "75")
 
 	s, err := r.open(t, FlavorMariaDB).Status(t.Context())
 	if err != nil {
@@ -51,6 +52,9 @@ func TestStatusMariaDB(t *testing.T) {
 	}
 	if rep.Received.String() != "0-1-100" {
 		t.Errorf("Received = %q, want the IO position 0-1-100", rep.Received)
+	}
+	if s.Uptime != 75*time.Second {
+		t.Errorf("Uptime = %s, want 75s", s.Uptime)
 	}
 	want := SemiSyncStatus{ReplicaEnabled: true, WaitPoint: "AFTER_SYNC", TimeoutMS: 10000}
 	if s.SemiSync != want {

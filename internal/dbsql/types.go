@@ -17,6 +17,10 @@ type Status struct {
 	ServerID uint32
 	// Version is @@version, e.g. "10.11.19-MariaDB-0+deb12u1" or "8.4.6".
 	Version string
+	// Uptime is how long the server has run (the Uptime status variable,
+	// whole seconds). A server that started after some point in time was
+	// restarted since, possibly on a new, empty data directory.
+	Uptime time.Duration
 	// ReadOnly is @@read_only.
 	ReadOnly bool
 	// SuperReadOnly is @@super_read_only on MySQL; always false on MariaDB,

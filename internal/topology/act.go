@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
@@ -116,6 +117,6 @@ func (e *Engine) ensureAccounts(ctx context.Context, m Member) error {
 
 func (e *Engine) markAccounts(m Member) {
 	e.mu.Lock()
-	e.accounts[m.Addr()] = true
+	e.accounts[m.Addr()] = time.Now()
 	e.mu.Unlock()
 }

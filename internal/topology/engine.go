@@ -95,7 +95,7 @@ type Engine struct {
 
 	mu         sync.Mutex
 	conns      map[string]dbsql.Instance // operator connections by address
-	accounts   map[string]bool           // addresses whose accounts this engine ensured
+	accounts   map[string]time.Time      // when this engine ensured the accounts, by address
 	state      Persisted
 	misses     int
 	lostSince  time.Time
@@ -118,7 +118,7 @@ func New(cfg Config, from Persisted) *Engine {
 	if from.Errant == nil {
 		from.Errant = map[string]bool{}
 	}
-	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]dbsql.Instance{}, accounts: map[string]bool{}, state: from}
+	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]dbsql.Instance{}, accounts: map[string]time.Time{}, state: from}
 }
 
 // Trigger asks for an observation now instead of at the next tick.
@@ -271,9 +271,15 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 		v.Status, err = conn.Status(ctx)
 	}
 	if err == nil {
+		// Accounts are never replicated (created with sql_log_bin=0), so every server needs
+		// them made on it: once per engine start, and again after a restart — the server may
+		// have come back on a new, empty volume, with only the operator account its init
+		// created.
+		started := time.Now().Add(-v.Status.Uptime - time.Second)
 		e.mu.Lock()
-		v.NeedsAccounts = !e.accounts[m.Addr()]
+		ensured, ok := e.accounts[m.Addr()]
 		e.mu.Unlock()
+		v.NeedsAccounts = !ok || started.After(ensured)
 	}
 	if err == nil || !dbsql.IsAccessDenied(err) || e.cfg.Credentials.Bootstrap.User == "" {
 		v.Err = err

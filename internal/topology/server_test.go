@@ -191,6 +191,51 @@ func TestServerBootstrapReplicateSwitchover(t *testing.T) {
 	}
 }
 
+// An instance re-created on an empty volume (a lost disk, a re-clone by hand) comes back
+// with only the operator account its init script made, like a pod's init does. Accounts are
+// never replicated, so the engine must make the replication and monitor accounts on it again
+// — or replicas fail with "Access denied" the day it becomes the primary.
+func TestServerInstanceRecreatedOnEmptyVolumeGetsItsAccounts(t *testing.T) {
+	h := newHarness(t, 3)
+	h.converge("three instances healthy", healthyWith("db-0"))
+	db := h.sqlDB(0)
+	mustExec(t, db, "CREATE DATABASE app")
+	mustExec(t, db, "CREATE TABLE app.rows (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))")
+	mustExec(t, db, "INSERT INTO app.rows (v) VALUES ('before')")
+	h.waitSameRows("db-0", "db-1", "db-2")
+
+	in := h.db.Instances[2]
+	in.Recreate(t)
+	root, err := sql.Open("mysql", in.RootDSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	// What the pod's init script does: the operator account only, and no bootstrap root.
+	for _, q := range []string{
+		"SET SESSION sql_log_bin=0",
+		fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", testAccounts.Operator.User, testAccounts.Operator.Password),
+		fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION", testAccounts.Operator.User),
+	} {
+		conn, err := root.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.ExecContext(context.Background(), q)
+		conn.Close()
+		if err != nil && q != "SET SESSION sql_log_bin=0" {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	h.converge("re-created db-2 replicates again", healthyWith("db-0"))
+	h.waitSameRows("db-0", "db-1", "db-2")
+
+	h.e.RequestSwitchover("db-2")
+	h.converge("switchover to the re-created db-2", healthyWith("db-2"))
+	mustExec(t, h.sqlDB(2), "INSERT INTO app.rows (v) VALUES ('after')")
+	h.waitSameRows("db-0", "db-1", "db-2")
+}
+
 // writer inserts rows into app.rows on whatever the engine says is the primary and records
 // every id whose INSERT returned success (an acknowledged write).
 type writer struct {

@@ -146,6 +146,24 @@ func (i *Instance) Kill(t testing.TB) {
 	}
 }
 
+// Recreate stops the server, replaces its data directory with a freshly
+// initialised, empty one (what a pod gets from a new volume) and starts it
+// again. Its address and server id stay the same.
+func (i *Instance) Recreate(t testing.TB) {
+	t.Helper()
+	i.Stop(t)
+	if err := os.RemoveAll(i.DataDir); err != nil {
+		t.Fatalf("dbtest: %s: removing the data directory: %v", i.Name, err)
+	}
+	if err := os.Mkdir(i.DataDir, 0o750); err != nil {
+		t.Fatalf("dbtest: %s: %v", i.Name, err)
+	}
+	if err := i.runInstallDB(); err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	i.Start(t)
+}
+
 // current returns the running process and its done channel, or nil.
 func (i *Instance) current() (*exec.Cmd, chan struct{}) {
 	i.mu.Lock()
