@@ -44,13 +44,22 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 	case StepStartReplication:
 		return in.StartReplication(ctx)
 	case StepFence:
+		// Clients first: a commit waiting for a semi-sync acknowledgement holds up
+		// SET GLOBAL read_only until it ends, and killing its connection ends the wait
+		// without acknowledging it to the client. Then read-only, then semi-sync off — never
+		// the other way round, which would release waiting commits as acknowledged — and
+		// clients once more, for any that connected in between.
+		spare := []string{e.cfg.Credentials.Accounts.Operator.User}
+		if err := in.KillConnections(ctx, spare); err != nil {
+			return err
+		}
 		if err := in.SetReadOnly(ctx, true); err != nil {
 			return err
 		}
 		if err := in.SetSemiSyncSource(ctx, false); err != nil {
 			return err
 		}
-		return in.KillConnections(ctx, []string{e.cfg.Credentials.Accounts.Operator.User})
+		return in.KillConnections(ctx, spare)
 	case StepWaitApplied:
 		return in.WaitForGTID(ctx, s.GTID, e.cfg.WaitTimeout)
 	case StepPromote:

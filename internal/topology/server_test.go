@@ -418,3 +418,75 @@ func TestServerErrantReplicaIsExcludedFromPromotion(t *testing.T) {
 		t.Error("db-1 lost its errant mark")
 	}
 }
+
+// Fencing a primary whose client is waiting for a semi-sync acknowledgement (no replica
+// receives) must finish well before the semi-sync timeout, and that client must never be told
+// its write committed: the waiting commit is what a failover leaves behind on the old primary.
+func TestServerFenceDoesNotAcknowledgeAWaitingCommit(t *testing.T) {
+	h := newHarness(t, 2)
+	h.converge("two instances healthy", healthyWith("db-0"))
+	admin := h.sqlDB(0)
+	mustExec(t, admin, "CREATE DATABASE app")
+	mustExec(t, admin, "CREATE TABLE app.rows (id INT PRIMARY KEY)")
+	mustExec(t, admin, "CREATE USER 'app'@'%' IDENTIFIED BY 'app-Secret-4'")
+	mustExec(t, admin, "GRANT INSERT, SELECT ON app.* TO 'app'@'%'")
+	h.waitSameRows("db-0", "db-1")
+
+	members := map[string]Member{}
+	for _, in := range h.db.Instances {
+		members[in.Name] = Member{Name: in.Name, Host: in.Host, Port: in.Port}
+	}
+	ctx := context.Background()
+	if err := h.e.run(ctx, members, members["db-1"], Step{Kind: StepStopIO, Instance: "db-1"}); err != nil {
+		t.Fatal(err)
+	}
+	app, err := sql.Open("mysql", fmt.Sprintf("app:app-Secret-4@tcp(%s)/?timeout=2s", h.db.Instances[0].Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	insertErr := make(chan error, 1)
+	go func() {
+		_, err := app.Exec("INSERT INTO app.rows VALUES (1)")
+		insertErr <- err
+	}()
+	// Wait until the commit waits for an acknowledgement that cannot come.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var n int
+		if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'app' AND STATE LIKE '%semi-sync%'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the client's commit never waited for a semi-sync acknowledgement")
+		}
+	}
+	start := time.Now()
+	if err := h.e.run(ctx, members, members["db-0"], Step{Kind: StepFence, Instance: "db-0"}); err != nil {
+		t.Fatalf("fence: %v", err)
+	}
+	took := time.Since(start)
+	var timeoutMS int64
+	if err := admin.QueryRow("SELECT @@rpl_semi_sync_master_timeout").Scan(&timeoutMS); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.Duration(timeoutMS) * time.Millisecond
+	if took >= timeout/2 {
+		t.Errorf("fence took %s: it waited for the commit's semi-sync timeout", took)
+	}
+	select {
+	case err := <-insertErr:
+		if err == nil {
+			t.Fatal("the waiting commit was acknowledged to its client by the fence")
+		}
+		t.Logf("fence took %s; the waiting client got: %v", took.Round(time.Millisecond), err)
+	case <-time.After(timeout):
+		t.Fatal("the waiting client got no answer")
+	}
+	var ro int
+	if err := admin.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
+		t.Errorf("read_only=%d (%v) after fence", ro, err)
+	}
+}
