@@ -2,7 +2,9 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
@@ -15,15 +17,37 @@ func (e *Engine) act(ctx context.Context, members []Member, d Decision) error {
 	for _, m := range members {
 		byName[m.Name] = m
 	}
-	for _, s := range d.Plan {
-		m, ok := byName[s.Instance]
-		if !ok {
-			return fmt.Errorf("step %s: unknown instance", s)
+	for i := 0; i < len(d.Plan); {
+		// Consecutive StopIO steps run together: each can take up to slave_net_timeout when
+		// the receiver is stuck connecting to a hung primary, and they touch different
+		// instances.
+		j := i + 1
+		if d.Plan[i].Kind == StepStopIO {
+			for j < len(d.Plan) && d.Plan[j].Kind == StepStopIO {
+				j++
+			}
 		}
-		if err := e.run(ctx, byName, m, s); err != nil {
-			return fmt.Errorf("step %s: %w", s, err)
+		errs := make([]error, j-i)
+		var wg sync.WaitGroup
+		for k, s := range d.Plan[i:j] {
+			wg.Go(func() {
+				m, ok := byName[s.Instance]
+				if !ok {
+					errs[k] = fmt.Errorf("step %s: unknown instance", s)
+					return
+				}
+				if err := e.run(ctx, byName, m, s); err != nil {
+					errs[k] = fmt.Errorf("step %s: %w", s, err)
+					return
+				}
+				e.cfg.Log.V(1).Info("step done", "step", s.String())
+			})
 		}
-		e.cfg.Log.V(1).Info("step done", "step", s.String())
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		i = j
 	}
 	return nil
 }
