@@ -87,8 +87,8 @@ func (in *instance) KillConnections(ctx context.Context, exceptUsers []string) e
 			rows.Close()
 			return fmt.Errorf("dbsql: process list: %w", err)
 		}
-		if slices.Contains(systemUsers, user.String) || slices.Contains(exceptUsers, user.String) ||
-			slices.Contains(systemCommands, command.String) {
+		idleExcepted := slices.Contains(exceptUsers, user.String) && command.String == "Sleep"
+		if slices.Contains(systemUsers, user.String) || idleExcepted || slices.Contains(systemCommands, command.String) {
 			continue
 		}
 		ids = append(ids, id)

@@ -163,9 +163,11 @@ type Instance interface {
 	// StartReplication after a stop).
 	SetSemiSyncReplica(ctx context.Context, enabled bool) error
 	// KillConnections kills every client connection except replication and
-	// system threads, the connection it runs on and connections of
+	// system threads, the connection it runs on and idle connections of
 	// exceptUsers. Pass the operator's own user to spare the pool's other
-	// connections.
+	// connections; a connection of that user running a statement (a client
+	// wrongly using the operator account, whose commit may be waiting for a
+	// semi-sync acknowledgement) is killed all the same.
 	KillConnections(ctx context.Context, exceptUsers []string) error
 	// EnsureAccounts creates or updates the three accounts (host '%') with
 	// their passwords and grants, and drops passwordless root accounts other

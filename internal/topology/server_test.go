@@ -445,22 +445,29 @@ func TestServerFenceDoesNotAcknowledgeAWaitingCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	insertErr := make(chan error, 1)
-	go func() {
-		_, err := app.Exec("INSERT INTO app.rows VALUES (1)")
-		insertErr <- err
-	}()
-	// Wait until the commit waits for an acknowledgement that cannot come.
+	// One client with its own account, one wrongly using the operator's account (which the
+	// fence spares only while idle).
+	asOperator := h.sqlDB(0)
+	insertErr := make(chan error, 2)
+	for i, db := range []*sql.DB{app, asOperator} {
+		go func() {
+			_, err := db.Exec("INSERT INTO app.rows VALUES (?)", i+1)
+			insertErr <- err
+		}()
+	}
+	// Wait until both commits wait for an acknowledgement that cannot come.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var n int
-		if err := admin.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'app' AND STATE LIKE '%semi-sync%'").Scan(&n); err != nil {
+		// The first waits for the acknowledgement, the second behind it.
+		var inserting, waitingAck int
+		if err := admin.QueryRow("SELECT COUNT(*), COALESCE(SUM(STATE LIKE '%semi-sync%'), 0) FROM information_schema.PROCESSLIST " +
+			"WHERE INFO LIKE 'INSERT INTO app.rows%'").Scan(&inserting, &waitingAck); err != nil {
 			t.Fatal(err)
 		}
-		if n == 1 {
+		if inserting == 2 && waitingAck >= 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the client's commit never waited for a semi-sync acknowledgement")
+			t.Fatalf("%d client inserts running, %d waiting for a semi-sync acknowledgement; want 2 and at least 1", inserting, waitingAck)
 		}
 	}
 	start := time.Now()
@@ -476,14 +483,16 @@ func TestServerFenceDoesNotAcknowledgeAWaitingCommit(t *testing.T) {
 	if took >= timeout/2 {
 		t.Errorf("fence took %s: it waited for the commit's semi-sync timeout", took)
 	}
-	select {
-	case err := <-insertErr:
-		if err == nil {
-			t.Fatal("the waiting commit was acknowledged to its client by the fence")
+	for range 2 {
+		select {
+		case err := <-insertErr:
+			if err == nil {
+				t.Fatal("a waiting commit was acknowledged to its client by the fence")
+			}
+			t.Logf("fence took %s; a waiting client got: %v", took.Round(time.Millisecond), err)
+		case <-time.After(timeout):
+			t.Fatal("a waiting client got no answer")
 		}
-		t.Logf("fence took %s; the waiting client got: %v", took.Round(time.Millisecond), err)
-	case <-time.After(timeout):
-		t.Fatal("the waiting client got no answer")
 	}
 	var ro int
 	if err := admin.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
