@@ -459,7 +459,7 @@ func TestServerFenceDoesNotAcknowledgeAWaitingCommit(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		// The first waits for the acknowledgement, the second behind it.
 		var inserting, waitingAck int
-		if err := admin.QueryRow("SELECT COUNT(*), COALESCE(SUM(STATE LIKE '%semi-sync%'), 0) FROM information_schema.PROCESSLIST " +
+		if err := admin.QueryRow("SELECT COUNT(*), COALESCE(SUM(STATE LIKE '%semi-sync%'), 0) FROM information_schema.PROCESSLIST "+
 			"WHERE INFO LIKE 'INSERT INTO app.rows%'").Scan(&inserting, &waitingAck); err != nil {
 			t.Fatal(err)
 		}
