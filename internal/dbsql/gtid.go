@@ -63,3 +63,31 @@ func unionGTID(a, b GTIDSet) (GTIDSet, error) {
 		return nil, fmt.Errorf("dbsql: unknown GTID set type %T", a)
 	}
 }
+
+// AheadWithWritesOf reports whether set holds every transaction of base and
+// more, and — as far as the notation tells — the extra transactions were
+// written by the server with id serverID. A replica for which this holds
+// against its primary's executed set received transactions its primary no
+// longer has: a primary restarted with --init-rpl-role=SLAVE rolled back its
+// unacknowledged tail after a replica had received it. A replica ahead with
+// transactions of its own is errant instead.
+//
+// On MariaDB a position keeps only the last transaction per domain: every
+// domain in which set is ahead must end with a transaction of serverID. On
+// MySQL (server UUIDs, not ids) it returns false.
+func AheadWithWritesOf(set, base GTIDSet, serverID uint32) bool {
+	s, ok := set.(mariaDBSet)
+	if !ok || set == nil || base == nil || !set.Contains(base) || base.Contains(set) {
+		return false
+	}
+	b, ok := base.(mariaDBSet)
+	if !ok {
+		return false
+	}
+	for d, g := range s.domains {
+		if g.seq > b.domains[d].seq && g.server != serverID {
+			return false
+		}
+	}
+	return true
+}

@@ -200,3 +200,36 @@ func TestUnionGTID(t *testing.T) {
 		}
 	}
 }
+
+func TestAheadWithWritesOf(t *testing.T) {
+	p := func(s string) GTIDSet {
+		g, err := ParseMariaDBGTID(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	my, err := ParseMySQLGTID(uuidA + ":1-10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		set, base GTIDSet
+		server    uint32
+		want      bool
+	}{
+		{p("0-1000-785"), p("0-1000-780"), 1000, true},                   // the primary's own tail
+		{p("0-1000-785,1-1000-3"), p("0-1000-780,1-1000-3"), 1000, true}, // one domain ahead
+		{p("0-1002-781"), p("0-1000-780"), 1000, false},                  // written elsewhere: errant
+		{p("0-1000-780"), p("0-1000-780"), 1000, false},                  // not ahead
+		{p("0-1000-779"), p("0-1000-780"), 1000, false},                  // behind
+		{p("0-1000-785"), p("0-1000-780,1-1001-2"), 1000, false},         // lacks a domain of base
+		{p("0-1000-785,1-1001-2"), p("0-1000-780"), 1000, false},         // ahead in a domain by another server
+		{my, my, 1, false}, // MySQL: never
+	}
+	for _, tc := range tests {
+		if got := AheadWithWritesOf(tc.set, tc.base, tc.server); got != tc.want {
+			t.Errorf("AheadWithWritesOf(%s, %s, %d) = %v, want %v", tc.set, tc.base, tc.server, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -98,6 +99,9 @@ func Decide(v ClusterView) Decision {
 			d.Message = fmt.Sprintf("%s accepted writes besides primary %s: made read-only", strings.Join(extra, ", "), v.Primary)
 			return d
 		}
+		if ahead := replicasAheadOf(v, d, p); p.Status.ReadOnly && v.Switchover == nil && len(ahead) > 0 {
+			return decideRestartedBehind(v, d, p, ahead)
+		}
 		d.Failover = nil
 		if v.Switchover != nil {
 			return decideSwitchover(v, d, p)
@@ -128,7 +132,36 @@ func Decide(v ClusterView) Decision {
 		d.Message = fmt.Sprintf("primary %s is lost and automatic failover is disabled", p.Name)
 		return d
 	}
-	return decideFailover(v, d, p)
+	return decideFailover(v, d, p, false)
+}
+
+// replicasAheadOf lists the replicas that received transactions written by p that p no
+// longer has.
+func replicasAheadOf(v ClusterView, d Decision, p InstanceView) []string {
+	var out []string
+	for _, in := range v.Instances {
+		if in.Name != p.Name && in.Reachable() && !in.Fresh && !d.Errant[in.Name] &&
+			dbsql.AheadWithWritesOf(received(in), p.Status.Executed, p.Status.ServerID) {
+			out = append(out, in.Name)
+		}
+	}
+	return out
+}
+
+// decideRestartedBehind handles a primary that came back (read-only, as every server starts)
+// without transactions a replica received from it: MariaDB restarted with
+// --init-rpl-role=SLAVE rolls back the tail no replica had acknowledged yet, but a replica may
+// have received some of it. Promoting it again would leave that replica errant; the replica
+// with the most is promoted instead, and the old primary rejoins it.
+func decideRestartedBehind(v ClusterView, d Decision, p InstanceView, ahead []string) Decision {
+	why := fmt.Sprintf("primary %s restarted without transactions that %s received", p.Name, strings.Join(ahead, ", "))
+	if !v.Settings.FailoverEnabled {
+		d.State = StatePrimaryLost
+		d.Message = why + "; automatic failover is disabled (promoting it again would make them errant)"
+		return d
+	}
+	p.Err = errors.New(why)
+	return decideFailover(v, d, p, true)
 }
 
 // adopt takes the writable instance `name` as the primary in place of the recorded one.
@@ -284,7 +317,11 @@ func errantReason(p, r InstanceView) string {
 // decideFailover promotes the replica that received the most transactions. It runs in two
 // observations: first every candidate stops receiving (so positions are final), then the
 // best one applies what it received and is promoted, and the rest follow it.
-func decideFailover(v ClusterView, d Decision, lost InstanceView) Decision {
+//
+// readOnlyAlive is true when the old primary answers but is read-only (restarted behind a
+// replica): replicas connected to it receive nothing it could still write, so they need not
+// have lost it before the fence.
+func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive bool) Decision {
 	fenced := v.Failover != nil && v.Failover.Fenced && v.Failover.From == lost.Name
 	var candidates []InstanceView
 	for _, in := range v.Instances {
@@ -307,6 +344,9 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView) Decision {
 		// Replicas still receiving from the lost primary mean it is alive and only this
 		// operator lost it: failing over now would leave two writable primaries.
 		for _, c := range candidates {
+			if readOnlyAlive {
+				break
+			}
 			if rs := c.Status.Replica; rs.IORunning && rs.SourceHost == lost.Host && rs.SourcePort == lost.Port {
 				d.State = StatePrimarySuspect
 				d.Message = fmt.Sprintf("primary %s does not answer Dolphin, but %s still receives from it: not failing over", lost.Name, c.Name)

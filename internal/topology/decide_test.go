@@ -33,7 +33,8 @@ func (b *ib) writable() *ib {
 	b.v.Status.SemiSync.SourceEnabled, b.v.Status.SemiSync.SourceActive = true, true
 	return b
 }
-func (b *ib) executed(s string) *ib { b.v.Status.Executed = gtid(s); return b }
+func (b *ib) executed(s string) *ib  { b.v.Status.Executed = gtid(s); return b }
+func (b *ib) serverID(id uint32) *ib { b.v.Status.ServerID = id; return b }
 func (b *ib) replicaOf(src int, received string) *ib {
 	host := fmt.Sprintf("db-%d.svc", src)
 	b.v.Status.Replica = &dbsql.ReplicaStatus{SourceHost: host, SourcePort: 3306, IORunning: true, SQLRunning: true, Received: gtid(received)}
@@ -178,6 +179,32 @@ func TestDecide(t *testing.T) {
 				return v
 			},
 			StateFailover, "db-1", []string{"WaitApplied(db-1 gtid 0-1-10)", "Promote(db-1 semisync=true)", "Replicate(db-2 from db-1)"}, nil},
+		{"primary restarted behind a replica that received its rolled-back tail: fence the replicas (no wait for them to lose it)",
+			func() ClusterView {
+				return cluster("db-0", inst(0).serverID(1).executed("0-1-10"),
+					inst(1).executed("0-1-11").replicaOf(0, "0-1-12"), inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+			},
+			StateFailover, "db-0", []string{"StopIO(db-1)", "StopIO(db-2)"}, nil},
+		{"primary restarted behind a replica, replicas fenced: the replica with the tail is promoted",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).serverID(1).executed("0-1-10"),
+					inst(1).executed("0-1-11").replicaOf(0, "0-1-12").ioStopped(), inst(2).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
+				v.Failover = &FailoverProgress{From: "db-0", Fenced: true}
+				return v
+			},
+			StateFailover, "db-1", []string{"WaitApplied(db-1 gtid 0-1-12)", "Promote(db-1 semisync=true)", "Replicate(db-2 from db-1)"}, nil},
+		{"primary restarted behind a replica, failover disabled: neither promoted",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).serverID(1).executed("0-1-10"), inst(1).executed("0-1-11").replicaOf(0, "0-1-12"))
+				v.Settings.FailoverEnabled = false
+				return v
+			},
+			StatePrimaryLost, "db-0", nil, nil},
+		{"restarted primary and a replica ahead with its own writes: the primary stays, the replica is errant",
+			func() ClusterView {
+				return cluster("db-0", inst(0).serverID(1).executed("0-1-10"), inst(1).executed("0-2-11").replicaOf(0, "0-2-11"))
+			},
+			StateDegraded, "db-0", []string{"Promote(db-0 semisync=true)", "StopReplication(db-1)"}, []string{"db-1"}},
 		{"all instances down",
 			func() ClusterView {
 				v := cluster("db-0", inst(0).down(), inst(1).down(), inst(2).down())

@@ -96,6 +96,7 @@ type Engine struct {
 	mu         sync.Mutex
 	conns      map[string]dbsql.Instance // operator connections by address
 	accounts   map[string]time.Time      // when this engine ensured the accounts, by address
+	uptimes    map[string]time.Duration  // each server's uptime at its last observation, by address
 	state      Persisted
 	misses     int
 	lostSince  time.Time
@@ -118,7 +119,7 @@ func New(cfg Config, from Persisted) *Engine {
 	if from.Errant == nil {
 		from.Errant = map[string]bool{}
 	}
-	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]dbsql.Instance{}, accounts: map[string]time.Time{}, state: from}
+	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]dbsql.Instance{}, accounts: map[string]time.Time{}, uptimes: map[string]time.Duration{}, state: from}
 }
 
 // Trigger asks for an observation now instead of at the next tick.
@@ -275,11 +276,20 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 		// them made on it: once per engine start, and again after a restart — the server may
 		// have come back on a new, empty volume, with only the operator account its init
 		// created.
-		started := time.Now().Add(-v.Status.Uptime - time.Second)
+		// A restart shows as an uptime lower than at the last observation, or (when
+		// observations were missed) as a start after the accounts were made.
+		uptime := v.Status.Uptime
+		started := time.Now().Add(-uptime - time.Second)
 		e.mu.Lock()
 		ensured, ok := e.accounts[m.Addr()]
+		last, seen := e.uptimes[m.Addr()]
+		restarted := (seen && uptime < last) || started.After(ensured)
+		if ok && restarted {
+			delete(e.accounts, m.Addr())
+		}
+		e.uptimes[m.Addr()] = uptime
 		e.mu.Unlock()
-		v.NeedsAccounts = !ok || started.After(ensured)
+		v.NeedsAccounts = !ok || restarted
 	}
 	if err == nil || !dbsql.IsAccessDenied(err) || e.cfg.Credentials.Bootstrap.User == "" {
 		v.Err = err

@@ -251,10 +251,25 @@ type writer struct {
 }
 
 func startWriter(h *harness) *writer {
+	return startWriterAs(h, testAccounts.Operator)
+}
+
+// appAccount is an application account: unlike the operator's, read_only stops it.
+var appAccount = dbsql.Account{User: "app", Password: "app-Secret-4"}
+
+// startWriterAs writes as account (create it first).
+func startWriterAs(h *harness, account dbsql.Account) *writer {
 	w := &writer{h: h, stop: make(chan struct{}), done: make(chan struct{})}
 	conns := map[string]*sql.DB{}
 	for _, in := range h.db.Instances {
-		conns[in.Name] = h.sqlDB(h.index(in.Name))
+		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=10s&writeTimeout=10s",
+			account.User, account.Password, in.Addr()))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		db.SetMaxOpenConns(2)
+		h.t.Cleanup(func() { db.Close() })
+		conns[in.Name] = db
 	}
 	go func() {
 		defer close(w.done)
@@ -498,4 +513,46 @@ func TestServerFenceDoesNotAcknowledgeAWaitingCommit(t *testing.T) {
 	if err := admin.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
 		t.Errorf("read_only=%d (%v) after fence", ro, err)
 	}
+}
+
+// A primary killed under write load and restarted at once — before Dolphin notices — with
+// --init-rpl-role=SLAVE (how pods start MariaDB) rolls back the tail no replica acknowledged.
+// A replica may have received part of it; then promoting the restarted primary again would make
+// that replica errant, so the engine promotes the replica instead and the old primary rejoins.
+// Either way: no acknowledged write lost, no instance errant, every copy the same.
+func TestServerPrimaryCrashRestartedWithReplicaRoleLosesNothing(t *testing.T) {
+	h := newHarness(t, 3)
+	h.converge("three instances healthy", healthyWith("db-0"))
+	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
+	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+	// An application account: MariaDB's read_only does not stop the operator's (READ_ONLY
+	// ADMIN), which could write on the restarted, still read-only primary and give a GTID the
+	// replicas already hold to a different transaction.
+	mustExec(t, h.sqlDB(0), fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", appAccount.User, appAccount.Password))
+	mustExec(t, h.sqlDB(0), fmt.Sprintf("GRANT INSERT, SELECT ON app.* TO '%s'@'%%'", appAccount.User))
+	w := startWriterAs(h, appAccount)
+	healthyNoErrant := func(d Decision) bool { return d.State == StateHealthy && len(d.Errant) == 0 }
+	failovers := 0
+	for round := 1; round <= 4; round++ {
+		for n := w.n.Load(); w.n.Load() < n+50; time.Sleep(5 * time.Millisecond) {
+		}
+		old := h.e.Primary()
+		in := h.db.Instances[h.index(old)]
+		in.Kill(t)
+		in.Start(t, "--init-rpl-role=SLAVE")
+		d := h.converge(fmt.Sprintf("round %d: healthy again without errant instances", round), healthyNoErrant)
+		if d.Primary != old {
+			failovers++
+		}
+		t.Logf("round %d: %s killed and restarted; primary now %s", round, old, d.Primary)
+	}
+	for n := w.n.Load(); w.n.Load() < n+20; time.Sleep(5 * time.Millisecond) {
+	}
+	w.finish()
+	primary := h.e.Primary()
+	if missing, acked := w.missingOn(h.index(primary)); missing != 0 || acked < 200 {
+		t.Errorf("%d of %d acknowledged writes are missing on the primary %s", missing, acked, primary)
+	}
+	h.waitSameRows("db-0", "db-1", "db-2")
+	t.Logf("4 crash-restarts: %d needed a failover to a replica holding the rolled-back tail", failovers)
 }
