@@ -165,7 +165,7 @@ func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigur
 	ctr := corev1ac.Container().
 		WithName(ContainerMySQLD).
 		WithImage(Image(c)).
-		WithCommand(serverBinary(c.Spec.Engine.Flavor), "--defaults-file="+path.Join(mycnf.ConfigDir, MyCnfKey)).
+		WithCommand(serverCommand(c.Spec.Engine.Flavor)...).
 		WithPorts(corev1ac.ContainerPort().WithName("mysql").WithContainerPort(MySQLPort).WithProtocol(corev1.ProtocolTCP)).
 		WithEnv(podIdentityEnv()...).
 		WithSecurityContext(containerSecurityContext()).
@@ -187,6 +187,20 @@ func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigur
 		ctr.WithResources(res)
 	}
 	return ctr
+}
+
+// serverCommand starts the server on the generated my.cnf. MariaDB starts with
+// --init-rpl-role=SLAVE: after a crash it rolls back the tail of its binary log that was not
+// committed (what no replica had acknowledged, or acknowledged but not yet committed here),
+// so a crashed primary can rejoin whoever was promoted instead of holding transactions
+// nobody else has. The topology engine promotes the restarted server again only when no
+// replica received more than it kept (docs/design/0011). MySQL has no such option.
+func serverCommand(f dolphinv1.Flavor) []string {
+	cmd := []string{serverBinary(f), "--defaults-file=" + path.Join(mycnf.ConfigDir, MyCnfKey)}
+	if f != dolphinv1.FlavorMySQL {
+		cmd = append(cmd, "--init-rpl-role=SLAVE")
+	}
+	return cmd
 }
 
 // containerSecurityContext meets the Pod Security Standard "restricted".
