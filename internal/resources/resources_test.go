@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -190,6 +191,24 @@ func TestInitScriptPerFlavor(t *testing.T) {
 	}
 	if s := InitScript(minimal()); !strings.Contains(s, "report_host=$POD_NAME.orders-instances.$POD_NAMESPACE.svc") {
 		t.Errorf("report_host must use the headless Service:\n%s", s)
+	}
+}
+
+// TestServerRollsBackItsTailOnlyWithReplicas: MariaDB rolls back an uncommitted binlog tail
+// after a crash only when replicas exist to hold what was acknowledged; a single instance and
+// MySQL (no such option) never do.
+func TestServerRollsBackItsTailOnlyWithReplicas(t *testing.T) {
+	single := minimal()
+	single.Spec.Replicas = 1
+	for _, tc := range []struct {
+		name string
+		c    *dolphinv1.MySQLCluster
+		want bool
+	}{{"mariadb, 3 instances", minimal(), true}, {"mariadb, 1 instance", single, false}, {"mysql, 5 instances", customised(), false}} {
+		got := slices.Contains(serverCommand(tc.c), "--init-rpl-role=SLAVE")
+		if got != tc.want {
+			t.Errorf("%s: command %v: --init-rpl-role=SLAVE present %v, want %v", tc.name, serverCommand(tc.c), got, tc.want)
+		}
 	}
 }
 

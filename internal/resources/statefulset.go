@@ -165,7 +165,7 @@ func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigur
 	ctr := corev1ac.Container().
 		WithName(ContainerMySQLD).
 		WithImage(Image(c)).
-		WithCommand(serverCommand(c.Spec.Engine.Flavor)...).
+		WithCommand(serverCommand(c)...).
 		WithPorts(corev1ac.ContainerPort().WithName("mysql").WithContainerPort(MySQLPort).WithProtocol(corev1.ProtocolTCP)).
 		WithEnv(podIdentityEnv()...).
 		WithSecurityContext(containerSecurityContext()).
@@ -189,15 +189,17 @@ func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigur
 	return ctr
 }
 
-// serverCommand starts the server on the generated my.cnf. MariaDB starts with
-// --init-rpl-role=SLAVE: after a crash it rolls back the tail of its binary log that was not
-// committed (what no replica had acknowledged, or acknowledged but not yet committed here),
-// so a crashed primary can rejoin whoever was promoted instead of holding transactions
-// nobody else has. The topology engine promotes the restarted server again only when no
-// replica received more than it kept (docs/design/0011). MySQL has no such option.
-func serverCommand(f dolphinv1.Flavor) []string {
+// serverCommand starts the server on the generated my.cnf. MariaDB in a cluster of more than
+// one instance starts with --init-rpl-role=SLAVE: after a crash it rolls back the tail of its
+// binary log that was not committed in the engine, so a crashed primary can rejoin whoever was
+// promoted instead of holding transactions nobody else has. Acknowledged writes in that tail
+// are on a replica (semi-sync), and the topology engine then promotes that replica rather than
+// the restarted server (docs/design/0011). A single instance has no replica to hold them, so it
+// never rolls back; MySQL has no such option.
+func serverCommand(c *dolphinv1.MySQLCluster) []string {
+	f := c.Spec.Engine.Flavor
 	cmd := []string{serverBinary(f), "--defaults-file=" + path.Join(mycnf.ConfigDir, MyCnfKey)}
-	if f != dolphinv1.FlavorMySQL {
+	if f != dolphinv1.FlavorMySQL && c.Spec.Replicas > 1 {
 		cmd = append(cmd, "--init-rpl-role=SLAVE")
 	}
 	return cmd
