@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dolphin-operator/dolphin/config/crd"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 )
 
@@ -72,7 +73,7 @@ func newLocalUpCmd() *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&o.dir, "dir", defaultLocalDir(), "Folder of the local cluster (state, certificates, etcd data, logs).")
 	fs.StringVar(&o.binDir, "bin-dir", "", "Folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler (default: see above).")
-	fs.StringVar(&o.crdDir, "crd-dir", filepath.Join("config", "crd", "bases"), "Folder with the CRD manifests to install.")
+	fs.StringVar(&o.crdDir, "crd-dir", "", "Folder with the CRD manifests to install (default: the CRDs built into this binary).")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "Give up when the whole stack is not ready within this time.")
 	fs.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "Pod addresses (reachable from this host only).")
 	fs.StringVar(&o.bridge, "bridge", "dolphin0", "Host bridge for the pods (use another one, with another --pod-cidr, for a second local cluster).")
@@ -84,8 +85,12 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	if fi, err := os.Stat(o.crdDir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("CRD folder %s not found: run from the repository root or pass --crd-dir", o.crdDir)
+	crds := crd.Bases()
+	if o.crdDir != "" {
+		if fi, err := os.Stat(o.crdDir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--crd-dir %s is not a folder", o.crdDir)
+		}
+		crds = os.DirFS(o.crdDir)
 	}
 	binDir, err := findOrBuildBinDir(ctx, out, o.binDir)
 	if err != nil {
@@ -109,7 +114,7 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	}
 
 	step := time.Now()
-	names, err := localcluster.InstallCRDs(ctx, cp.Kubeconfig, o.crdDir)
+	names, err := localcluster.InstallCRDs(ctx, cp.Kubeconfig, crds)
 	if err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}

@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -24,16 +23,16 @@ const FieldManager = "dolphin-local"
 // crdEstablishTimeout bounds the wait for applied CRDs to be served.
 const crdEstablishTimeout = 30 * time.Second
 
-// InstallCRDs server-side applies every CustomResourceDefinition in the *.yaml files of dir
-// (config/crd/bases in the repository) through kubeconfig, then waits until each is
+// InstallCRDs server-side applies every CustomResourceDefinition in the *.yaml files at the
+// root of crds (config/crd.Bases(), or a folder) through kubeconfig, then waits until each is
 // Established. It returns the names of the CRDs it applied.
-func InstallCRDs(ctx context.Context, kubeconfig, dir string) ([]string, error) {
-	objs, err := readCRDs(dir)
+func InstallCRDs(ctx context.Context, kubeconfig string, crds fs.FS) ([]string, error) {
+	objs, err := readCRDs(crds)
 	if err != nil {
 		return nil, err
 	}
 	if len(objs) == 0 {
-		return nil, fmt.Errorf("no CustomResourceDefinition in %s/*.yaml", dir)
+		return nil, errors.New("no CustomResourceDefinition in *.yaml")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -65,15 +64,16 @@ func InstallCRDs(ctx context.Context, kubeconfig, dir string) ([]string, error) 
 	return names, nil
 }
 
-// readCRDs decodes every CustomResourceDefinition document of dir/*.yaml, skipping other kinds.
-func readCRDs(dir string) ([]*unstructured.Unstructured, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+// readCRDs decodes every CustomResourceDefinition document of *.yaml in crds, skipping other
+// kinds.
+func readCRDs(crds fs.FS) ([]*unstructured.Unstructured, error) {
+	files, err := fs.Glob(crds, "*.yaml")
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", dir, err)
+		return nil, fmt.Errorf("listing CRD manifests: %w", err)
 	}
 	var objs []*unstructured.Unstructured
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := fs.ReadFile(crds, f)
 		if err != nil {
 			return nil, fmt.Errorf("reading CRDs: %w", err)
 		}

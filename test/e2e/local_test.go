@@ -69,8 +69,8 @@ func upStack(t *testing.T) *stack {
 		t.Fatalf("building dolphin: %v\n%s", err, out)
 	}
 	local := filepath.Join(s.dir, "local")
-	s.run("local", "up", "--dir", local, "--crd-dir", filepath.Join(repoRoot(), "config", "crd", "bases"),
-		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	// The CRDs built into the binary (the restart below passes --crd-dir instead).
+	s.run("local", "up", "--dir", local, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, f := range []string{"operator.log", "node.log"} {
