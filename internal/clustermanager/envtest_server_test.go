@@ -186,8 +186,14 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 			return fmt.Errorf("lastPromotion %+v", lp)
 		}
 		newPrimary = lp.To
-		if roleOf(newPrimary) != "primary" || roleOf("shop-0") != "" {
-			return fmt.Errorf("roles: %s=%q shop-0=%q", newPrimary, roleOf(newPrimary), roleOf("shop-0"))
+		if roleOf(newPrimary) != "primary" {
+			return fmt.Errorf("roles: %s=%q", newPrimary, roleOf(newPrimary))
+		}
+		// The replaced primary did not answer: its pod is deleted so that it restarts and
+		// rejoins (this test's pods have no node, so the API server removes them at once).
+		var old corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop-0"}, &old); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pod shop-0 of the replaced primary not deleted: %v", err)
 		}
 		if cluster.Status.CurrentPrimary != newPrimary {
 			return fmt.Errorf("currentPrimary %q", cluster.Status.CurrentPrimary)
@@ -196,12 +202,16 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return err
 		}
+		reasons := map[string]bool{}
 		for _, e := range evs.Items {
-			if e.Reason == "Failover" && e.Regarding.Name == "shop" {
-				return nil
+			if e.Regarding.Name == "shop" {
+				reasons[e.Reason] = true
 			}
 		}
-		return fmt.Errorf("no Failover event")
+		if !reasons["Failover"] || !reasons["RestartedLostPrimary"] {
+			return fmt.Errorf("events on the cluster: %v, want Failover and RestartedLostPrimary", reasons)
+		}
+		return nil
 	})
 	if n := testutil.ToFloat64(metrics.PromotionsTotal.WithLabelValues(ns, "shop", "failover")); n != 1 {
 		t.Errorf("mysql_cluster_promotions_total{kind=failover} = %v, want 1", n)

@@ -45,7 +45,52 @@ func (r *reporter) Report(ctx context.Context, rep topology.Report) {
 	if err := r.label(ctx, rep); err != nil {
 		log.Error(err, "setting pod role labels")
 	}
+	if err := r.restartLostPrimary(ctx, rep); err != nil {
+		log.Error(err, "restarting the failed-over primary's pod")
+	}
 	r.metrics(rep)
+}
+
+// lostPrimaryGrace is the termination grace given to the pod of a primary that was failed
+// over while it did not answer: a hung server cannot shut down cleanly anyway.
+const lostPrimaryGrace = int64(1)
+
+// restartLostPrimary deletes the pod of a primary that a failover replaced while it did not
+// answer (hung, or cut off from everyone). Left alone, a hung primary that resumes would
+// commit what was waiting for an acknowledgement and be errant; killed, it restarts with
+// --init-rpl-role=SLAVE, rolls back what nobody acknowledged and rejoins as a replica
+// (docs/design/0011). A replaced primary that answers (restarted behind a replica) rejoins
+// by itself and is left alone. The StatefulSet re-creates the pod on the same volume.
+func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) error {
+	p := rep.Promotion
+	if p == nil || p.Planned || p.From == "" {
+		return nil
+	}
+	for _, in := range rep.Instances {
+		if in.Name == p.From && in.Reachable() {
+			return nil
+		}
+	}
+	var pod corev1.Pod
+	if err := r.m.Client.Get(ctx, types.NamespacedName{Namespace: r.key.Namespace, Name: p.From}, &pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if pod.DeletionTimestamp != nil {
+		return nil
+	}
+	uid := pod.UID
+	if err := r.m.Client.Delete(ctx, &pod, client.GracePeriodSeconds(lostPrimaryGrace),
+		client.Preconditions{UID: &uid}); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if r.m.Recorder != nil {
+		var c dolphinv1.MySQLCluster
+		if err := r.m.Client.Get(ctx, r.key, &c); err == nil {
+			r.m.Recorder.Eventf(&c, &pod, corev1.EventTypeWarning, "RestartedLostPrimary", "Delete",
+				"deleted pod %s of the replaced primary, which did not answer, so that it restarts and rejoins as a replica", p.From)
+		}
+	}
+	return nil
 }
 
 // roles decides the role label of every instance from a cycle's outcome.

@@ -257,6 +257,13 @@ func (r *podRunner) terminate(grace time.Duration, deleting bool) {
 	r.cancel()
 }
 
+// isDeleting reports whether the pod's API object is being deleted.
+func (r *podRunner) isDeleting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deleting
+}
+
 // tearDown runs when every process is gone: it removes the network namespace
 // and, for a deleted pod, the pod's folder and API object.
 func (r *podRunner) tearDown() {

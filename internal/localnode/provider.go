@@ -77,21 +77,26 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 }
 
 // GetPod returns the pod as the node runs it.
+//
+// A pod being deleted is not returned: virtual-kubelet looks pods up by name and compares
+// only specs, labels and annotations, so a StatefulSet's new pod of the same name would
+// otherwise pass for the old one and never start. Not found, it is created (CreatePod lets
+// the old one finish first).
 func (p *provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
 	r := p.runner(namespace, name)
-	if r == nil {
+	if r == nil || r.isDeleting() {
 		return nil, errdefs.NotFoundf("pod %s/%s is not running here", namespace, name)
 	}
 	return r.podWithStatus(), nil
 }
 
-// GetPodStatus returns the pod's current status.
-func (p *provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
-	pod, err := p.GetPod(ctx, namespace, name)
-	if err != nil {
-		return nil, err
+// GetPodStatus returns the pod's current status, also while it is being deleted.
+func (p *provider) GetPodStatus(_ context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	r := p.runner(namespace, name)
+	if r == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s is not running here", namespace, name)
 	}
-	return &pod.Status, nil
+	return &r.podWithStatus().Status, nil
 }
 
 // GetPods returns every pod the node runs.

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 )
 
 func TestExpandArgs(t *testing.T) {
@@ -96,5 +98,32 @@ func TestAllocate(t *testing.T) {
 	n.release("a")
 	if a, err := n.allocate("again"); err != nil || a.String() != "10.1.2.2" {
 		t.Errorf("after release: %v, %v", a, err)
+	}
+}
+
+// TestGetPodHidesAPodBeingDeleted: virtual-kubelet finds pods by name and compares only
+// specs, labels and annotations, so while an old pod is torn down a new pod of the same name
+// (a StatefulSet re-creating it) would pass for it and never start. GetPod must not return a
+// pod being deleted; its status stays readable.
+func TestGetPodHidesAPodBeingDeleted(t *testing.T) {
+	netw, err := newNetwork("dltest0", "10.244.99.0/24") // pure bookkeeping: no device is made
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(Options{Dir: t.TempDir()}, nil, netw)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: "old"}}
+	r := newPodRunner(p, pod)
+	p.pods[r.key] = r
+	if got, err := p.GetPod(t.Context(), "ns", "db-0"); err != nil || got == nil || got.UID != "old" {
+		t.Fatalf("running pod: GetPod = %v, %v", got, err)
+	}
+	r.mu.Lock()
+	r.deleting = true
+	r.mu.Unlock()
+	if got, err := p.GetPod(t.Context(), "ns", "db-0"); !errdefs.IsNotFound(err) || got != nil {
+		t.Errorf("pod being deleted: GetPod = %v, %v; want not found", got, err)
+	}
+	if st, err := p.GetPodStatus(t.Context(), "ns", "db-0"); err != nil || st == nil {
+		t.Errorf("pod being deleted: GetPodStatus = %v, %v; want its status", st, err)
 	}
 }
