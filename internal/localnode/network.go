@@ -32,6 +32,7 @@ type network struct {
 
 	mu   sync.Mutex
 	used map[netip.Addr]string // address -> pod UID
+	last netip.Addr            // the address handed out last
 }
 
 func newNetwork(bridge, cidr string) (*network, error) {
@@ -128,11 +129,28 @@ func (n *network) allocate(uid string) (netip.Addr, error) {
 			return a, nil
 		}
 	}
-	for a := n.gateway.Next(); n.prefix.Contains(a); a = a.Next() {
-		if _, taken := n.used[a]; taken || !n.prefix.Contains(a.Next()) { // skip broadcast
+	// Round robin from the last address handed out, as CNI's host-local IPAM does: an
+	// address freed a moment ago is taken last, so neighbours that still cache the old pod's
+	// MAC for it (for up to ~45 s) do not black-hole the new pod.
+	first := n.gateway.Next()
+	start := n.last.Next()
+	if !n.last.IsValid() || !n.prefix.Contains(start) {
+		start = first
+	}
+	for a, wrapped := start, false; ; a = a.Next() {
+		if !n.prefix.Contains(a) || !n.prefix.Contains(a.Next()) { // past the end, or broadcast
+			if wrapped {
+				break
+			}
+			a, wrapped = first, true
+		}
+		if wrapped && a == start {
+			break
+		}
+		if _, taken := n.used[a]; taken {
 			continue
 		}
-		n.used[a] = uid
+		n.used[a], n.last = uid, a
 		return a, nil
 	}
 	return netip.Addr{}, fmt.Errorf("localnode: pod CIDR %s is full", n.prefix)
@@ -172,6 +190,9 @@ func (n *network) addPod(ctx context.Context, uid string, addr netip.Addr) (stri
 			return "", errors.Join(fmt.Errorf("localnode: pod network: %w", err), n.removeNamespace(ctx, ns))
 		}
 	}
+	// The host may still cache an earlier pod's MAC for this address; forget it (best effort:
+	// other pods learn the new one from the pod's first ARP request).
+	_ = ip(ctx, "neigh", "flush", "to", addr.String(), "dev", n.bridge)
 	return ns, nil
 }
 

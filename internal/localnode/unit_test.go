@@ -1,6 +1,7 @@
 package localnode
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,7 +98,27 @@ func TestAllocate(t *testing.T) {
 	}
 	n.release("a")
 	if a, err := n.allocate("again"); err != nil || a.String() != "10.1.2.2" {
-		t.Errorf("after release: %v, %v", a, err)
+		t.Errorf("after release in a full range: %v, %v; want the freed 10.1.2.2", a, err)
+	}
+
+	// With room, an address just freed is not handed out again at once (neighbours may still
+	// cache the old pod's MAC for it): allocation goes round robin.
+	n, err = newNetwork("t0", "10.1.3.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := n.allocate("old")
+	n.release("old")
+	b, err := n.allocate("new")
+	if err != nil || b == a {
+		t.Errorf("re-allocated %v (%v) right after releasing it", b, err)
+	}
+	for i := range 300 { // wraps around the /24 and still finds free addresses
+		u := fmt.Sprint("p", i)
+		if _, err := n.allocate(u); err != nil {
+			t.Fatalf("allocation %d: %v", i, err)
+		}
+		n.release(u)
 	}
 }
 
