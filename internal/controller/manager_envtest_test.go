@@ -81,9 +81,11 @@ func TestEnvtestManagerDrivesTheCluster(t *testing.T) {
 	})
 
 	// Editing the spec reaches the StatefulSet through the watch on MySQLCluster.
+	// A merge patch: the running manager may be writing the object at the same moment.
 	cl := getCluster(t, c, key)
+	scale := client.MergeFrom(cl.DeepCopy())
 	cl.Spec.Replicas = 5
-	if err := c.Update(ctx, cl); err != nil {
+	if err := c.Patch(ctx, cl, scale); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 20*time.Second, "StatefulSet scaled to 5", func() error {

@@ -276,8 +276,9 @@ func TestLocalStackEndToEnd(t *testing.T) {
 		if err := s.c.Get(s.ctx, key, cluster); err != nil {
 			t.Fatal(err)
 		}
+		scale := client.MergeFrom(cluster.DeepCopy()) // the operator may write the object meanwhile
 		cluster.Spec.Replicas = n
-		if err := s.c.Update(s.ctx, cluster); err != nil {
+		if err := s.c.Patch(s.ctx, cluster, scale); err != nil {
 			t.Fatal(err)
 		}
 		s.waitAllInstances(key, int(n), want+1)
