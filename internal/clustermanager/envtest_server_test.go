@@ -86,8 +86,9 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
+		ready := client.MergeFrom(p.DeepCopy()) // the reporter may label the pod meanwhile
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-		if err := c.Status().Update(ctx, p); err != nil {
+		if err := c.Status().Patch(ctx, p, ready); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -66,8 +66,7 @@ func TestServerFenceDoesNotAcknowledgeAWaitingCommit(t *testing.T) {
 	admin := h.sqlDB(0)
 	mustExec(t, admin, "CREATE DATABASE app")
 	mustExec(t, admin, "CREATE TABLE app.rows (id INT PRIMARY KEY)")
-	mustExec(t, admin, "CREATE USER 'app'@'%' IDENTIFIED BY 'app-Secret-4'")
-	mustExec(t, admin, "GRANT INSERT, SELECT ON app.* TO 'app'@'%'")
+	h.createAppAccount()
 	h.waitSameRows("db-0", "db-1")
 
 	members := map[string]Member{}
@@ -78,7 +77,7 @@ func TestServerFenceDoesNotAcknowledgeAWaitingCommit(t *testing.T) {
 	if err := h.e.run(ctx, members, members["db-1"], Step{Kind: StepStopIO, Instance: "db-1"}); err != nil {
 		t.Fatal(err)
 	}
-	app, err := sql.Open("mysql", fmt.Sprintf("app:app-Secret-4@tcp(%s)/?timeout=2s", h.db.Instances[0].Addr()))
+	app, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s", appAccount.User, appAccount.Password, h.db.Instances[0].Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +150,7 @@ func TestServerPrimaryCrashRestartedWithReplicaRoleLosesNothing(t *testing.T) {
 	// An application account: MariaDB's read_only does not stop the operator's (READ_ONLY
 	// ADMIN), which could write on the restarted, still read-only primary and give a GTID the
 	// replicas already hold to a different transaction.
-	mustExec(t, h.sqlDB(0), fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", appAccount.User, appAccount.Password))
-	mustExec(t, h.sqlDB(0), fmt.Sprintf("GRANT INSERT, SELECT ON app.* TO '%s'@'%%'", appAccount.User))
+	h.createAppAccount()
 	w := startWriterAs(h, appAccount)
 	healthyNoErrant := func(d Decision) bool { return d.State == StateHealthy && len(d.Errant) == 0 }
 	failovers := 0

@@ -212,6 +212,15 @@ func startWriter(h *harness) *writer {
 // appAccount is an application account: unlike the operator's, read_only stops it.
 var appAccount = dbsql.Account{User: "app", Password: "app-Secret-4"}
 
+// createAppAccount creates appAccount on the primary db-0 (replicated, like any application
+// statement), allowed to read and write database app.
+func (h *harness) createAppAccount() {
+	h.t.Helper()
+	db := h.sqlDB(0)
+	mustExec(h.t, db, fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", appAccount.User, appAccount.Password))
+	mustExec(h.t, db, fmt.Sprintf("GRANT INSERT, SELECT ON app.* TO '%s'@'%%'", appAccount.User))
+}
+
 // startWriterAs writes as account (create it first).
 func startWriterAs(h *harness, account dbsql.Account) *writer {
 	w := &writer{h: h, stop: make(chan struct{}), done: make(chan struct{})}
