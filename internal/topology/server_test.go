@@ -32,6 +32,7 @@ type harness struct {
 	// reports counts promotions seen by the reporter.
 	mu         sync.Mutex
 	promotions []Promotion
+	pools      map[int]*sql.DB // shared client pools for polling helpers, by instance
 }
 
 func (h *harness) Report(_ context.Context, r Report) {
@@ -100,6 +101,29 @@ func (h *harness) sqlDB(i int) *sql.DB {
 	return db
 }
 
+// pool is a client pool to instance i shared by helpers that poll (a new pool per poll would
+// exhaust the test servers' max_connections).
+func (h *harness) pool(i int) *sql.DB {
+	h.t.Helper()
+	h.mu.Lock()
+	db, ok := h.pools[i]
+	h.mu.Unlock()
+	if ok {
+		return db
+	}
+	db = h.sqlDB(i)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pools == nil {
+		h.pools = map[int]*sql.DB{}
+	}
+	if prev, ok := h.pools[i]; ok {
+		return prev
+	}
+	h.pools[i] = db
+	return db
+}
+
 func (h *harness) index(name string) int {
 	for i, in := range h.db.Instances {
 		if in.Name == name {
@@ -125,7 +149,7 @@ func (h *harness) waitSameRows(names ...string) {
 		sums := map[string]string{}
 		for _, n := range names {
 			var tbl, sum sql.NullString
-			err := h.sqlDB(h.index(n)).QueryRow("CHECKSUM TABLE app.rows").Scan(&tbl, &sum)
+			err := h.pool(h.index(n)).QueryRow("CHECKSUM TABLE app.rows").Scan(&tbl, &sum)
 			if err != nil {
 				sums[n] = "error: " + err.Error()
 				continue
@@ -273,7 +297,7 @@ func (w *writer) missingOn(i int) (missing, acked int) {
 	var ids []int64
 	w.acked.Range(func(k, _ any) bool { ids = append(ids, k.(int64)); return true })
 	present := map[int64]bool{}
-	rows, err := w.h.sqlDB(i).Query("SELECT id FROM app.rows")
+	rows, err := w.h.pool(i).Query("SELECT id FROM app.rows")
 	if err != nil {
 		w.h.t.Fatal(err)
 	}
