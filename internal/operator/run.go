@@ -139,7 +139,7 @@ func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) ct
 	shutdown := opts.GracefulShutdownTimeout
 	mo := ctrl.Options{
 		Scheme: scheme,
-		Logger: logger,
+		Logger: quietShutdown(logger),
 		Metrics: metricsserver.Options{
 			BindAddress:   opts.MetricsBindAddress,
 			SecureServing: opts.MetricsSecure,
