@@ -196,7 +196,7 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		// rejoins (this test's pods have no node, so the API server removes them at once).
 		var old corev1.Pod
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop-0"}, &old); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("pod shop-0 of the replaced primary not deleted: %v", err)
+			return fmt.Errorf("pod shop-0 of the replaced primary not deleted: %w", err)
 		}
 		if cluster.Status.CurrentPrimary != newPrimary {
 			return fmt.Errorf("currentPrimary %q", cluster.Status.CurrentPrimary)

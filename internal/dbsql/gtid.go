@@ -77,11 +77,8 @@ func unionGTID(a, b GTIDSet) (GTIDSet, error) {
 // MySQL (server UUIDs, not ids) it returns false.
 func AheadWithWritesOf(set, base GTIDSet, serverID uint32) bool {
 	s, ok := set.(mariaDBSet)
-	if !ok || set == nil || base == nil || !set.Contains(base) || base.Contains(set) {
-		return false
-	}
-	b, ok := base.(mariaDBSet)
-	if !ok {
+	b, okBase := base.(mariaDBSet)
+	if !ok || !okBase || !s.Contains(b) || b.Contains(s) {
 		return false
 	}
 	for d, g := range s.domains {

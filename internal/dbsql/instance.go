@@ -175,9 +175,10 @@ func (in *instance) SetSemiSyncSource(ctx context.Context, enabled bool) error {
 
 // RestartSemiSyncSource implements Instance.
 func (in *instance) RestartSemiSyncSource(ctx context.Context) error {
-	return in.exec(ctx, in.db,
-		st("SET GLOBAL "+in.d.semiSync.sourceEnabled+"=OFF"),
-		st("SET GLOBAL "+in.d.semiSync.sourceEnabled+"=ON"))
+	if err := in.SetSemiSyncSource(ctx, false); err != nil {
+		return err
+	}
+	return in.SetSemiSyncSource(ctx, true)
 }
 
 // SetSemiSyncReplica implements Instance.

@@ -34,17 +34,8 @@ func TestMariaDBServer(t *testing.T) {
 		baseline[i] = mustParse(t, FlavorMariaDB, queryString(ctx, t, rootConn(ctx, t, s), "SELECT @@gtid_binlog_state"))
 	}
 
-	op := make([]Instance, len(srv))
+	op := accountsAsRoot(ctx, t, srv)
 	for i, s := range srv {
-		root, err := Open(Config{Flavor: FlavorMariaDB, Addr: s.Addr(), User: "root"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := root.EnsureAccounts(ctx, testAccounts); err != nil {
-			t.Fatalf("%s: EnsureAccounts as root: %v", s.Name, err)
-		}
-		root.Close()
-		op[i] = openOperator(t, s)
 		// Idempotent, and the operator may run it itself.
 		if err := op[i].EnsureAccounts(ctx, testAccounts); err != nil {
 			t.Fatalf("%s: EnsureAccounts again as operator: %v", s.Name, err)
@@ -52,11 +43,7 @@ func TestMariaDBServer(t *testing.T) {
 		checkLockedDown(ctx, t, s)
 	}
 
-	// Instance 0 becomes the primary, instance 1 its semi-sync replica.
-	must(t, op[0].SetReadOnly(ctx, false))
-	must(t, op[0].SetSemiSyncSource(ctx, true))
-	must(t, op[1].SetSemiSyncReplica(ctx, true))
-	src0 := Source{Host: srv[0].Host, Port: srv[0].Port, User: testAccounts.Replication.User, Password: testAccounts.Replication.Password}
+	src0 := semiSyncPair(ctx, t, op, srv)
 	must(t, op[1].ConfigureReplication(ctx, src0))
 	must(t, op[1].ConfigureReplication(ctx, src0)) // idempotent
 	semiSyncConnected(ctx, t, op[0], srv[0].Name)
@@ -174,6 +161,36 @@ func TestMariaDBServer(t *testing.T) {
 	if err := plainOperatorConn(ctx, t, srv[0]).QueryRowContext(ctx, "SELECT COUNT(*) FROM app.t").Scan(&n); err != nil || n != 3 {
 		t.Errorf("rows on the rejoined server: %d, %v; want 3", n, err)
 	}
+}
+
+// accountsAsRoot makes Dolphin's accounts on every server as the install-time
+// root (which they drop) and returns an operator Instance for each.
+func accountsAsRoot(ctx context.Context, t *testing.T, srv []*dbtest.Instance) []Instance {
+	t.Helper()
+	op := make([]Instance, len(srv))
+	for i, s := range srv {
+		root, err := Open(Config{Flavor: FlavorMariaDB, Addr: s.Addr(), User: "root"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := root.EnsureAccounts(ctx, testAccounts); err != nil {
+			t.Fatalf("%s: EnsureAccounts as root: %v", s.Name, err)
+		}
+		root.Close()
+		op[i] = openOperator(t, s)
+	}
+	return op
+}
+
+// semiSyncPair makes instance 0 the writable semi-sync primary and instance 1
+// ready to be its semi-sync replica; it returns instance 0 as a replication
+// source.
+func semiSyncPair(ctx context.Context, t *testing.T, op []Instance, srv []*dbtest.Instance) Source {
+	t.Helper()
+	must(t, op[0].SetReadOnly(ctx, false))
+	must(t, op[0].SetSemiSyncSource(ctx, true))
+	must(t, op[1].SetSemiSyncReplica(ctx, true))
+	return Source{Host: srv[0].Host, Port: srv[0].Port, User: testAccounts.Replication.User, Password: testAccounts.Replication.Password}
 }
 
 // semiSyncConnected waits until one semi-sync replica is connected to

@@ -39,21 +39,9 @@ func TestSemiSyncStallRecovery(t *testing.T) {
 	ctx := t.Context()
 	srv := c.Instances
 	writer := rootConn(ctx, t, srv[0])
-	op := make([]Instance, len(srv))
-	for i, s := range srv {
-		root, err := Open(Config{Flavor: FlavorMariaDB, Addr: s.Addr(), User: "root"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		must(t, root.EnsureAccounts(ctx, testAccounts))
-		root.Close()
-		op[i] = openOperator(t, s)
-	}
-	must(t, op[0].SetReadOnly(ctx, false))
-	must(t, op[0].SetSemiSyncSource(ctx, true))
-	must(t, op[1].SetSemiSyncReplica(ctx, true))
+	op := accountsAsRoot(ctx, t, srv)
+	src := semiSyncPair(ctx, t, op, srv)
 	timeout := time.Duration(status(ctx, t, op[0]).SemiSync.TimeoutMS) * time.Millisecond
-	src := Source{Host: srv[0].Host, Port: srv[0].Port, User: testAccounts.Replication.User, Password: testAccounts.Replication.Password}
 	must(t, op[1].ConfigureReplication(ctx, src))
 	semiSyncConnected(ctx, t, op[0], srv[0].Name)
 	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)"} {

@@ -4,8 +4,8 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// leaseReleasedOnShutdown is how controller-runtime reports, at error level, the lease it gives
-// up on a clean shutdown with LeaderElectionReleaseOnCancel: the leader elector's "stopped
+// leaseLostError and afterStopMsg are how controller-runtime reports, at error level, the lease
+// it gives up on a clean shutdown with LeaderElectionReleaseOnCancel: the leader elector's "stopped
 // leading" callback sends "leader election lost" after the stop sequence began.
 const (
 	leaseLostError = "leader election lost"

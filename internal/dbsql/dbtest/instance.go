@@ -158,7 +158,7 @@ func (i *Instance) Recreate(t testing.TB) {
 	if err := os.Mkdir(i.DataDir, 0o750); err != nil {
 		t.Fatalf("dbtest: %s: %v", i.Name, err)
 	}
-	if err := i.runInstallDB(); err != nil {
+	if err := i.initDataDir(""); err != nil { // no template: mariadb-install-db
 		t.Fatalf("dbtest: %v", err)
 	}
 	i.Start(t)
