@@ -446,4 +446,8 @@ type InstanceStatus struct {
 	Role InstanceRole `json:"role,omitempty"`
 	// Ready is true when the instance's pod is ready.
 	Ready bool `json:"ready"`
+	// VolumeCapacity is the capacity of the instance's data volume as its claim reports it
+	// (status.capacity of the PersistentVolumeClaim), for example 2Gi.
+	// +optional
+	VolumeCapacity *resource.Quantity `json:"volumeCapacity,omitempty"`
 }
