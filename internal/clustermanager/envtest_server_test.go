@@ -52,7 +52,7 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engines := &Manager{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("dolphin-operator"), Addresser: loopback{db}, Log: testr.New(t)}
+	engines := &Manager{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("dolphin-operator"), Addresser: loopback{db}, Log: testr.New(t)}
 	if err := mgr.Add(engines); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,10 @@ func (a PodIPAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.
 
 // Manager runs the engines.
 type Manager struct {
-	Client    client.Client
+	Client client.Client
+	// Reader reads live from the API server (the manager's APIReader) where a stale cache
+	// could lose a write that matters (the promotion record). Nil uses Client.
+	Reader    client.Reader
 	Recorder  events.EventRecorder
 	Addresser Addresser
 	Log       logr.Logger
@@ -78,6 +81,14 @@ type process struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	hash   string
+}
+
+// APIReader returns the live reader (Reader, or Client when unset).
+func (m *Manager) APIReader() client.Reader {
+	if m.Reader != nil {
+		return m.Reader
+	}
+	return m.Client
 }
 
 // NeedLeaderElection makes the manager run on the leader only.

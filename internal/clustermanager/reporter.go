@@ -3,6 +3,7 @@ package clustermanager
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,29 +28,87 @@ import (
 // (GTID positions, lag) changed.
 const volatileInterval = 10 * time.Second
 
-// reporter publishes one cluster's engine cycles to Kubernetes.
+// reporter publishes one cluster's engine cycles to Kubernetes. It is the only writer of
+// status.topology and of the pods' role labels.
 type reporter struct {
 	m   *Manager
 	key types.NamespacedName
 
 	mu        sync.Mutex
 	lastWrite time.Time
+	// promotion is a change of primary not yet recorded in status: kept and written again
+	// until it lands, and no label moves before it has.
+	promotion *dolphinv1.PromotionRecord
+	// restart is the pod of a replaced primary still to be deleted.
+	restart *pendingRestart
+	// lastErr is the last plan error reported as an event (to report each new one once).
+	lastErr string
+}
+
+// pendingRestart is a lost primary's pod that must be deleted (and so restarted) once.
+type pendingRestart struct {
+	pod string
+	uid types.UID // the pod seen at the first attempt; another UID means it was replaced
 }
 
 // Report implements topology.Reporter.
 func (r *reporter) Report(ctx context.Context, rep topology.Report) {
 	log := r.m.Log.WithValues("cluster", r.key.String())
+	if rep.Err != nil {
+		r.planFailed(ctx, rep.Err)
+	} else {
+		r.lastErr = ""
+	}
 	// Status first: the record of a promotion must exist before Services follow the labels.
 	if err := r.status(ctx, rep); err != nil {
+		r.failed(ctx, "status", err)
+		if r.pendingPromotion() {
+			log.Error(err, "writing status.topology; role labels stay until the promotion is recorded")
+			r.metrics(rep)
+			return
+		}
 		log.Error(err, "writing status.topology")
 	}
 	if err := r.label(ctx, rep); err != nil {
+		r.failed(ctx, "labels", err)
 		log.Error(err, "setting pod role labels")
 	}
 	if err := r.restartLostPrimary(ctx, rep); err != nil {
+		r.failed(ctx, "restart", err)
 		log.Error(err, "restarting the failed-over primary's pod")
 	}
 	r.metrics(rep)
+}
+
+func (r *reporter) pendingPromotion() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.promotion != nil
+}
+
+// failed counts a failure to publish what the engine decided and reports it as an event.
+func (r *reporter) failed(ctx context.Context, stage string, err error) {
+	metrics.EngineErrors.WithLabelValues(r.key.Namespace, r.key.Name, stage).Inc()
+	r.event(ctx, corev1.EventTypeWarning, "TopologyReportFailed", "Report", "could not write the topology's %s to Kubernetes: %v", stage, err)
+}
+
+// planFailed counts a failed plan; each new error is also an event.
+func (r *reporter) planFailed(ctx context.Context, err error) {
+	metrics.EngineErrors.WithLabelValues(r.key.Namespace, r.key.Name, "plan").Inc()
+	if msg := err.Error(); msg != r.lastErr {
+		r.lastErr = msg
+		r.event(ctx, corev1.EventTypeWarning, "TopologyStepFailed", "Reconcile", "%s", msg)
+	}
+}
+
+func (r *reporter) event(ctx context.Context, typ, reason, action, note string, args ...any) {
+	if r.m.Recorder == nil {
+		return
+	}
+	var c dolphinv1.MySQLCluster
+	if err := r.m.Client.Get(ctx, r.key, &c); err == nil {
+		r.m.Recorder.Eventf(&c, nil, typ, reason, action, note, args...)
+	}
 }
 
 // lostPrimaryGrace is the termination grace given to the pod of a primary that was failed
@@ -61,102 +121,101 @@ const lostPrimaryGrace = int64(1)
 // --init-rpl-role=SLAVE, rolls back what nobody acknowledged and rejoins as a replica
 // (docs/design/0011). A replaced primary that answers (restarted behind a replica) rejoins
 // by itself and is left alone. The StatefulSet re-creates the pod on the same volume.
+// A deletion that fails is tried again at every cycle until the pod is gone or replaced.
 func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) error {
-	p := rep.Promotion
-	if p == nil || p.Planned || p.From == "" {
+	if p := rep.Promotion; p != nil && !p.Planned && p.From != "" {
+		r.restart = &pendingRestart{pod: p.From}
+	}
+	pr := r.restart
+	if pr == nil {
 		return nil
 	}
 	for _, in := range rep.Instances {
-		if in.Name == p.From && in.Reachable() {
+		if in.Name == pr.pod && in.Reachable() {
+			r.restart = nil // it answers: it rejoins by itself
 			return nil
 		}
 	}
 	var pod corev1.Pod
-	if err := r.m.Client.Get(ctx, types.NamespacedName{Namespace: r.key.Namespace, Name: p.From}, &pod); err != nil {
-		return client.IgnoreNotFound(err)
+	if err := r.m.APIReader().Get(ctx, types.NamespacedName{Namespace: r.key.Namespace, Name: pr.pod}, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.restart = nil
+			return nil
+		}
+		return fmt.Errorf("reading pod %s: %w", pr.pod, err)
 	}
-	if pod.DeletionTimestamp != nil {
+	if pod.DeletionTimestamp != nil || (pr.uid != "" && pod.UID != pr.uid) {
+		r.restart = nil // being deleted, or already replaced
 		return nil
 	}
+	pr.uid = pod.UID
 	uid := pod.UID
 	if err := r.m.Client.Delete(ctx, &pod, client.GracePeriodSeconds(lostPrimaryGrace),
 		client.Preconditions{UID: &uid}); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if r.m.Recorder != nil {
-		var c dolphinv1.MySQLCluster
-		if err := r.m.Client.Get(ctx, r.key, &c); err == nil {
-			r.m.Recorder.Eventf(&c, &pod, corev1.EventTypeWarning, "RestartedLostPrimary", "Delete",
-				"deleted pod %s of the replaced primary, which did not answer, so that it restarts and rejoins as a replica", p.From)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			r.restart = nil
+			return nil
 		}
+		return fmt.Errorf("deleting pod %s: %w", pr.pod, err)
 	}
+	r.restart = nil
+	r.event(ctx, corev1.EventTypeWarning, "RestartedLostPrimary", "Delete",
+		"deleted pod %s of the replaced primary, which did not answer, so that it restarts and rejoins as a replica", pr.pod)
 	return nil
 }
 
-// roles decides the role label of every instance from a cycle's outcome.
-func roles(rep topology.Report) map[string]dolphinv1.InstanceRole {
-	d := rep.Decision
-	primary := rep.Persisted.Primary
-	planned := func(kind topology.StepKind, name string) bool {
-		return rep.Err == nil && slices.ContainsFunc(d.Plan, func(s topology.Step) bool { return s.Kind == kind && s.Instance == name })
-	}
-	out := map[string]dolphinv1.InstanceRole{}
-	for _, in := range rep.Instances {
-		role := dolphinv1.RoleUnknown
-		switch {
-		case !in.Reachable() || rep.Persisted.Errant[in.Name]:
-		case in.Name == primary && d.State != topology.StateSplitBrain &&
-			(!in.Status.ReadOnly || planned(topology.StepPromote, in.Name)) && !planned(topology.StepFence, in.Name):
-			role = dolphinv1.RolePrimary
-		case in.Name != primary && (in.Status.Replica != nil || planned(topology.StepReplicate, in.Name)) && in.Status.ReadOnly:
-			role = dolphinv1.RoleReplica
-		}
-		out[in.Name] = role
-	}
-	return out
-}
-
-// label sets mysql.dolphin.dev/role on the pods; the primary and replica Services select on
-// it. Pods that do not exist (yet) are skipped.
+// label sets mysql.dolphin.dev/role on the pods as the engine decided (topology.Roles); the
+// primary and replica Services select on it. Pods that do not exist (yet) are skipped.
 func (r *reporter) label(ctx context.Context, rep topology.Report) error {
-	for name, role := range roles(rep) {
+	var errs []error
+	for name, role := range rep.Roles {
 		var pod corev1.Pod
 		if err := r.m.Client.Get(ctx, types.NamespacedName{Namespace: r.key.Namespace, Name: name}, &pod); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("reading pod %s: %w", name, err))
 			}
-			return err
+			continue
 		}
-		if dolphinv1.InstanceRole(pod.Labels[resources.RoleLabel]) == role {
+		if topology.Role(pod.Labels[resources.RoleLabel]) == role {
 			continue
 		}
 		var value any = string(role)
-		if role == dolphinv1.RoleUnknown {
+		if role == topology.RoleNone {
 			value = nil // remove the label
 		}
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{resources.RoleLabel: value}}})
-		if err := r.m.Client.Patch(ctx, &pod, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return fmt.Errorf("labeling pod %s: %w", name, err)
+		if err := r.m.Client.Patch(ctx, &pod, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("labeling pod %s: %w", name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
+// statusBackoff retries a status write that failed for a passing reason (a slow or
+// restarting API server) within one report.
+var statusBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 7, Cap: 2 * time.Second}
+
 // status writes status.topology when something significant changed, or at most every
-// volatileInterval when only positions and lag moved. It retries on conflicts with the
-// reconciler's status writes, so that a promotion is never lost from the record.
+// volatileInterval when only positions and lag moved. It reads the cluster live (never the
+// cache, which may not have seen the last promotion yet) and patches only status.topology
+// without a resourceVersion precondition: the reconciler writes the other status fields,
+// so the two never conflict. A promotion is kept until its record lands.
 func (r *reporter) status(ctx context.Context, rep topology.Report) error {
-	var promotion *dolphinv1.PromotionRecord
+	r.mu.Lock()
 	if p := rep.Promotion; p != nil {
-		promotion = &dolphinv1.PromotionRecord{
+		r.promotion = &dolphinv1.PromotionRecord{
 			From: p.From, To: p.To, Planned: p.Planned, Reason: rep.Decision.Message,
 			Duration: metav1.Duration{Duration: p.Duration}, Time: metav1.Now(),
 		}
 	}
+	promotion := r.promotion
+	r.mu.Unlock()
+
 	var c dolphinv1.MySQLCluster
 	var newlyErrant []string
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := r.m.Client.Get(ctx, r.key, &c); err != nil {
+	written := false
+	err := retry.OnError(statusBackoff, func(err error) bool { return ctx.Err() == nil && !apierrors.IsNotFound(err) }, func() error {
+		if err := r.m.APIReader().Get(ctx, r.key, &c); err != nil {
 			return err
 		}
 		next := topologyStatus(c.Status.Topology, rep)
@@ -171,35 +230,38 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 				}
 			}
 		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
 		if equality.Semantic.DeepEqual(c.Status.Topology, next) {
 			return nil
 		}
-		if c.Status.Topology != nil && onlyVolatileChanged(c.Status.Topology, next) && time.Since(r.lastWrite) < volatileInterval {
+		if promotion == nil && c.Status.Topology != nil && onlyVolatileChanged(c.Status.Topology, next) && time.Since(r.lastWrite) < volatileInterval {
 			return nil
 		}
-		patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		patch := client.MergeFrom(c.DeepCopy())
 		c.Status.Topology = next
 		if err := r.m.Client.Status().Patch(ctx, &c, patch); err != nil {
 			return err
 		}
-		r.lastWrite = time.Now()
+		r.lastWrite, written = time.Now(), true
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("writing status.topology: %w", client.IgnoreNotFound(err))
+		return fmt.Errorf("writing status.topology: %w", err)
 	}
-	if r.m.Recorder == nil {
+	r.mu.Lock()
+	if r.promotion == promotion {
+		r.promotion = nil
+	}
+	r.mu.Unlock()
+	if r.m.Recorder == nil || (!written && promotion == nil) {
 		return nil
 	}
-	if p := rep.Promotion; p != nil {
+	if p := promotion; p != nil {
 		kind, typ := "Failover", corev1.EventTypeWarning
 		if p.Planned {
 			kind, typ = "Switchover", corev1.EventTypeNormal
 		}
 		r.m.Recorder.Eventf(&c, nil, typ, kind, "Promote", "%s from %s to %s in %s: %s",
-			kind, p.From, p.To, p.Duration.Round(time.Millisecond), rep.Decision.Message)
+			kind, p.From, p.To, p.Duration.Duration.Round(time.Millisecond), p.Reason)
 	}
 	for _, n := range newlyErrant {
 		r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "ErrantInstance", "Fence", "%s holds transactions the primary lacks; it is kept out of the topology", n)

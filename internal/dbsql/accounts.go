@@ -34,6 +34,11 @@ func (in *instance) EnsureAccounts(ctx context.Context, a Accounts) error {
 			st(alterUser, x.acct.User, x.acct.Password),
 			st(x.grant, x.acct.User))
 	}
+	if a.Root.Password != "" {
+		// root@localhost stays for socket access inside the pod; it gets the password of
+		// the credentials Secret instead of the installer's empty one.
+		stmts = append(stmts, st(alterLocalUser, a.Root.User, a.Root.Password))
+	}
 	if err := in.exec(ctx, in.db, stmts...); err != nil {
 		return err
 	}

@@ -69,12 +69,14 @@ const (
 	// lockdownQuery finds passwordless accounts left by the installer.
 	lockdownQuery = "SELECT User, Host FROM mysql.user WHERE " +
 		"((User = 'root' AND Host <> 'localhost') OR User = '') AND authentication_string = ''"
-	createUser   = "CREATE USER IF NOT EXISTS ?@'%' IDENTIFIED BY ?"
-	alterUser    = "ALTER USER ?@'%' IDENTIFIED BY ?"
-	dropUser     = "DROP USER IF EXISTS ?@?"
-	grantAll     = "GRANT ALL PRIVILEGES ON *.* TO ?@'%' WITH GRANT OPTION"
-	killConn     = "KILL CONNECTION ?"
-	sqlLogBinOff = "SET SESSION sql_log_bin=0"
+	createUser = "CREATE USER IF NOT EXISTS ?@'%' IDENTIFIED BY ?"
+	alterUser  = "ALTER USER ?@'%' IDENTIFIED BY ?"
+	// alterLocalUser sets the password of a local account that may have been removed.
+	alterLocalUser = "ALTER USER IF EXISTS ?@'localhost' IDENTIFIED BY ?"
+	dropUser       = "DROP USER IF EXISTS ?@?"
+	grantAll       = "GRANT ALL PRIVILEGES ON *.* TO ?@'%' WITH GRANT OPTION"
+	killConn       = "KILL CONNECTION ?"
+	sqlLogBinOff   = "SET SESSION sql_log_bin=0"
 )
 
 var mariadbDialect = &dialect{

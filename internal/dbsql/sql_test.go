@@ -24,6 +24,7 @@ var testAccounts = Accounts{
 	Operator:    Account{User: "dolphin", Password: "op-" + trickyPassword},
 	Replication: Account{User: "repl", Password: "repl-" + trickyPassword},
 	Monitor:     Account{User: "monitor", Password: "mon-" + trickyPassword},
+	Root:        Account{User: "root", Password: "root-pw"},
 }
 
 // TestExactSQL pins the statements each operation sends, per flavor.
@@ -119,6 +120,7 @@ func TestExactSQL(t *testing.T) {
 			`CREATE USER IF NOT EXISTS ?@'%' IDENTIFIED BY ? [monitor mon-it's "q" \ b]`,
 			`ALTER USER ?@'%' IDENTIFIED BY ? [monitor mon-it's "q" \ b]`,
 			"GRANT PROCESS, BINLOG MONITOR, SLAVE MONITOR ON *.* TO ?@'%' [monitor]",
+			`ALTER USER IF EXISTS ?@'localhost' IDENTIFIED BY ? [root root-pw]`,
 			lockdownQuery,
 			"DROP USER IF EXISTS ?@? [root 127.0.0.1]",
 			"DROP USER IF EXISTS ?@? [ localhost]",
@@ -133,6 +135,7 @@ func TestExactSQL(t *testing.T) {
 			`CREATE USER IF NOT EXISTS ?@'%' IDENTIFIED BY ? [monitor mon-it's "q" \ b]`,
 			`ALTER USER ?@'%' IDENTIFIED BY ? [monitor mon-it's "q" \ b]`,
 			"GRANT PROCESS, REPLICATION CLIENT ON *.* TO ?@'%' [monitor]",
+			`ALTER USER IF EXISTS ?@'localhost' IDENTIFIED BY ? [root root-pw]`,
 			lockdownQuery,
 			"DROP USER IF EXISTS ?@? [root 127.0.0.1]",
 			"DROP USER IF EXISTS ?@? [ localhost]",

@@ -114,6 +114,10 @@ type Accounts struct {
 	Replication Account
 	// Monitor has only what metrics and health checks need.
 	Monitor Account
+	// Root, when its password is set, is the password given to root@localhost: local
+	// (socket) access from inside the instance's pod for emergencies. Dolphin never logs
+	// in with it. An empty password leaves root@localhost as it is.
+	Root Account
 }
 
 // Instance is one MySQL-family server.
@@ -170,9 +174,11 @@ type Instance interface {
 	// semi-sync acknowledgement) is killed all the same.
 	KillConnections(ctx context.Context, exceptUsers []string) error
 	// EnsureAccounts creates or updates the three accounts (host '%') with
-	// their passwords and grants, and drops passwordless root accounts other
-	// than root@localhost and anonymous accounts left by the installer. It is
-	// idempotent. Accounts dropped may include the one this Instance logged in
+	// their passwords and grants, sets root@localhost's password (Accounts.Root),
+	// and drops passwordless root accounts other than root@localhost and
+	// anonymous accounts left by the installer. It is idempotent, and it is how
+	// passwords are rotated: run it as an account that still logs in (with the
+	// old password) and every account gets the new one. Accounts dropped may include the one this Instance logged in
 	// with (install-time root@127.0.0.1): open a new Instance as the operator
 	// afterwards.
 	EnsureAccounts(ctx context.Context, a Accounts) error

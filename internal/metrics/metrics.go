@@ -48,6 +48,13 @@ var (
 		Help: "Seconds_Behind_Master of each replica, as last observed.",
 	}, []string{"namespace", "name", "instance"})
 
+	// EngineErrors counts failures of the topology engine by stage: "plan" (a step of a
+	// decided plan failed), "status", "labels" and "restart" (the reporter could not write
+	// to Kubernetes what the engine decided).
+	EngineErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mysql_cluster_engine_errors_total",
+		Help: "Topology engine failures by stage (plan, status, labels, restart).",
+	}, []string{"namespace", "name", "stage"})
 	// SemiSyncFallback is 1 while the primary's semi-sync replication fell back to async.
 	SemiSyncFallback = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mysql_cluster_semisync_fallback",
@@ -56,7 +63,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback)
+	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, EngineErrors)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
 	}
@@ -69,5 +76,6 @@ func ForgetCluster(namespace, name string) {
 	FailoverDuration.DeleteLabelValues(namespace, name)
 	match := map[string]string{"namespace": namespace, "name": name}
 	PromotionsTotal.DeletePartialMatch(match)
+	EngineErrors.DeletePartialMatch(match)
 	ReplicationLag.DeletePartialMatch(match)
 }

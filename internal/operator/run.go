@@ -67,6 +67,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	engines := &clustermanager.Manager{
 		Client:    mgr.GetClient(),
+		Reader:    mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(EventSource),
 		Addresser: addresser(opts, mgr),
 		Log:       logger.WithName("topology"),

@@ -71,6 +71,8 @@ type Report struct {
 	Promotion *Promotion
 	// Err is the error of the plan, if a step failed.
 	Err error
+	// Roles is the role each instance is published with after this cycle (see Roles).
+	Roles map[string]Role
 }
 
 // Promotion records a change of primary.
@@ -213,7 +215,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	err := e.act(ctx, members, d)
 
 	e.mu.Lock()
-	rep := Report{Decision: d, Instances: views, Err: err}
+	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err)}
 	e.state.Errant = d.Errant
 	if err == nil {
 		if d.PromotedFrom != "" && d.Primary != d.PromotedFrom {
