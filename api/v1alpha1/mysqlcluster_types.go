@@ -380,6 +380,11 @@ type TopologyStatus struct {
 	// LastPromotion records the last failover or switchover.
 	// +optional
 	LastPromotion *PromotionRecord `json:"lastPromotion,omitempty"`
+	// CredentialsGeneration identifies the passwords now in the credentials Secret (a hash,
+	// never the passwords). Each instance records the generation its accounts have; they
+	// differ while a rotation is being applied.
+	// +optional
+	CredentialsGeneration string `json:"credentialsGeneration,omitempty"`
 	// Instances are the per-instance database observations.
 	// +listType=map
 	// +listMapKey=name
@@ -435,6 +440,14 @@ type InstanceTopology struct {
 	// Error is the last observation or replication error.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// CredentialsGeneration is the credentials generation this instance's accounts have.
+	// It is remembered while the instance is down, so that it catches up when it answers.
+	// +optional
+	CredentialsGeneration string `json:"credentialsGeneration,omitempty"`
+	// ReplicationCredentialsGeneration is the generation of the replication password this
+	// instance connects to its source with.
+	// +optional
+	ReplicationCredentialsGeneration string `json:"replicationCredentialsGeneration,omitempty"`
 }
 
 // InstanceStatus is the observed state of one database instance.

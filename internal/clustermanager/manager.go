@@ -214,7 +214,24 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		}
 		return topology.Config{}, fmt.Errorf("reading credentials Secret %s: %w", key, err)
 	}
-	pw := func(k string) string { return string(s.Data[k]) }
+	if missing := resources.MissingCredentialKeys(&s); len(missing) > 0 {
+		// Never start an engine with empty passwords: it would rotate the accounts to them.
+		return topology.Config{}, fmt.Errorf("credentials Secret %s lacks %v", key, missing)
+	}
+	// Earlier generations, for instances that have not taken the current passwords yet.
+	var hist corev1.Secret
+	hkey := types.NamespacedName{Namespace: c.Namespace, Name: resources.CredentialsHistorySecretName(c)}
+	if err := m.Client.Get(ctx, hkey, &hist); err != nil && !apierrors.IsNotFound(err) {
+		return topology.Config{}, fmt.Errorf("reading credentials history Secret %s: %w", hkey, err)
+	}
+	history := resources.ReadCredentialHistory(&hist)
+	current := resources.CredentialsGeneration(s.Data)
+	var previous []topology.CredentialGeneration
+	for _, g := range history.Generations {
+		if g != current {
+			previous = append(previous, topology.CredentialGeneration{ID: g, Accounts: accountsFrom(history.Passwords[g])})
+		}
+	}
 	n := int(resources.InstancesToRun(d))
 	// Addresses are looked up at every observation: a pod IP changes when the pod is re-created.
 	members := func() []topology.Member {
@@ -229,11 +246,9 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		Flavor:  dbsql.Flavor(d.Spec.Engine.Flavor),
 		Members: members,
 		Credentials: topology.Credentials{
-			Accounts: dbsql.Accounts{
-				Operator:    dbsql.Account{User: resources.OperatorUser, Password: pw(resources.OperatorPasswordKey)},
-				Replication: dbsql.Account{User: resources.ReplicationUser, Password: pw(resources.ReplicationPasswordKey)},
-				Monitor:     dbsql.Account{User: resources.MonitorUser, Password: pw(resources.MonitorPasswordKey)},
-			},
+			Accounts:   accountsFrom(s.Data),
+			Generation: current,
+			Previous:   previous,
 			// A freshly initialised server has a passwordless root over TCP; EnsureAccounts
 			// removes it once Dolphin's accounts exist.
 			Bootstrap: dbsql.Account{User: "root"},
@@ -247,6 +262,17 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	}, nil
 }
 
+// accountsFrom makes Dolphin's accounts from the passwords of one credentials generation.
+func accountsFrom(pw map[string][]byte) dbsql.Accounts {
+	get := func(k string) string { return string(pw[k]) }
+	return dbsql.Accounts{
+		Operator:    dbsql.Account{User: resources.OperatorUser, Password: get(resources.OperatorPasswordKey)},
+		Replication: dbsql.Account{User: resources.ReplicationUser, Password: get(resources.ReplicationPasswordKey)},
+		Monitor:     dbsql.Account{User: resources.MonitorUser, Password: get(resources.MonitorPasswordKey)},
+		Root:        dbsql.Account{User: "root", Password: get(resources.RootPasswordKey)},
+	}
+}
+
 // configHash identifies what the engine was started with, so Update restarts it on change.
 func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
 	var names []string
@@ -256,10 +282,11 @@ func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
 	b, _ := json.Marshal(struct {
 		Members  []string
 		Accounts dbsql.Accounts
+		Previous []topology.CredentialGeneration
 		Settings topology.Settings
 		Interval time.Duration
 		Flavor   dbsql.Flavor
-	}{names, cfg.Credentials.Accounts, cfg.Settings, cfg.Interval, cfg.Flavor})
+	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Interval, cfg.Flavor})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -270,7 +297,10 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 	if t == nil {
 		return topology.Persisted{}
 	}
-	p := topology.Persisted{Primary: t.Primary, Errant: map[string]bool{}}
+	p := topology.Persisted{Primary: t.Primary, Errant: map[string]bool{}, Instances: map[string]topology.InstanceRecord{}}
+	for _, in := range t.Instances {
+		p.Instances[in.Name] = topology.InstanceRecord{Credentials: in.CredentialsGeneration, Replication: in.ReplicationCredentialsGeneration}
+	}
 	for _, n := range t.ErrantInstances {
 		p.Errant[n] = true
 	}

@@ -274,7 +274,7 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 	d := rep.Decision
 	t := &dolphinv1.TopologyStatus{
 		State: string(d.State), Message: d.Message, Primary: rep.Persisted.Primary,
-		SemiSyncFallback: d.SemiSyncFallback,
+		SemiSyncFallback: d.SemiSyncFallback, CredentialsGeneration: rep.CredentialsGeneration,
 	}
 	if rep.Err != nil {
 		t.Message += "; last plan failed: " + rep.Err.Error()
@@ -292,7 +292,9 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 		t.FailoverInProgress = &dolphinv1.FailoverProgress{From: f.From, Fenced: f.Fenced}
 	}
 	for _, in := range rep.Instances {
-		it := dolphinv1.InstanceTopology{Name: in.Name, Reachable: in.Reachable()}
+		rec := rep.Persisted.Instances[in.Name]
+		it := dolphinv1.InstanceTopology{Name: in.Name, Reachable: in.Reachable(),
+			CredentialsGeneration: rec.Credentials, ReplicationCredentialsGeneration: rec.Replication}
 		if in.Err != nil {
 			it.Error = in.Err.Error()
 		}

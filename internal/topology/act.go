@@ -90,6 +90,7 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		if err := in.ResetReplication(ctx); err != nil {
 			return err
 		}
+		e.recordReplication(m.Name, "")
 		if err := in.SetSemiSyncSource(ctx, s.SemiSync); err != nil {
 			return err
 		}
@@ -110,42 +111,13 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 			}
 		}
 		repl := e.cfg.Credentials.Accounts.Replication
-		return in.ConfigureReplication(ctx, dbsql.Source{Host: src.Host, Port: src.Port, User: repl.User, Password: repl.Password})
+		if err := in.ConfigureReplication(ctx, dbsql.Source{Host: src.Host, Port: src.Port, User: repl.User, Password: repl.Password}); err != nil {
+			return err
+		}
+		e.recordReplication(m.Name, e.cfg.Credentials.Generation)
+		return nil
 	}
 	return fmt.Errorf("unknown step kind %q", s.Kind)
-}
-
-// ensureAccounts creates or updates Dolphin's accounts: as the operator when that account
-// already works (an instance initialised with it, or after an operator restart), otherwise
-// with the bootstrap account of a freshly initialised server.
-func (e *Engine) ensureAccounts(ctx context.Context, m Member) error {
-	in, err := e.conn(m)
-	if err == nil {
-		if _, err = in.Status(ctx); err == nil {
-			if err := in.EnsureAccounts(ctx, e.cfg.Credentials.Accounts); err != nil {
-				return err
-			}
-			e.markAccounts(m)
-			return nil
-		}
-	}
-	boot, berr := e.open(m, e.cfg.Credentials.Bootstrap)
-	if berr != nil {
-		return berr
-	}
-	defer boot.Close()
-	if err := boot.EnsureAccounts(ctx, e.cfg.Credentials.Accounts); err != nil {
-		return err
-	}
-	// Drop the cached operator connection: its pool may hold failed logins.
-	e.mu.Lock()
-	if c, ok := e.conns[m.Addr()]; ok {
-		_ = c.Close()
-		delete(e.conns, m.Addr())
-	}
-	e.mu.Unlock()
-	e.markAccounts(m)
-	return nil
 }
 
 func (e *Engine) markAccounts(m Member) {

@@ -280,6 +280,10 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: r.Name, Source: p.Name, Rejoin: !isEmpty(r.Status.Executed)})
 		case rs.SourceHost != p.Host || rs.SourcePort != p.Port:
 			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: r.Name, Source: p.Name})
+		case staleReplicationPassword(v, d, p, r):
+			// Rotated credentials: the primary no longer takes the password this replica
+			// would reconnect with.
+			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: r.Name, Source: p.Name})
 		case !rs.IORunning || !rs.SQLRunning:
 			d.Plan = append(d.Plan, Step{Kind: StepStartReplication, Instance: r.Name})
 		}

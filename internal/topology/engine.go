@@ -26,16 +26,6 @@ type Member struct {
 // Addr is host:port.
 func (m Member) Addr() string { return net.JoinHostPort(m.Host, strconv.Itoa(m.Port)) }
 
-// Credentials are the accounts the engine uses and maintains.
-type Credentials struct {
-	// Accounts are created on every instance; the engine logs in as Accounts.Operator and
-	// replicas connect as Accounts.Replication.
-	Accounts dbsql.Accounts
-	// Bootstrap logs in to a freshly initialised instance (install-time root without a
-	// password) to create the accounts. Empty User disables it.
-	Bootstrap dbsql.Account
-}
-
 // Config configures one cluster's engine.
 type Config struct {
 	Flavor      dbsql.Flavor
@@ -59,6 +49,13 @@ type Persisted struct {
 	Primary  string
 	Errant   map[string]bool
 	Failover *FailoverProgress
+	// Instances are the per-instance records (credentials generations), by name.
+	Instances map[string]InstanceRecord
+}
+
+func (p Persisted) clone() Persisted {
+	p.Errant, p.Instances = maps.Clone(p.Errant), maps.Clone(p.Instances)
+	return p
 }
 
 // Report is the outcome of one cycle.
@@ -73,6 +70,8 @@ type Report struct {
 	Err error
 	// Roles is the role each instance is published with after this cycle (see Roles).
 	Roles map[string]Role
+	// CredentialsGeneration is the current credentials generation (Credentials.Generation).
+	CredentialsGeneration string
 }
 
 // Promotion records a change of primary.
@@ -96,9 +95,9 @@ type Engine struct {
 	trigger chan struct{}
 
 	mu         sync.Mutex
-	conns      map[string]dbsql.Instance // operator connections by address
-	accounts   map[string]time.Time      // when this engine ensured the accounts, by address
-	uptimes    map[string]time.Duration  // each server's uptime at its last observation, by address
+	conns      map[string]cachedConn    // operator connections by address
+	accounts   map[string]time.Time     // when this engine ensured the accounts, by address
+	uptimes    map[string]time.Duration // each server's uptime at its last observation, by address
 	state      Persisted
 	misses     int
 	lostSince  time.Time
@@ -118,10 +117,14 @@ func New(cfg Config, from Persisted) *Engine {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = time.Minute
 	}
+	from = from.clone()
 	if from.Errant == nil {
 		from.Errant = map[string]bool{}
 	}
-	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]dbsql.Instance{}, accounts: map[string]time.Time{}, uptimes: map[string]time.Duration{}, state: from}
+	if from.Instances == nil {
+		from.Instances = map[string]InstanceRecord{}
+	}
+	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, uptimes: map[string]time.Duration{}, state: from}
 }
 
 // Trigger asks for an observation now instead of at the next tick.
@@ -147,7 +150,7 @@ func (e *Engine) RequestSwitchover(to string) {
 func (e *Engine) State() Persisted {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Persisted{Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant), Failover: e.state.Failover}
+	return e.state.clone()
 }
 
 // Primary returns the current primary.
@@ -190,6 +193,10 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	view := ClusterView{
 		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant),
 		Failover: e.state.Failover, Switchover: e.switchover, Settings: e.cfg.Settings,
+		CredentialsGeneration: e.cfg.Credentials.Generation,
+	}
+	for i := range view.Instances {
+		view.Instances[i].ReplicationGeneration = e.state.Instances[view.Instances[i].Name].Replication
 	}
 	if view.Primary != "" {
 		if p, ok := view.instance(view.Primary); ok && p.Reachable() {
@@ -215,7 +222,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	err := e.act(ctx, members, d)
 
 	e.mu.Lock()
-	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err)}
+	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation}
 	e.state.Errant = d.Errant
 	if err == nil {
 		if d.PromotedFrom != "" && d.Primary != d.PromotedFrom {
@@ -234,7 +241,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 			e.switchover = d.Switchover
 		}
 	}
-	rep.Persisted = Persisted{Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant), Failover: e.state.Failover}
+	rep.Persisted = e.state.clone()
 	e.mu.Unlock()
 
 	if e.cfg.Reporter != nil {
@@ -269,15 +276,13 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 		v.Err = errors.New("no address yet (pod not running)")
 		return v
 	}
-	conn, err := e.conn(m)
+	_, st, gen, err := e.login(ctx, m)
 	if err == nil {
-		v.Status, err = conn.Status(ctx)
-	}
-	if err == nil {
+		v.Status, v.CredentialsGeneration = st, gen
 		// Accounts are never replicated (created with sql_log_bin=0), so every server needs
-		// them made on it: once per engine start, and again after a restart — the server may
+		// them made on it: once per engine start, again after a restart — the server may
 		// have come back on a new, empty volume, with only the operator account its init
-		// created.
+		// created — and whenever it has an older credentials generation than the current.
 		// A restart shows as an uptime lower than at the last observation, or (when
 		// observations were missed) as a start after the accounts were made.
 		uptime := v.Status.Uptime
@@ -291,13 +296,14 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 		}
 		e.uptimes[m.Addr()] = uptime
 		e.mu.Unlock()
-		v.NeedsAccounts = !ok || restarted
+		v.NeedsAccounts = !ok || restarted || gen != e.cfg.Credentials.Generation
 	}
 	if err == nil || !dbsql.IsAccessDenied(err) || e.cfg.Credentials.Bootstrap.User == "" {
 		v.Err = err
 		return v
 	}
-	// The operator account does not exist yet: a freshly initialised server.
+	// No generation of the operator account works: a freshly initialised server answers
+	// to the bootstrap account.
 	boot, berr := e.open(m, e.cfg.Credentials.Bootstrap)
 	if berr != nil {
 		v.Err = errors.Join(err, berr)
@@ -305,6 +311,7 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 	}
 	defer boot.Close()
 	if v.Status, berr = boot.Status(ctx); berr != nil {
+		v.Status = nil
 		v.Err = errors.Join(err, berr)
 		return v
 	}
@@ -323,27 +330,12 @@ func (e *Engine) open(m Member, a dbsql.Account) (dbsql.Instance, error) {
 	return inst, nil
 }
 
-// conn returns the cached operator connection of a member.
-func (e *Engine) conn(m Member) (dbsql.Instance, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if c, ok := e.conns[m.Addr()]; ok {
-		return c, nil
-	}
-	c, err := e.open(m, e.cfg.Credentials.Accounts.Operator)
-	if err != nil {
-		return nil, err
-	}
-	e.conns[m.Addr()] = c
-	return c, nil
-}
-
 // Close closes every cached connection.
 func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for addr, c := range e.conns {
-		_ = c.Close()
+		_ = c.in.Close()
 		delete(e.conns, addr)
 	}
 }

@@ -25,8 +25,14 @@ type InstanceView struct {
 	// initialised server whose accounts Dolphin has not created yet.
 	Fresh bool
 	// NeedsAccounts is true until this engine has made sure of Dolphin's accounts on the
-	// instance (after a start, or when the instance is new).
+	// instance (after a start, when the instance is new, or when it has an older
+	// credentials generation than the current one).
 	NeedsAccounts bool
+	// CredentialsGeneration is the credentials generation the operator logged in with.
+	CredentialsGeneration string
+	// ReplicationGeneration is the generation of the replication password the instance
+	// was last pointed at its source with ("" when unknown).
+	ReplicationGeneration string
 }
 
 // Reachable reports whether the instance answered.
@@ -74,6 +80,8 @@ type ClusterView struct {
 	// Switchover is a pending planned switchover, nil otherwise.
 	Switchover *SwitchoverRequest
 	Settings   Settings
+	// CredentialsGeneration is the current credentials generation ("" when not tracked).
+	CredentialsGeneration string
 }
 
 func (v ClusterView) instance(name string) (InstanceView, bool) {

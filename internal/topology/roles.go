@@ -1,0 +1,78 @@
+package topology
+
+import "slices"
+
+// Role is the replication role an instance is published with (the pod's role label, which
+// the primary and replica Services select on).
+type Role string
+
+// Roles an instance can be published with.
+const (
+	// RolePrimary receives the primary Service's traffic.
+	RolePrimary Role = "primary"
+	// RoleReplica receives the replica Service's traffic.
+	RoleReplica Role = "replica"
+	// RoleNone takes no client traffic.
+	RoleNone Role = ""
+)
+
+// Roles decides the published role of every instance from one cycle: the observation, the
+// decision taken on it and the outcome of its plan (planErr). It is the only place that
+// decides where clients are sent.
+//
+// The primary role follows the engine's record of the primary, not single observations: the
+// recorded primary keeps it while it merely misses observations (PrimarySuspect, or a
+// failover still fencing), so one slow probe never empties the primary Service. It moves
+// only when a plan promoted another instance (and ran to its end), and it is withdrawn when
+// the primary is fenced or found read-only without a promotion under way (a switchover's
+// fence, a restart behind a replica), when it is errant, or when several instances accept
+// writes and none of them is the record.
+//
+// A replica is published while it answers, is read-only, replicates (or is being pointed
+// at the primary by this plan) and is not errant.
+func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
+	primary := d.Primary
+	if planErr != nil {
+		// The plan stopped part way: nothing it meant to promote may take traffic yet.
+		primary = v.Primary
+	}
+	planned := func(kind StepKind, name string) bool {
+		return planErr == nil && slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == kind && s.Instance == name })
+	}
+	errant := func(name string) bool { return d.Errant[name] || v.Errant[name] }
+	out := make(map[string]Role, len(v.Instances))
+	for _, in := range v.Instances {
+		role := RoleNone
+		switch {
+		case errant(in.Name):
+		case in.Name == primary:
+			if primaryKeepsRole(in, d, planned) {
+				role = RolePrimary
+			}
+		case in.Reachable() && in.Status.ReadOnly && (in.Status.Replica != nil || planned(StepReplicate, in.Name)) &&
+			!planned(StepStopReplication, in.Name):
+			role = RoleReplica
+		}
+		out[in.Name] = role
+	}
+	return out
+}
+
+// primaryKeepsRole reports whether the recorded primary p takes the primary Service's
+// traffic after this cycle.
+func primaryKeepsRole(p InstanceView, d Decision, planned func(StepKind, string) bool) bool {
+	if planned(StepFence, p.Name) {
+		return false
+	}
+	if !p.Reachable() {
+		// Missing observations: it stays the primary until a promotion replaces it. A client
+		// that cannot reach it now would not reach anyone else either.
+		return true
+	}
+	if d.State == StateSplitBrain && d.Primary != p.Name {
+		return false
+	}
+	// Read-only without a promotion in this plan: fenced (switchover under way) or restarted
+	// and waiting; clients must not be sent to a server that refuses their writes.
+	return !p.Status.ReadOnly || planned(StepPromote, p.Name)
+}

@@ -1,0 +1,121 @@
+package topology
+
+import (
+	"errors"
+	"maps"
+	"testing"
+)
+
+func TestRolesFollowTheRecordNotOneProbe(t *testing.T) {
+	const attempts = 3
+	lostPrimary := func(misses int) ClusterView {
+		v := cluster("db-0",
+			inst(0).down(),
+			inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+			inst(2).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
+		v.Settings.DetectionAttempts = attempts
+		v.PrimaryMisses = misses
+		return v
+	}
+	for misses := 1; misses < attempts; misses++ {
+		v := lostPrimary(misses)
+		d := Decide(v)
+		if d.State != StatePrimarySuspect {
+			t.Fatalf("%d misses: state %s, want %s", misses, d.State, StatePrimarySuspect)
+		}
+		got := Roles(v, d, nil)
+		want := map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleReplica}
+		if !maps.Equal(got, want) {
+			t.Fatalf("%d of %d misses: roles %v, want %v (the primary must keep its role)", misses, attempts, got, want)
+		}
+	}
+	// Enough misses: the failover fences first, and the record still names db-0 until a
+	// replica is promoted.
+	v := lostPrimary(attempts)
+	v.Instances[2].Status.Replica.IORunning = false
+	v.Instances[1].Status.Replica.IORunning = false
+	d := Decide(v)
+	if d.State != StateFailover || d.Primary != "db-0" {
+		t.Fatalf("fence phase: state %s primary %s", d.State, d.Primary)
+	}
+	if got := Roles(v, d, nil)["db-0"]; got != RolePrimary {
+		t.Fatalf("fence phase: db-0 role %q, want primary until the promotion", got)
+	}
+	v.Failover = d.Failover
+	d = Decide(v)
+	if d.Primary != "db-1" || d.PromotedFrom != "db-0" {
+		t.Fatalf("promotion phase: primary %s from %s, plan %v", d.Primary, d.PromotedFrom, steps(d))
+	}
+	want := map[string]Role{"db-0": RoleNone, "db-1": RolePrimary, "db-2": RoleReplica}
+	if got := Roles(v, d, nil); !maps.Equal(got, want) {
+		t.Fatalf("after the promotion: roles %v, want %v", got, want)
+	}
+	// The same promotion failing part way moves nothing.
+	want = map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleReplica}
+	if got := Roles(v, d, errors.New("promote failed")); !maps.Equal(got, want) {
+		t.Fatalf("failed promotion: roles %v, want %v", got, want)
+	}
+}
+
+func TestRoles(t *testing.T) {
+	healthy := func() ClusterView {
+		return cluster("db-0",
+			inst(0).writable().executed("0-1-10"),
+			inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+			inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+	}
+	cases := []struct {
+		name string
+		view func() ClusterView
+		want map[string]Role
+	}{
+		{"healthy", healthy, map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleReplica}},
+		{"an unreachable replica takes no reads", func() ClusterView {
+			v := healthy()
+			v.Instances[2] = inst(2).down().v
+			return v
+		}, map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleNone}},
+		{"bootstrap publishes the promoted instance and its new replicas", func() ClusterView {
+			return cluster("", inst(0).executed(""), inst(1).executed(""), inst(2).executed(""))
+		}, map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleReplica}},
+		{"waiting for instances publishes nothing", func() ClusterView {
+			return cluster("", inst(0).executed(""), inst(1).down(), inst(2).executed(""))
+		}, map[string]Role{"db-0": RoleNone, "db-1": RoleNone, "db-2": RoleNone}},
+		{"switchover fence withdraws the primary", func() ClusterView {
+			v := healthy()
+			v.Switchover = &SwitchoverRequest{To: "db-1"}
+			return v
+		}, map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}},
+		{"switchover promotion moves it", func() ClusterView {
+			v := healthy()
+			v.Instances[0].Status.ReadOnly = true
+			v.Switchover = &SwitchoverRequest{To: "db-1", Fenced: true}
+			return v
+		}, map[string]Role{"db-0": RoleReplica, "db-1": RolePrimary, "db-2": RoleReplica}},
+		{"an errant replica takes no reads", func() ClusterView {
+			v := healthy()
+			v.Instances[2] = inst(2).executed("0-3-11").replicaOf(0, "0-1-10").v
+			return v
+		}, map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleNone}},
+		{"split brain keeps the recorded primary and fences the other", func() ClusterView {
+			v := healthy()
+			v.Instances[1] = inst(1).writable().executed("0-1-10").v
+			return v
+		}, map[string]Role{"db-0": RolePrimary, "db-1": RoleNone, "db-2": RoleReplica}},
+		{"a recorded primary that restarted read-only behind a replica takes no writes", func() ClusterView {
+			return cluster("db-0",
+				inst(0).executed("0-1-9").serverID(1),
+				inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+				inst(2).executed("0-1-9").replicaOf(0, "0-1-9"))
+		}, map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tc.view()
+			d := Decide(v)
+			if got := Roles(v, d, nil); !maps.Equal(got, tc.want) {
+				t.Fatalf("roles %v, want %v (state %s, plan %v)", got, tc.want, d.State, steps(d))
+			}
+		})
+	}
+}
