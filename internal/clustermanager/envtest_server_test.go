@@ -39,10 +39,22 @@ func (l loopback) Member(c *dolphinv1.MySQLCluster, i int) topology.Member {
 	return topology.Member{Name: resources.PodName(c, i), Host: in.Host, Port: in.Port}
 }
 
-// TestEnvtestServerOperatorRunsTheTopology wires everything but the kubelet: a real API
-// server, the reconciler and the topology engines in one manager, and real MariaDB servers.
-// Pods are created by the test (no StatefulSet controller runs in envtest).
-func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
+// operatorEnv is a real API server, the reconciler and the topology engines in one
+// manager, and real MariaDB servers; pods are created by the test (no StatefulSet
+// controller or kubelet runs in envtest).
+type operatorEnv struct {
+	ctx     context.Context
+	c       client.WithWatch
+	db      *dbtest.Cluster
+	engines *Manager
+	cluster *dolphinv1.MySQLCluster
+	key     client.ObjectKey
+	ns      string
+}
+
+// startOperator runs the operator for one 3-instance cluster named shop in namespace ns,
+// reaching its instances through addresser (nil: straight to the loopback servers).
+func startOperator(t *testing.T, ns string, failover dolphinv1.FailoverSpec, addresser func(loopback) Addresser) *operatorEnv {
 	env := testenv.StartForTest(t)
 	db := dbtest.Start(t, dbtest.Options{Instances: 3})
 	scheme := runtime.NewScheme()
@@ -52,7 +64,11 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engines := &Manager{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("dolphin-operator"), Addresser: loopback{db}, Log: testr.New(t)}
+	var addr Addresser = loopback{db}
+	if addresser != nil {
+		addr = addresser(loopback{db})
+	}
+	engines := &Manager{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("dolphin-operator"), Addresser: addr, Log: testr.New(t)}
 	if err := mgr.Add(engines); err != nil {
 		t.Fatal(err)
 	}
@@ -65,17 +81,15 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := "topo"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
-		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Failover: dolphinv1.FailoverSpec{
-			DetectionInterval: &metav1.Duration{Duration: 200 * time.Millisecond}, DetectionAttempts: 2}}}
+		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Failover: failover}}
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +106,23 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	key := client.ObjectKeyFromObject(cluster)
-	roleOf := func(name string) string {
-		var p corev1.Pod
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
-			return "error: " + err.Error()
-		}
-		return p.Labels[resources.RoleLabel]
+	return &operatorEnv{ctx: ctx, c: c, db: db, engines: engines, cluster: cluster, key: client.ObjectKeyFromObject(cluster), ns: ns}
+}
+
+// roleOf is the role label of a pod.
+func (o *operatorEnv) roleOf(name string) string {
+	var p corev1.Pod
+	if err := o.c.Get(o.ctx, client.ObjectKey{Namespace: o.ns, Name: name}, &p); err != nil {
+		return "error: " + err.Error()
 	}
+	return p.Labels[resources.RoleLabel]
+}
+
+// waitReady waits until the cluster is bootstrapped with shop-0 as primary, labeled and Ready.
+func (o *operatorEnv) waitReady(t *testing.T) {
+	t.Helper()
+	c, cluster, key, roleOf := o.c, o.cluster, o.key, o.roleOf
+	ctx := o.ctx
 	testenv.Eventually(t, 60*time.Second, "bootstrapped, labeled and Ready", func() error {
 		if err := c.Get(ctx, key, cluster); err != nil {
 			return err
@@ -116,6 +139,15 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestEnvtestServerOperatorRunsTheTopology: bootstrap, a switchover by annotation, scaling
+// down past the primary, a failover, deletion.
+func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
+	o := startOperator(t, "topo", dolphinv1.FailoverSpec{
+		DetectionInterval: &metav1.Duration{Duration: 200 * time.Millisecond}, DetectionAttempts: 2}, nil)
+	o.waitReady(t)
+	ctx, c, db, engines, cluster, key, ns, roleOf := o.ctx, o.c, o.db, o.engines, o.cluster, o.key, o.ns, o.roleOf
 
 	// A planned switchover requested with the annotation.
 	for _, to := range []string{"shop-2"} {
