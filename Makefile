@@ -63,11 +63,23 @@ test: control-plane mariadb vet ## Everything the README promises: unit, golden,
 
 BENCH_ROUNDS ?= 10
 STALL_ROUNDS ?= 400
+# BENCH_VERDICT ends a benchmark recipe that ran `{ go test …; echo $? >$rcfile; } | grep …`
+# with DOLPHIN_BENCH_OUT=$out: it prints the summary and fails (non-zero exit) when the test
+# failed, when there is no summary line with lost_acked_writes=N, or when N > 0. The grep in
+# the pipeline would otherwise decide the exit status, and a failing benchmark would look green.
+BENCH_VERDICT = rc=$$(cat $$rcfile); rm -f $$rcfile; \
+	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; \
+	  lost=$$(grep -oE 'lost_acked_writes=[0-9]+' $$out | tail -n 1 | cut -d= -f2); rm -f $$out; \
+	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; exit $$rc; fi; \
+	  if [ -z "$$lost" ]; then echo "bench: FAIL: no lost_acked_writes in the summary"; exit 1; fi; \
+	  if [ "$$lost" -gt 0 ]; then echo "bench: FAIL: $$lost acknowledged writes lost"; exit 1; fi
 .PHONY: bench-failover
-bench-failover: mariadb ## Kill the primary of a 3-instance cluster under write load K times (BENCH_ROUNDS); prints p50/p95/max and lost writes.
-	@out=$$(mktemp); DOLPHIN_BENCH_FAILOVER_ROUNDS=$(BENCH_ROUNDS) DOLPHIN_BENCH_OUT=$$out \
-	  $(GO) test -count=1 -timeout 30m -run '^TestBenchFailover$$' -v ./internal/topology/ | grep -E 'round [0-9]+:|--- |^ok|FAIL' ; \
-	  cat $$out; rm -f $$out
+bench-failover: mariadb ## Kill the primary of a 3-instance cluster under write load K times (BENCH_ROUNDS); prints p50/p95/max and lost writes; fails on a lost write.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_FAILOVER_ROUNDS=$(BENCH_ROUNDS) DOLPHIN_BENCH_OUT=$$out \
+	    $(GO) test -count=1 -timeout 30m -run '^TestBenchFailover$$' -v ./internal/topology/; echo $$? >$$rcfile; } \
+	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
+	  $(BENCH_VERDICT)
 
 .PHONY: stress-semisync
 stress-semisync: mariadb ## Restart a semi-sync replica's connection STALL_ROUNDS times with the CPUs kept busy; shows Dolphin ending MariaDB's ack-receiver stall.
@@ -91,7 +103,9 @@ local-down: build ## Stop everything `local-up` started.
 
 LOCAL_ROUNDS ?= 3
 .PHONY: bench-local
-bench-local: control-plane mariadb ## On dolphin local (root): apply→Ready and client-view failover over LOCAL_ROUNDS rounds.
-	@out=$$(mktemp); DOLPHIN_BENCH_LOCAL_ROUNDS=$(LOCAL_ROUNDS) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
-	  $(GO) test -count=1 -timeout 30m -run '^TestBenchLocal$$' -v ./test/e2e/ | grep -E 'round [0-9]+:|--- |^ok|FAIL' ; \
-	  cat $$out; rm -f $$out
+bench-local: control-plane mariadb ## On dolphin local (root): apply→Ready and client-view failover over LOCAL_ROUNDS rounds; fails on a lost write.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_LOCAL_ROUNDS=$(LOCAL_ROUNDS) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
+	    $(GO) test -count=1 -timeout 30m -run '^TestBenchLocal$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
+	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
+	  $(BENCH_VERDICT)
