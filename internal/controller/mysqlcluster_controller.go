@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -200,6 +201,11 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 		return o, fmt.Errorf("listing pods: %w", err)
 	}
 	o.Pods = pods.Items
+	claims, err := r.instanceClaims(ctx, c, d.Spec.Replicas, pods.Items)
+	if err != nil {
+		return o, err
+	}
+	o.Claims = claims
 	return o, nil
 }
 
@@ -291,6 +297,8 @@ func (r *MySQLClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(claimToCluster)).
+		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.storageClassToClusters)).
 		WithOptions(opts).
 		Complete(r)
 }

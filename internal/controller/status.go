@@ -35,6 +35,9 @@ type observation struct {
 	Pods        []corev1.Pod        // the cluster's pods
 	StepErr     error               // the first failed reconcile step, if any
 	Previous    dolphinv1.MySQLClusterStatus
+
+	// Claims are the data claims of the instances that run (instanceClaims in storage.go).
+	Claims []corev1.PersistentVolumeClaim
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
@@ -60,7 +63,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	for _, p := range o.Pods {
 		ready := podReady(&p)
 		role := dolphinv1.InstanceRole(p.Labels[resources.RoleLabel])
-		st.Instances = append(st.Instances, dolphinv1.InstanceStatus{Name: p.Name, Role: role, Ready: ready})
+		st.Instances = append(st.Instances, dolphinv1.InstanceStatus{Name: p.Name, Role: role, Ready: ready,
+			VolumeCapacity: volumeCapacityOf(o.Claims, p.Name)})
 		if ready {
 			st.ReadyInstances++
 		}

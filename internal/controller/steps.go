@@ -28,7 +28,8 @@ type step struct {
 }
 
 // steps is the reconcile order: credentials and configuration before the pods that mount
-// them, Services before the StatefulSet that names its headless Service, the budget last.
+// them, Services before the StatefulSet that names its headless Service, then the budget,
+// and storage growth last (a StorageClass that cannot expand must not stop the others).
 func (r *MySQLClusterReconciler) steps() []step {
 	return []step{
 		{"credentials", r.reconcileCredentials},
@@ -37,6 +38,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"services", r.reconcileServices},
 		{"statefulset", r.reconcileStatefulSet},
 		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
+		{"storage", r.reconcileStorage},
 	}
 }
 
@@ -130,6 +132,11 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 		}
 		c = c.DeepCopy()
 		c.Spec.Replicas = run
+	}
+	// The claim template keeps its live size: the storage step grows it (storage.go).
+	c, wait, err := r.withLiveClaimTemplate(ctx, c)
+	if err != nil || wait {
+		return err
 	}
 	sts, err := resources.StatefulSet(c)
 	if err != nil {

@@ -12,8 +12,10 @@
 // give its command.
 //
 // The package also runs a small provisioner that gives every pending
-// PersistentVolumeClaim without a storage class (or of class "dolphin-local")
-// a host folder under Options.Dir, so data survives pod restarts.
+// PersistentVolumeClaim without a storage class (or of class "dolphin-local",
+// the default class it creates, which allows volume expansion) a host folder
+// under Options.Dir, so data survives pod restarts, and that reports a grown
+// claim's new capacity.
 //
 // Starting containers re-executes the current binary (see shim.go): any
 // program that calls Run must link this package, which it does by calling Run.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,13 +48,7 @@ func startNode(t *testing.T) *testNodeEnv {
 	if os.Geteuid() != 0 {
 		t.Skip("the local node needs root (network and mount namespaces)")
 	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		out, err := exec.Command("../../hack/control-plane.sh", "--print").Output()
-		if err != nil {
-			t.Fatalf("finding the control-plane binaries: %v", err)
-		}
-		t.Setenv("KUBEBUILDER_ASSETS", strings.TrimSpace(string(out)))
-	}
+	setAssets(t)
 	env := testenv.StartForTest(t)
 	client, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

@@ -2,6 +2,7 @@ package localnode
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,8 @@ import (
 
 const (
 	// StorageClass is the storage class the local node provisions (as well as
-	// claims without a class). Run creates it when missing (not as default).
+	// claims without a class). Run creates it when missing, with volume
+	// expansion allowed, as the default class unless another class is default.
 	StorageClass = "dolphin-local"
 	// provisionerName is StorageClass's provisioner.
 	provisionerName = "dolphin.dev/local-node"
@@ -34,10 +36,12 @@ const (
 // runProvisioner gives every pending claim without a class (or of class
 // StorageClass) a PV: a host folder Dir/volumes/<claim-uid>, bound to the
 // claim both ways (PV claimRef and claim volumeName; the controller manager's
-// PV controller then marks both Bound). When the claim is gone, its PV and
-// folder are deleted. A hand-written loop: sig-storage-lib-external-provisioner
-// would move k8s.io dependencies, and waits for the controller manager's
-// provisioning annotation, which envtest does not run.
+// PV controller then marks both Bound). When a bound claim's request grows
+// past its PV's capacity, it expands the volume (see expand). When the claim
+// is gone, its PV and folder are deleted. A hand-written loop:
+// sig-storage-lib-external-provisioner would move k8s.io dependencies, and
+// waits for the controller manager's provisioning annotation, which envtest
+// does not run.
 func runProvisioner(ctx context.Context, client kubernetes.Interface, opts Options) error {
 	if err := ensureStorageClass(ctx, client); err != nil {
 		return err
@@ -45,7 +49,8 @@ func runProvisioner(ctx context.Context, client kubernetes.Interface, opts Optio
 	f := informers.NewSharedInformerFactory(client, provisionResync)
 	claims := f.Core().V1().PersistentVolumeClaims()
 	volumes := f.Core().V1().PersistentVolumes()
-	pr := &provisioner{client: client, opts: opts, claims: claims.Informer().GetIndexer()}
+	pr := &provisioner{client: client, opts: opts, claims: claims.Informer().GetIndexer(),
+		volumes: volumes.Informer().GetIndexer()}
 	handler := func(fn func(context.Context, any)) cache.ResourceEventHandler {
 		return cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { fn(ctx, o) },
@@ -64,38 +69,150 @@ func runProvisioner(ctx context.Context, client kubernetes.Interface, opts Optio
 	return nil
 }
 
+// defaultClassAnnotation marks the cluster's default StorageClass: the API
+// server's DefaultStorageClass admission gives it to claims that name none.
+const defaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
+
+// ensureStorageClass creates StorageClass, or brings an existing one up to
+// date. It allows volume expansion: the API server lets a claim's request grow
+// only when its class says so. It is the default class unless another class
+// is, so that claims without a class (Dolphin's, unless
+// spec.storage.storageClassName is set) get it and can grow: the API server
+// never expands a claim without a class.
 func ensureStorageClass(ctx context.Context, client kubernetes.Interface) error {
-	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: StorageClass},
-		Provisioner:       provisionerName,
-		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
-		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+	classes, err := client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("localnode: listing storage classes: %w", err)
 	}
-	_, err := client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("localnode: creating storage class %s: %w", StorageClass, err)
+	var ours *storagev1.StorageClass
+	otherDefault := false
+	for i := range classes.Items {
+		sc := &classes.Items[i]
+		if sc.Name == StorageClass {
+			ours = sc
+		} else if sc.Annotations[defaultClassAnnotation] == "true" {
+			otherDefault = true
+		}
+	}
+	if ours == nil {
+		sc := &storagev1.StorageClass{
+			ObjectMeta:           metav1.ObjectMeta{Name: StorageClass},
+			Provisioner:          provisionerName,
+			ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
+			VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
+			AllowVolumeExpansion: ptr.To(true),
+		}
+		if !otherDefault {
+			sc.Annotations = map[string]string{defaultClassAnnotation: "true"}
+		}
+		_, err := client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("localnode: creating storage class %s: %w", StorageClass, err)
+		}
+		// Created meanwhile: bring that one up to date.
+		if ours, err = client.StorageV1().StorageClasses().Get(ctx, StorageClass, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("localnode: reading storage class %s: %w", StorageClass, err)
+		}
+	}
+	// A class from an older node: allow expansion, and become the default.
+	if ptr.Deref(ours.AllowVolumeExpansion, false) && (otherDefault || ours.Annotations[defaultClassAnnotation] == "true") {
+		return nil
+	}
+	patch := map[string]any{"allowVolumeExpansion": true}
+	if !otherDefault {
+		patch["metadata"] = map[string]any{"annotations": map[string]string{defaultClassAnnotation: "true"}}
+	}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("localnode: encoding the storage class patch: %w", err)
+	}
+	if _, err := client.StorageV1().StorageClasses().Patch(ctx, StorageClass, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("localnode: updating storage class %s: %w", StorageClass, err)
 	}
 	return nil
 }
 
 type provisioner struct {
-	client kubernetes.Interface
-	opts   Options
-	claims cache.Indexer
+	client  kubernetes.Interface
+	opts    Options
+	claims  cache.Indexer
+	volumes cache.Indexer
 }
 
-// syncClaim provisions a volume for a pending claim the node serves.
+// syncClaim provisions a volume for a pending claim the node serves, and
+// expands the volume of a bound one whose request grew.
 func (pr *provisioner) syncClaim(ctx context.Context, obj any) {
 	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
-	if !ok || pvc.Spec.VolumeName != "" || pvc.DeletionTimestamp != nil {
+	if !ok || pvc.DeletionTimestamp != nil {
 		return
 	}
 	if class := ptr.Deref(pvc.Spec.StorageClassName, ""); class != "" && class != StorageClass {
 		return
 	}
+	if pvc.Spec.VolumeName != "" {
+		if err := pr.expand(ctx, pvc); err != nil {
+			pr.opts.Log.Error(err, "expanding", "claim", pvc.Namespace+"/"+pvc.Name)
+		}
+		return
+	}
 	if err := pr.provision(ctx, pvc); err != nil {
 		pr.opts.Log.Error(err, "provisioning", "claim", pvc.Namespace+"/"+pvc.Name)
 	}
+}
+
+// expand grows the volume of a bound claim to its request, as a CSI driver's
+// resizer and the kubelet would: the PV's capacity first, then the claim's
+// status.capacity. The volume is a host folder, so there is nothing to resize
+// on disk (its size is the host file system's). The controller manager's
+// expand controller leaves hostPath volumes to an external resizer: this one.
+func (pr *provisioner) expand(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
+	if pvc.Status.Phase != corev1.ClaimBound {
+		return nil
+	}
+	item, exists, err := pr.volumes.GetByKey(pvc.Spec.VolumeName)
+	if err != nil || !exists {
+		return err // the informers' resync retries
+	}
+	pv := item.(*corev1.PersistentVolume)
+	if pv.Annotations[provisionedBy] != pr.opts.NodeName || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {
+		return nil
+	}
+	size, ok := needsExpansion(pvc, pv)
+	if !ok {
+		return nil
+	}
+	if current := pv.Spec.Capacity[corev1.ResourceStorage]; current.Cmp(size) < 0 {
+		patch := fmt.Sprintf(`{"spec":{"capacity":{"storage":%q}}}`, size.String())
+		if _, err := pr.client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, []byte(patch),
+			metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("growing PV %s to %s: %w", pv.Name, size.String(), err)
+		}
+	}
+	patch := fmt.Sprintf(`{"status":{"capacity":{"storage":%q}}}`, size.String())
+	if _, err := pr.client.CoreV1().PersistentVolumeClaims(pvc.Namespace).Patch(ctx, pvc.Name, types.MergePatchType,
+		[]byte(patch), metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reporting the claim's capacity %s: %w", size.String(), err)
+	}
+	pr.opts.Log.Info("expanded volume", "claim", pvc.Namespace+"/"+pvc.Name, "pv", pv.Name, "size", size.String())
+	return nil
+}
+
+// needsExpansion returns the size a bound claim's volume must grow to, when
+// its request exceeds the PV's capacity or the claim's reported capacity.
+func needsExpansion(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (resource.Quantity, bool) {
+	want := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	volume := pv.Spec.Capacity[corev1.ResourceStorage]
+	reported := pvc.Status.Capacity[corev1.ResourceStorage]
+	if want.Cmp(volume) <= 0 && want.Cmp(reported) <= 0 {
+		return resource.Quantity{}, false
+	}
+	if volume.Cmp(want) > 0 {
+		want = volume // never report less than the volume has
+	}
+	return want, true
 }
 
 func (pr *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
