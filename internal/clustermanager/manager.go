@@ -241,6 +241,10 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		}
 		return out
 	}
+	vars, err := resources.DynamicVariables(d)
+	if err != nil {
+		return topology.Config{}, fmt.Errorf("run-time settings of spec.mysqlConfig: %w", err)
+	}
 	interval := d.Spec.Failover.DetectionInterval.Duration
 	return topology.Config{
 		Flavor:  dbsql.Flavor(d.Spec.Engine.Flavor),
@@ -257,6 +261,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 			FailoverEnabled:   *d.Spec.Failover.Enabled,
 			DetectionAttempts: int(d.Spec.Failover.DetectionAttempts),
 		},
+		Variables:      vars,
 		Interval:       interval,
 		ObserveTimeout: max(interval, time.Second),
 	}, nil
@@ -280,13 +285,14 @@ func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
 		names = append(names, m.Name)
 	}
 	b, _ := json.Marshal(struct {
-		Members  []string
-		Accounts dbsql.Accounts
-		Previous []topology.CredentialGeneration
-		Settings topology.Settings
-		Interval time.Duration
-		Flavor   dbsql.Flavor
-	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Interval, cfg.Flavor})
+		Members   []string
+		Accounts  dbsql.Accounts
+		Previous  []topology.CredentialGeneration
+		Settings  topology.Settings
+		Variables map[string]string
+		Interval  time.Duration
+		Flavor    dbsql.Flavor
+	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -84,9 +85,12 @@ const SwitchoverAnnotation = "mysql.dolphin.dev/switchover"
 
 // Reconcile runs the named steps in order, then writes the status once from the outcome.
 func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	// waitingForUser marks a reconcile that failed on something only the user can fix: it
+	// returns no error (retrying would not help) but counts as one.
+	waitingForUser := false
 	defer func() {
 		switch {
-		case err != nil:
+		case err != nil || waitingForUser:
 			metrics.ReconcileTotal.WithLabelValues(metrics.ResultError).Inc()
 		case res.RequeueAfter > 0:
 			metrics.ReconcileTotal.WithLabelValues(metrics.ResultRequeue).Inc()
@@ -140,12 +144,20 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
 
-	if r.Topology != nil && stepErr == nil {
+	if r.Topology != nil {
+		// The engine keeps the databases running even when a Kubernetes step failed (it
+		// refuses credentials it cannot use by itself); a switchover waits for a clean run.
 		if err := r.Topology.Update(ctx, &c); err != nil {
-			return ctrl.Result{}, fmt.Errorf("updating the topology engine: %w", err)
+			var ue *userError
+			if !errors.As(stepErr, &ue) {
+				return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("updating the topology engine: %w", err))
+			}
+			logger.V(1).Info("topology engine not updated until the user's fix", "error", err.Error())
 		}
-		if err := r.forwardSwitchover(ctx, &c); err != nil {
-			return ctrl.Result{}, err
+		if stepErr == nil {
+			if err := r.forwardSwitchover(ctx, &c); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 	}
 
@@ -155,6 +167,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// triggers the next reconcile. Retrying in a loop would only add noise.
 		r.event(&c, corev1.EventTypeWarning, ue.Reason, "Reconcile", "%s", ue.Message)
 		logger.Info("waiting for the user to fix the cluster", "reason", ue.Reason, "message", ue.Message)
+		waitingForUser = true
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, stepErr
@@ -174,7 +187,9 @@ func (r *MySQLClusterReconciler) forwardSwitchover(ctx context.Context, c *dolph
 		return fmt.Errorf("requesting a switchover: %w", err)
 	}
 	r.event(c, corev1.EventTypeNormal, "SwitchoverRequested", "Switchover", "switchover to %q requested", c.Annotations[SwitchoverAnnotation])
-	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	// A merge patch that removes only this annotation: no resourceVersion precondition, which
+	// the engine's status writes would make fail for no reason.
+	patch := client.MergeFrom(c.DeepCopy())
 	delete(c.Annotations, SwitchoverAnnotation)
 	if err := r.Client.Patch(ctx, c, patch); err != nil {
 		return fmt.Errorf("removing the %s annotation: %w", SwitchoverAnnotation, err)
@@ -206,6 +221,9 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 		return o, err
 	}
 	o.Claims = claims
+	if d.Spec.Storage.Size != nil {
+		o.VolumeSize = *d.Spec.Storage.Size
+	}
 	return o, nil
 }
 
@@ -216,19 +234,51 @@ func (r *MySQLClusterReconciler) writeStatus(ctx context.Context, c *dolphinv1.M
 		healthy = 1
 	}
 	metrics.ClusterHealth.WithLabelValues(c.Namespace, c.Name).Set(healthy)
-	if equality.Semantic.DeepEqual(c.Status, st) {
+	// status.topology belongs to the topology engine's reporter: compare and write only the
+	// fields the reconciler owns, so the two writers never conflict.
+	mine := func(s dolphinv1.MySQLClusterStatus) dolphinv1.MySQLClusterStatus { s.Topology = nil; return s }
+	if equality.Semantic.DeepEqual(mine(c.Status), mine(st)) {
 		return nil
 	}
 	before := c.Status.Phase
-	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	c.Status = st
-	if err := r.Client.Status().Patch(ctx, c, patch); err != nil {
+	patch, err := reconcilerStatusPatch(st)
+	if err != nil {
+		return err
+	}
+	c.Status.Phase, c.Status.Conditions, c.Status.ObservedGeneration = st.Phase, st.Conditions, st.ObservedGeneration
+	c.Status.CurrentPrimary, c.Status.ReadyInstances, c.Status.Instances = st.CurrentPrimary, st.ReadyInstances, st.Instances
+	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
 	if before != st.Phase {
 		r.event(c, corev1.EventTypeNormal, "PhaseChanged", "Reconcile", "phase %s -> %s", phaseOrNone(before), st.Phase)
 	}
 	return nil
+}
+
+// reconcilerStatusPatch is a JSON merge patch that sets every status field the reconciler
+// owns to st's value (clearing empty ones) and leaves status.topology alone. It carries no
+// resourceVersion: the reconciler is the only writer of these fields, so a concurrent write
+// of status.topology by the engine's reporter is no conflict.
+func reconcilerStatusPatch(st dolphinv1.MySQLClusterStatus) ([]byte, error) {
+	orNil := func(empty bool, v any) any {
+		if empty {
+			return nil
+		}
+		return v
+	}
+	b, err := json.Marshal(map[string]any{"status": map[string]any{
+		"phase":              orNil(st.Phase == "", st.Phase),
+		"conditions":         orNil(len(st.Conditions) == 0, st.Conditions),
+		"observedGeneration": orNil(st.ObservedGeneration == 0, st.ObservedGeneration),
+		"currentPrimary":     orNil(st.CurrentPrimary == "", st.CurrentPrimary),
+		"readyInstances":     orNil(st.ReadyInstances == 0, st.ReadyInstances),
+		"instances":          orNil(len(st.Instances) == 0, st.Instances),
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status patch: %w", err)
+	}
+	return b, nil
 }
 
 // finalize reports the Deleting phase, releases what the garbage collector cannot, and

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
@@ -38,12 +39,19 @@ type observation struct {
 
 	// Claims are the data claims of the instances that run (instanceClaims in storage.go).
 	Claims []corev1.PersistentVolumeClaim
+	// VolumeSize is the data volume size the spec asks for (zero: not checked).
+	VolumeSize resource.Quantity
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
 func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus {
+	// A generation whose every step applied is observed; a failed step leaves the last one.
+	generation := o.Generation
+	if o.StepErr != nil {
+		generation = o.Previous.ObservedGeneration
+	}
 	st := dolphinv1.MySQLClusterStatus{
-		ObservedGeneration: o.Generation,
+		ObservedGeneration: generation,
 		Conditions:         append([]metav1.Condition(nil), o.Previous.Conditions...),
 		// The topology engine owns this part; the reconciler carries it over untouched.
 		Topology: o.Previous.Topology.DeepCopy(),
@@ -75,15 +83,27 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	sort.Slice(st.Instances, func(i, j int) bool { return st.Instances[i].Name < st.Instances[j].Name })
 	sort.Strings(primaries)
 
+	// The engine's record names the primary; its pod's label (derived from the same record)
+	// is what the primary Service follows. Without an engine record, the label alone.
+	topo := st.Topology
+	record := ""
+	if topo != nil {
+		record = topo.Primary
+	}
 	primaryReady := false
-	if len(primaries) == 1 {
+	if len(primaries) == 1 && (record == "" || record == primaries[0]) {
 		st.CurrentPrimary = primaries[0]
 		for _, in := range st.Instances {
 			primaryReady = primaryReady || (in.Name == primaries[0] && in.Ready)
 		}
+	} else if record != "" && len(primaries) == 0 {
+		st.CurrentPrimary = record
 	}
 	allReady := st.ReadyInstances == o.Replicas && len(o.Pods) == int(o.Replicas)
-	ready := primaryReady && allReady
+	// Errant instances and a semi-sync fallback leave the cluster short of what Ready
+	// promises (every instance a usable replica; acknowledged writes on a replica).
+	topologyProblem := topologyProblem(topo)
+	ready := primaryReady && allReady && topologyProblem == nil && o.StepErr == nil
 	wasAvailable := meta.IsStatusConditionTrue(o.Previous.Conditions, dolphinv1.ConditionAvailable) ||
 		o.Previous.Phase == dolphinv1.PhaseRunning || o.Previous.Phase == dolphinv1.PhaseDegraded
 	instances := fmt.Sprintf("%d/%d instances ready", st.ReadyInstances, o.Replicas)
@@ -104,23 +124,43 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	switch {
 	case ready:
 		set(dolphinv1.ConditionReady, true, "AllInstancesReady", instances+" and the primary accepts writes")
+	case o.StepErr != nil:
+		set(dolphinv1.ConditionReady, false, "ReconcileError", "applying the spec failed: "+o.StepErr.Error())
 	case !primaryReady:
 		set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", instances+"; no writable primary")
-	default:
+	case !allReady:
 		set(dolphinv1.ConditionReady, false, "InstancesNotReady", instances)
+	default:
+		set(dolphinv1.ConditionReady, false, topologyProblem.reason, topologyProblem.message)
 	}
 
 	// Progressing.
 	settled, rollout := statefulSetSettled(o.StatefulSet, o.Replicas)
+	volumesDone, volumesMsg := true, ""
+	if !o.VolumeSize.IsZero() {
+		volumesDone, volumesMsg = volumeProgress(o.Claims, o.VolumeSize)
+	}
 	switch {
 	case o.Paused:
 		set(dolphinv1.ConditionProgressing, false, "Paused", "spec.paused is true: Dolphin changes nothing until it is false")
+	case errors.As(o.StepErr, new(*userError)):
+		// Set once, below, with the user error: setting it True first would move its
+		// lastTransitionTime at every reconcile.
+	case o.StepErr != nil:
+		set(dolphinv1.ConditionProgressing, true, "ReconcileError", "retrying: "+o.StepErr.Error())
 	case !settled:
 		set(dolphinv1.ConditionProgressing, true, "RollingOut", rollout)
+	case !volumesDone:
+		set(dolphinv1.ConditionProgressing, true, "VolumesExpanding", volumesMsg)
 	case !ready && !wasAvailable:
 		set(dolphinv1.ConditionProgressing, true, "Bootstrapping", instances+"; waiting for the topology to be established")
 	default:
 		set(dolphinv1.ConditionProgressing, false, "Reconciled", "the cluster's objects match the spec")
+	}
+
+	// CredentialsApplied, from the engine's record of each instance's credentials.
+	if cp := credentialsCondition(st.Topology); cp != nil {
+		set(ConditionCredentialsApplied, cp.reason == "Applied", cp.reason, cp.message)
 	}
 
 	// Degraded, and the phase.
@@ -150,19 +190,34 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 			set(dolphinv1.ConditionDegraded, true, "MultiplePrimaries", "more than one pod is labeled primary")
 		case wasAvailable && !primaryReady:
 			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances)
-		case st.Phase == dolphinv1.PhaseDegraded:
+		case st.Phase == dolphinv1.PhaseDegraded && !allReady:
 			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
-		case st.Topology != nil && len(st.Topology.ErrantInstances) > 0:
-			set(dolphinv1.ConditionDegraded, true, "ErrantInstances", strings.Join(st.Topology.ErrantInstances, ", ")+
-				" hold transactions the primary lacks and are kept out of the topology; re-create their volumes to re-clone them")
-		case st.Topology != nil && st.Topology.SemiSyncFallback:
-			set(dolphinv1.ConditionDegraded, true, "SemiSyncFallback",
-				"the primary stopped waiting for replica acknowledgements: acknowledged writes may be lost in a failover")
+		case topologyProblem != nil:
+			set(dolphinv1.ConditionDegraded, true, topologyProblem.reason, topologyProblem.message)
 		default:
 			set(dolphinv1.ConditionDegraded, false, "AsExpected", instances)
 		}
 	}
 	return st
+}
+
+// problem is a condition reason and the message that explains it.
+type problem struct{ reason, message string }
+
+// topologyProblem is what the engine's record shows wrong in a cluster whose pods are all
+// fine, or nil.
+func topologyProblem(t *dolphinv1.TopologyStatus) *problem {
+	switch {
+	case t == nil:
+		return nil
+	case len(t.ErrantInstances) > 0:
+		return &problem{"ErrantInstances", strings.Join(t.ErrantInstances, ", ") +
+			" hold transactions the primary lacks and are kept out of the topology; re-create their volumes to re-clone them"}
+	case t.SemiSyncFallback:
+		return &problem{"SemiSyncFallback",
+			"the primary stopped waiting for replica acknowledgements: acknowledged writes may be lost in a failover; check that the replicas run and catch up"}
+	}
+	return nil
 }
 
 // statefulSetSettled reports whether the StatefulSet controller has rolled out the current

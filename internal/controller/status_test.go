@@ -45,6 +45,11 @@ func previous(phase dolphinv1.Phase, available bool) dolphinv1.MySQLClusterStatu
 	return st
 }
 
+func withTopology(st dolphinv1.MySQLClusterStatus, t *dolphinv1.TopologyStatus) dolphinv1.MySQLClusterStatus {
+	st.Topology = t
+	return st
+}
+
 func TestComputeStatus(t *testing.T) {
 	type want struct {
 		phase                                 dolphinv1.Phase
@@ -89,9 +94,26 @@ func TestComputeStatus(t *testing.T) {
 		{"user error",
 			observation{Replicas: 3, StepErr: errors.Join(errors.New("step credentials"), &userError{Reason: "CredentialsSecretNotFound", Message: "create it"})},
 			want{dolphinv1.PhaseFailed, F, F, F, T, "CredentialsSecretNotFound", "", 0}},
-		{"transient error",
-			observation{Replicas: 1, StatefulSet: settledSTS(1), Pods: []corev1.Pod{pod("c-0", "primary", true)}, StepErr: errors.New("conflict")},
-			want{dolphinv1.PhaseRunning, T, T, F, T, "ReconcileError", "c-0", 1}},
+		{"a failed step is not Ready and keeps progressing",
+			observation{Replicas: 1, StatefulSet: settledSTS(1), Pods: []corev1.Pod{pod("c-0", "primary", true)}, StepErr: errors.New("step statefulset: field is immutable"),
+				Previous: previous(dolphinv1.PhaseRunning, true)},
+			want{dolphinv1.PhaseDegraded, F, T, T, T, "ReconcileError", "c-0", 1}},
+		{"errant instances make a cluster Degraded, not Running",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "", true), pod("c-2", "", true)},
+				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", ErrantInstances: []string{"c-1", "c-2"}})},
+			want{dolphinv1.PhaseDegraded, F, T, F, T, "ErrantInstances", "c-0", 3}},
+		{"a semi-sync fallback makes a cluster Degraded",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "replica", true), pod("c-2", "replica", true)},
+				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", SemiSyncFallback: true})},
+			want{dolphinv1.PhaseDegraded, F, T, F, T, "SemiSyncFallback", "c-0", 3}},
+		{"the engine's record names the primary while its label is withdrawn",
+			observation{Replicas: 2, StatefulSet: settledSTS(2), Pods: []corev1.Pod{pod("c-0", "", true), pod("c-1", "replica", true)},
+				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", State: "Switchover"})},
+			want{dolphinv1.PhaseDegraded, F, F, F, T, "PrimaryUnavailable", "c-0", 2}},
+		{"a label that disagrees with the record is not a primary",
+			observation{Replicas: 2, StatefulSet: settledSTS(2), Pods: []corev1.Pod{pod("c-0", "replica", true), pod("c-1", "primary", true)},
+				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0"})},
+			want{dolphinv1.PhaseDegraded, F, F, F, T, "PrimaryUnavailable", "", 2}},
 		{"deleting",
 			observation{Replicas: 1, Deleting: true, StatefulSet: settledSTS(1), Pods: []corev1.Pod{pod("c-0", "primary", true)}},
 			want{dolphinv1.PhaseDeleting, T, T, F, F, "AsExpected", "c-0", 1}},
@@ -116,8 +138,12 @@ func TestComputeStatus(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
-			if st.ObservedGeneration != 7 {
-				t.Errorf("observedGeneration %d", st.ObservedGeneration)
+			wantGen := int64(7)
+			if tc.obs.StepErr != nil {
+				wantGen = tc.obs.Previous.ObservedGeneration // a failed step observes nothing new
+			}
+			if st.ObservedGeneration != wantGen {
+				t.Errorf("observedGeneration %d, want %d", st.ObservedGeneration, wantGen)
 			}
 		})
 	}

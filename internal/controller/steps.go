@@ -63,7 +63,7 @@ func (r *MySQLClusterReconciler) reconcileCredentials(ctx context.Context, c *do
 			return &userError{Reason: "CredentialsSecretIncomplete", Message: fmt.Sprintf(
 				"Secret %q lacks the keys %s: add them (non-empty)", name, strings.Join(missing, ", "))}
 		}
-		return nil
+		return r.reconcileCredentialHistory(ctx, c, s.Data)
 	}
 
 	switch {
@@ -73,13 +73,13 @@ func (r *MySQLClusterReconciler) reconcileCredentials(ctx context.Context, c *do
 			return fmt.Errorf("creating Secret %s: %w", key, err)
 		}
 		r.event(c, corev1.EventTypeNormal, "CredentialsCreated", "Create", "generated Secret %s with random passwords", name)
-		return nil
+		return r.reconcileCredentialHistory(ctx, c, s.Data)
 	case err != nil:
 		return fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	missing := resources.MissingCredentialKeys(&s)
 	if len(missing) == 0 {
-		return nil
+		return r.reconcileCredentialHistory(ctx, c, s.Data)
 	}
 	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if s.Data == nil {
@@ -92,10 +92,19 @@ func (r *MySQLClusterReconciler) reconcileCredentials(ctx context.Context, c *do
 		return fmt.Errorf("adding keys %v to Secret %s: %w", missing, key, err)
 	}
 	r.event(c, corev1.EventTypeNormal, "CredentialsCompleted", "Update", "added missing keys %s to Secret %s", strings.Join(missing, ", "), name)
-	return nil
+	return r.reconcileCredentialHistory(ctx, c, s.Data)
 }
 
 func (r *MySQLClusterReconciler) reconcileConfig(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	// Before anything is applied or restarted: a server started with an option it does not
+	// know refuses to start.
+	if unknown := resources.UnknownConfigKeys(c); len(unknown) > 0 {
+		return &userError{Reason: "UnknownMySQLConfigKey", Message: fmt.Sprintf(
+			"spec.mysqlConfig sets %s, which Dolphin does not know for %s %s: check the spelling; to pass an option "+
+				"Dolphin does not know, write it with my.cnf's loose_ prefix (loose_%s), which the server ignores "+
+				"when it does not know it either. Nothing was applied or restarted",
+			strings.Join(unknown, ", "), c.Spec.Engine.Flavor, c.Spec.Engine.Version, unknown[0])}
+	}
 	cm, err := resources.ConfigMap(c)
 	if err != nil {
 		return &userError{Reason: "InvalidMySQLConfig", Message: err.Error() + ": fix spec.mysqlConfig"}

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/dolphin-operator/dolphin/internal/sysvars"
 )
 
 // errUnknownThread is ER_NO_SUCH_THREAD: the connection ended before KILL.
@@ -110,4 +112,24 @@ func (in *instance) KillConnections(ctx context.Context, exceptUsers []string) e
 		}
 	}
 	return nil
+}
+
+// SetGlobalVariables implements Instance.
+func (in *instance) SetGlobalVariables(ctx context.Context, vars map[string]string) error {
+	names := make([]string, 0, len(vars))
+	for n := range vars {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var errs []error
+	for _, n := range names {
+		q, err := sysvars.Statement(n, vars[n])
+		if err == nil {
+			err = in.exec(ctx, in.db, st(q))
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

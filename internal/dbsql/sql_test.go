@@ -108,6 +108,13 @@ func TestExactSQL(t *testing.T) {
 		mariadb: []string{"STOP SLAVE", "SET GLOBAL gtid_slave_pos=@@GLOBAL.gtid_binlog_pos"},
 		mysql:   nil,
 	}, {
+		name: "SetGlobalVariables",
+		run: func(ctx context.Context, in Instance) error {
+			return in.SetGlobalVariables(ctx, map[string]string{"max_connections": "200", "long_query_time": "DEFAULT", "sql_mode": "'STRICT_ALL_TABLES'"})
+		},
+		mariadb: []string{"SET GLOBAL long_query_time = DEFAULT", "SET GLOBAL max_connections = 200", "SET GLOBAL sql_mode = 'STRICT_ALL_TABLES'"},
+		mysql:   []string{"SET GLOBAL long_query_time = DEFAULT", "SET GLOBAL max_connections = 200", "SET GLOBAL sql_mode = 'STRICT_ALL_TABLES'"},
+	}, {
 		name: "EnsureAccounts",
 		run:  func(ctx context.Context, in Instance) error { return in.EnsureAccounts(ctx, testAccounts) },
 		mariadb: []string{

@@ -187,6 +187,10 @@ type Instance interface {
 	// MASTER_USE_GTID=slave_pos continues after its own last transaction. On
 	// MySQL it does nothing (gtid_executed already covers it).
 	SeedGTIDForRejoin(ctx context.Context) error
+	// SetGlobalVariables runs SET GLOBAL name = literal for each entry, in name order:
+	// literals as sysvars.SetGlobalValue makes them, or DEFAULT. Every entry is tried;
+	// the error names each one the server refused.
+	SetGlobalVariables(ctx context.Context, vars map[string]string) error
 	// Close closes the connection pool.
 	Close() error
 }

@@ -247,3 +247,23 @@ func InstanceConfig(serverID uint32, reportHost string) string {
 	b.WriteString("server_id=" + strconv.FormatUint(uint64(serverID), 10) + "\n")
 	return b.String()
 }
+
+// Effective returns the settings a user may change as the server gets them: Dolphin's
+// tunable defaults for flavor with the overrides merged in (key -> value as in my.cnf).
+// Settings Dolphin manages itself are left out (they never change with the spec).
+func Effective(flavor string, overrides map[string]string) (map[string]string, error) {
+	settings, err := flavorDefaults(flavor)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, s := range settings {
+		if s.kind == tunable {
+			out[s.key] = s.value
+		}
+	}
+	for k, v := range overrides {
+		out[k] = v
+	}
+	return out, nil
+}

@@ -84,7 +84,9 @@ fi
 echo "dolphin-init: instance $ordinal ready to start"
 `
 
-// ConfigHash identifies the spec fields whose change needs the instances restarted. It is
+// ConfigHash identifies the spec fields whose change needs the instances restarted: the
+// engine and the spec.mysqlConfig settings the server cannot take at run time (settings it
+// can are applied with SET GLOBAL by the topology engine; see variables.go). It is
 // put on the pod template, so a change of these fields rolls the pods — and nothing else
 // does: a newer operator generating a slightly different my.cnf does not restart databases
 // (the new file takes effect at the next restart).
@@ -94,7 +96,7 @@ func ConfigHash(c *dolphinv1.MySQLCluster) string {
 		Flavor  dolphinv1.Flavor                      `json:"flavor"`
 		Version string                                `json:"version"`
 		Config  map[string]dolphinv1.MySQLConfigValue `json:"config"`
-	}{c.Spec.Engine.Flavor, c.Spec.Engine.Version, c.Spec.MySQLConfig})
+	}{c.Spec.Engine.Flavor, c.Spec.Engine.Version, restartConfig(c)})
 	if err != nil {
 		panic(fmt.Sprintf("marshalling config hash input: %v", err)) // cannot happen for these types
 	}

@@ -156,6 +156,10 @@ func TestPodTemplateStability(t *testing.T) {
 		func(c *dolphinv1.MySQLCluster) { c.Spec.PrimaryService.Type = corev1.ServiceTypeNodePort },
 		func(c *dolphinv1.MySQLCluster) { c.Spec.Failover.DetectionAttempts = 9 },
 		func(c *dolphinv1.MySQLCluster) { c.Status.Phase = dolphinv1.PhaseRunning; c.Generation = 42 },
+		// Settings the server takes at run time are applied with SET GLOBAL, not a restart.
+		func(c *dolphinv1.MySQLCluster) {
+			c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"max_connections": "300", "long_query_time": "2"}
+		},
 	}
 	for i, mutate := range same {
 		c := base.DeepCopy()
@@ -166,7 +170,14 @@ func TestPodTemplateStability(t *testing.T) {
 	}
 	changed := []func(c *dolphinv1.MySQLCluster){
 		func(c *dolphinv1.MySQLCluster) {
-			c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"max_connections": "300"}
+			c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"performance_schema": "ON"} // static
+		},
+		func(c *dolphinv1.MySQLCluster) {
+			// MariaDB cannot raise the buffer pool above its start-up size at run time.
+			c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "1G"}
+		},
+		func(c *dolphinv1.MySQLCluster) {
+			c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"loose_some_plugin_option": "1"} // unknown: static
 		},
 		func(c *dolphinv1.MySQLCluster) { c.Spec.Engine.Version = "11.4" },
 	}
@@ -274,5 +285,31 @@ func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
 				t.Errorf("%s: restricted check failed: %s: %s", name, r.ForbiddenReason, r.ForbiddenDetail)
 			}
 		}
+	}
+}
+
+func TestDynamicVariablesAndUnknownKeys(t *testing.T) {
+	c := minimal()
+	c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{
+		"max_connections": "200", "long_query_time": "0.5", "performance_schema": "ON",
+		"max_allowed_packet": "64M", "no_such_setting": "1", "loose_no_such_plugin": "2",
+	}
+	vars, err := DynamicVariables(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"max_connections": "200", "long_query_time": "0.5", "max_allowed_packet": "67108864",
+		"character_set_server": "'utf8mb4'"} { // Dolphin's tunable default is applied too
+		if vars[name] != want {
+			t.Errorf("%s = %q, want %q (all: %v)", name, vars[name], want, vars)
+		}
+	}
+	for _, static := range []string{"performance_schema", "no_such_setting", "loose_no_such_plugin"} {
+		if _, ok := vars[static]; ok {
+			t.Errorf("%s must not be set at run time", static)
+		}
+	}
+	if got := UnknownConfigKeys(c); !slices.Equal(got, []string{"no_such_setting"}) {
+		t.Errorf("unknown keys %v, want [no_such_setting] (loose_ keys pass unchecked)", got)
 	}
 }

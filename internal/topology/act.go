@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -95,6 +96,17 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 			return err
 		}
 		return in.SetReadOnly(ctx, false)
+	case StepApplyVariables:
+		e.mu.Lock()
+		vars := maps.Clone(e.state.Variables)
+		e.mu.Unlock()
+		if err := in.SetGlobalVariables(ctx, vars); err != nil {
+			return fmt.Errorf("applying spec.mysqlConfig at run time (fix the value; it is kept in my.cnf for the next restart): %w", err)
+		}
+		e.mu.Lock()
+		e.applied[m.Addr()] = true
+		e.mu.Unlock()
+		return nil
 	case StepSemiSyncSource:
 		return in.SetSemiSyncSource(ctx, s.SemiSync)
 	case StepRestartSemiSyncSource:

@@ -68,6 +68,21 @@ type Decision struct {
 
 // Decide is a pure function from an observation to a decision.
 func Decide(v ClusterView) Decision {
+	d := decide(v)
+	// Run-time settings only when nothing else is to be done, so that a value the server
+	// refuses can never hold up a failover or a replica's repair; the refusal is the plan's
+	// error, reported like any other.
+	if len(d.Plan) == 0 && (d.State == StateHealthy || d.State == StateDegraded) {
+		for _, in := range v.Instances {
+			if in.Reachable() && in.NeedsVariables && !in.Fresh && !d.Errant[in.Name] {
+				d.Plan = append(d.Plan, Step{Kind: StepApplyVariables, Instance: in.Name})
+			}
+		}
+	}
+	return d
+}
+
+func decide(v ClusterView) Decision {
 	d := Decision{Primary: v.Primary, Errant: maps.Clone(v.Errant), Failover: v.Failover, Switchover: v.Switchover}
 	if d.Errant == nil {
 		d.Errant = map[string]bool{}
@@ -200,7 +215,7 @@ func decideWithoutPrimary(v ClusterView, d Decision) Decision {
 				if src.Host == in.Status.Replica.SourceHost && src.Port == in.Status.Replica.SourcePort {
 					v.Primary = src.Name
 					d.Primary = src.Name
-					return Decide(v)
+					return decide(v)
 				}
 			}
 		}

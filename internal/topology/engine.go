@@ -38,6 +38,10 @@ type Config struct {
 	ObserveTimeout time.Duration
 	// WaitTimeout bounds waiting for a promoted replica to apply what it received (default 60s).
 	WaitTimeout time.Duration
+	// Variables are the server settings applied at run time on every instance (variable ->
+	// SET GLOBAL literal, see resources.DynamicVariables). A variable that an earlier engine
+	// of this cluster applied and that is no longer listed is set back to DEFAULT.
+	Variables map[string]string
 	// Reporter receives the outcome of every cycle; may be nil.
 	Reporter Reporter
 	Log      logr.Logger
@@ -51,10 +55,14 @@ type Persisted struct {
 	Failover *FailoverProgress
 	// Instances are the per-instance records (credentials generations), by name.
 	Instances map[string]InstanceRecord
+	// Variables are the run-time settings this engine applies (Config.Variables plus
+	// DEFAULT for those an earlier engine applied). Carried from one engine to the next
+	// within a process, not stored in status.
+	Variables map[string]string
 }
 
 func (p Persisted) clone() Persisted {
-	p.Errant, p.Instances = maps.Clone(p.Errant), maps.Clone(p.Instances)
+	p.Errant, p.Instances, p.Variables = maps.Clone(p.Errant), maps.Clone(p.Instances), maps.Clone(p.Variables)
 	return p
 }
 
@@ -97,6 +105,7 @@ type Engine struct {
 	mu         sync.Mutex
 	conns      map[string]cachedConn    // operator connections by address
 	accounts   map[string]time.Time     // when this engine ensured the accounts, by address
+	applied    map[string]bool          // instances whose run-time variables this engine set, by address
 	uptimes    map[string]time.Duration // each server's uptime at its last observation, by address
 	state      Persisted
 	misses     int
@@ -124,7 +133,17 @@ func New(cfg Config, from Persisted) *Engine {
 	if from.Instances == nil {
 		from.Instances = map[string]InstanceRecord{}
 	}
-	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, uptimes: map[string]time.Duration{}, state: from}
+	vars := maps.Clone(cfg.Variables)
+	for name := range from.Variables {
+		if _, ok := vars[name]; !ok {
+			if vars == nil {
+				vars = map[string]string{}
+			}
+			vars[name] = "DEFAULT" // no longer configured: back to the server's default
+		}
+	}
+	from.Variables = vars
+	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, state: from}
 }
 
 // Trigger asks for an observation now instead of at the next tick.
@@ -293,7 +312,9 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 		restarted := (seen && uptime < last) || started.After(ensured)
 		if ok && restarted {
 			delete(e.accounts, m.Addr())
+			delete(e.applied, m.Addr())
 		}
+		v.NeedsVariables = len(e.state.Variables) > 0 && !e.applied[m.Addr()]
 		e.uptimes[m.Addr()] = uptime
 		e.mu.Unlock()
 		v.NeedsAccounts = !ok || restarted || gen != e.cfg.Credentials.Generation

@@ -28,6 +28,9 @@ type InstanceView struct {
 	// instance (after a start, when the instance is new, or when it has an older
 	// credentials generation than the current one).
 	NeedsAccounts bool
+	// NeedsVariables is true until this engine has set the run-time variables on the
+	// instance (Config.Variables).
+	NeedsVariables bool
 	// CredentialsGeneration is the credentials generation the operator logged in with.
 	CredentialsGeneration string
 	// ReplicationGeneration is the generation of the replication password the instance
@@ -119,6 +122,8 @@ const (
 	StepStopReplication StepKind = "StopReplication"
 	// StepSemiSyncSource turns the semi-sync source side on or off (SemiSync).
 	StepSemiSyncSource StepKind = "SemiSyncSource"
+	// StepApplyVariables sets the run-time variables (SET GLOBAL) of the configuration.
+	StepApplyVariables StepKind = "ApplyVariables"
 	// StepRestartSemiSyncSource turns the semi-sync source side off and on again, which
 	// ends a MariaDB ack-receiver stall (see dbsql.SemiSyncStatus.StalledDumps).
 	StepRestartSemiSyncSource StepKind = "RestartSemiSyncSource"
