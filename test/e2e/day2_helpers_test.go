@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"database/sql"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// appAccount is an application account: unlike Dolphin's own, read_only stops it.
+const appUser, appPassword = "app", "App-Secret-42x"
+
+// createAppAccount creates the application account through the primary Service as the
+// operator (replicated like any application statement), allowed to write app.*.
+func (s *stack) createAppAccount(primary *sql.DB) {
+	s.t.Helper()
+	for _, q := range []string{
+		fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", appUser, appPassword),
+		fmt.Sprintf("GRANT INSERT, SELECT ON app.* TO '%s'@'%%'", appUser),
+	} {
+		if _, err := primary.Exec(q); err != nil {
+			s.t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// appWriter inserts through the primary Service as the application account, each statement
+// on a fresh connection (it goes where the proxy sends it now), recording every
+// acknowledged id and the longest time between two acknowledgements.
+type appWriter struct {
+	db         *sql.DB
+	stop, done chan struct{}
+	mu         sync.Mutex
+	acked      map[int64]bool
+	failed     int
+	last       time.Time
+	gap        time.Duration
+}
+
+func (s *stack) startAppWriter(cluster string) *appWriter {
+	s.t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(s.servicePort(cluster+"-primary"))
+	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s&writeTimeout=5s", appUser, appPassword, addr))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	db.SetMaxIdleConns(0)
+	w := &appWriter{db: db, stop: make(chan struct{}), done: make(chan struct{}), acked: map[int64]bool{}, last: time.Now()}
+	go func() {
+		defer close(w.done)
+		for id := int64(1); ; id++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			_, err := db.Exec("INSERT INTO app.rows VALUES (?)", id)
+			w.mu.Lock()
+			if err == nil {
+				w.acked[id] = true
+				if g := time.Since(w.last); g > w.gap {
+					w.gap = g
+				}
+				w.last = time.Now()
+			} else {
+				w.failed++
+			}
+			w.mu.Unlock()
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+			} else {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	s.t.Cleanup(func() { w.finish(); db.Close() })
+	return w
+}
+
+// takeGap returns the longest gap since the last call and starts measuring anew.
+func (w *appWriter) takeGap() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := max(w.gap, time.Since(w.last))
+	w.gap = 0
+	return g
+}
+
+func (w *appWriter) finish() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
+
+// ackedIDs returns the acknowledged ids and the number of failed writes.
+func (w *appWriter) ackedIDs() (map[int64]bool, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[int64]bool, len(w.acked))
+	for id := range w.acked {
+		out[id] = true
+	}
+	return out, w.failed
+}
+
+// lostOn counts acknowledged ids that db does not hold.
+func lostOn(t *testing.T, db *sql.DB, acked map[int64]bool) int {
+	t.Helper()
+	rows, err := db.Query("SELECT id FROM app.rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	present := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		present[id] = true
+	}
+	lost := 0
+	for id := range acked {
+		if !present[id] {
+			lost++
+		}
+	}
+	return lost
+}
+
+// endpointWatch polls the ready endpoints of a Service and counts the polls that found none.
+type endpointWatch struct {
+	stop, done   chan struct{}
+	mu           sync.Mutex
+	polls, empty int
+}
+
+func (s *stack) watchEndpoints(svc string) *endpointWatch {
+	w := &endpointWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			var slices discoveryv1.EndpointSliceList
+			if err := s.c.List(s.ctx, &slices, client.InNamespace(s.ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
+				continue
+			}
+			ready := 0
+			for _, sl := range slices.Items {
+				for _, ep := range sl.Endpoints {
+					if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+						ready++
+					}
+				}
+			}
+			w.mu.Lock()
+			w.polls++
+			if ready == 0 {
+				w.empty++
+			}
+			w.mu.Unlock()
+		}
+	}()
+	s.t.Cleanup(w.finish)
+	return w
+}
+
+func (w *endpointWatch) finish() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
+
+// counts returns how many polls ran and how many found the Service without a ready endpoint.
+func (w *endpointWatch) counts() (polls, empty int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.polls, w.empty
+}
+
+// server identifies one running mysqld: a restart or a replaced pod changes it.
+type server struct {
+	uid      types.UID
+	pid      int
+	restarts int32
+}
+
+// servers snapshots the mysqld of every pod of a cluster.
+func (s *stack) servers(cluster string, n int) map[string]server {
+	s.t.Helper()
+	out := map[string]server{}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", cluster, i)
+		var p corev1.Pod
+		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name}, &p); err != nil {
+			s.t.Fatal(err)
+		}
+		out[name] = server{p.UID, s.serverPID(name), p.Status.ContainerStatuses[0].RestartCount}
+	}
+	return out
+}
+
+// podIP returns the address of a pod's server.
+func (s *stack) podAddr(name string) string {
+	s.t.Helper()
+	var p corev1.Pod
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name}, &p); err != nil {
+		s.t.Fatal(err)
+	}
+	return p.Status.PodIP + ":3306"
+}
