@@ -70,8 +70,11 @@ type MySQLClusterSpec struct {
 	// MySQLConfig adds or overrides mysqld settings in the generated my.cnf, for example
 	// `innodb_buffer_pool_size: 512M`. Keys use underscores. Settings that Dolphin manages
 	// itself for replication and failover (server_id, log_bin, gtid_*, read_only,
-	// rpl_semi_sync_*, port, datadir …) are rejected. Changing this map restarts the
-	// instances one at a time.
+	// rpl_semi_sync_*, port, datadir …) are rejected, and so are options Dolphin does not know
+	// for the engine version (write them with the loose_ prefix to pass them unchecked).
+	// Settings the server takes at run time (max_connections, long_query_time …) are applied
+	// with SET GLOBAL on every instance without a restart; others roll the instances one at
+	// a time.
 	// +kubebuilder:validation:MaxProperties=100
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9_]{0,63}$'))",message="mysqlConfig keys must be lower-case mysqld option names with underscores, e.g. innodb_buffer_pool_size (not innodb-buffer-pool-size)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['server_id','log_bin','log_bin_index','skip_log_bin','disable_log_bin','log_slave_updates','log_replica_updates','binlog_format','gtid_mode','gtid_strict_mode','enforce_gtid_consistency','gtid_domain_id','read_only','super_read_only','skip_slave_start','skip_replica_start','init_rpl_role','relay_log','relay_log_index','datadir','socket','port','bind_address','user','pid_file','log_error','sync_binlog','innodb_flush_log_at_trx_commit']) && !k.startsWith('rpl_semi_sync_'))",message="mysqlConfig may not set replication and durability settings that Dolphin manages (server_id, log_bin, binlog_format, gtid_*, read_only, rpl_semi_sync_*, sync_binlog, innodb_flush_log_at_trx_commit, datadir, port, socket …): remove that key"
@@ -185,9 +188,11 @@ const (
 // CredentialsSpec chooses where the passwords of the accounts Dolphin uses come from.
 type CredentialsSpec struct {
 	// SecretName names an existing Secret in the cluster's namespace holding the keys
-	// root-password, replication-password, operator-password and monitor-password.
+	// root-password (root@localhost, for local access inside a pod), replication-password,
+	// operator-password (Dolphin's own account) and monitor-password.
 	// When empty, Dolphin generates `<name>-credentials` with strong random passwords and
-	// never overwrites it. It cannot be changed after creation.
+	// never overwrites it. Changing a password in the Secret rotates it on every instance
+	// without downtime (condition CredentialsApplied). It cannot be changed after creation.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="credentials.secretName is immutable: change the passwords inside the Secret instead"
 	// +optional
