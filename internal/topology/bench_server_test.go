@@ -27,7 +27,9 @@ func TestBenchFailover(t *testing.T) {
 	}
 	rec := &phaseRecorder{}
 	h := runningCluster(t, rec)
-	w := startWriter(h)
+	// An application account: read_only stops it, unlike Dolphin's own (DESIGN.md).
+	h.createAppAccount()
+	w := startWriterAs(h, appAccount)
 	defer w.finish()
 
 	var detect, promote, total []time.Duration
