@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -60,7 +61,9 @@ func startOperator(t *testing.T, ns string, failover dolphinv1.FailoverSpec, add
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = dolphinv1.AddToScheme(scheme)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	// The operator's restricted cache (only Dolphin's own Secrets, pods, claims …).
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{ByObject: mysqlcontroller.CacheByObject()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +75,7 @@ func startOperator(t *testing.T, ns string, failover dolphinv1.FailoverSpec, add
 	if err := mgr.Add(engines); err != nil {
 		t.Fatal(err)
 	}
-	r := &mysqlcontroller.MySQLClusterReconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("dolphin-operator"), Topology: engines}
+	r := &mysqlcontroller.MySQLClusterReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("dolphin-operator"), Topology: engines}
 	if err := r.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}

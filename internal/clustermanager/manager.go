@@ -208,7 +208,13 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	d := resources.Defaulted(c)
 	var s corev1.Secret
 	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.CredentialsSecretName(c)}
-	if err := m.Client.Get(ctx, key, &s); err != nil {
+	err := m.Client.Get(ctx, key, &s)
+	if apierrors.IsNotFound(err) {
+		// The cache holds only labelled Secrets: a user-supplied one is labelled by the
+		// reconcile that updates the engine, and may not have reached the cache yet.
+		err = m.APIReader().Get(ctx, key, &s)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return topology.Config{}, fmt.Errorf("credentials Secret %s does not exist yet: %w", key, err)
 		}

@@ -45,9 +45,15 @@ const secretNameIndex = "spec.credentials.secretName"
 // MySQLClusterReconciler keeps the Kubernetes objects of every MySQLCluster in line with
 // its spec and reports their state in the status.
 type MySQLClusterReconciler struct {
-	Client   client.Client
-	Scheme   *runtime.Scheme
-	Recorder events.EventRecorder
+	// Client reads from the manager's cache, which holds only Dolphin's own objects
+	// (CacheByObject), and writes to the API server.
+	Client client.Client
+	// APIReader reads live from the API server (the manager's APIReader): objects outside
+	// the cache, such as a user-supplied credentials Secret Dolphin has not labelled yet.
+	// Nil uses Client.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
 	// Topology runs the database side of each cluster; nil leaves databases alone.
 	Topology TopologyRunner
 }
@@ -168,7 +174,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.event(&c, corev1.EventTypeWarning, ue.Reason, "Reconcile", "%s", ue.Message)
 		logger.Info("waiting for the user to fix the cluster", "reason", ue.Reason, "message", ue.Message)
 		waitingForUser = true
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: userErrorRequeueAfter(stepErr)}, nil
 	}
 	return ctrl.Result{}, stepErr
 }
@@ -363,7 +369,11 @@ func podToCluster(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // secretToClusters maps a user-supplied credentials Secret to the clusters that name it, so
-// that creating or fixing the Secret resumes a cluster waiting for it.
+// that fixing the Secret or rotating its passwords reaches the cluster at once. The watch
+// sees only Secrets with CredentialsLabel (CacheByObject), which Dolphin adds when it first
+// reads one; a cluster waiting for its Secret to be created looks for it every
+// userSecretPollInterval instead. Removing the label shows as a deletion: the cluster reads
+// the Secret live and labels it again.
 func (r *MySQLClusterReconciler) secretToClusters(ctx context.Context, o client.Object) []reconcile.Request {
 	var list dolphinv1.MySQLClusterList
 	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretNameIndex: o.GetName()}); err != nil {

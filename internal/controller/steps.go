@@ -44,28 +44,15 @@ func (r *MySQLClusterReconciler) steps() []step {
 
 // reconcileCredentials makes sure the Secret with the account passwords exists and is
 // complete. A generated Secret is created once; later only missing keys are added, never
-// changed. A user-supplied Secret is only read.
+// changed. A user-supplied Secret is only read, and labelled (usersecret.go).
 func (r *MySQLClusterReconciler) reconcileCredentials(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	if c.Spec.Credentials.SecretName != "" {
+		return r.reconcileUserCredentials(ctx, c)
+	}
 	name := resources.CredentialsSecretName(c)
 	key := types.NamespacedName{Namespace: c.Namespace, Name: name}
 	var s corev1.Secret
 	err := r.Client.Get(ctx, key, &s)
-	if c.Spec.Credentials.SecretName != "" {
-		switch {
-		case apierrors.IsNotFound(err):
-			return &userError{Reason: "CredentialsSecretNotFound", Message: fmt.Sprintf(
-				"Secret %q named in spec.credentials.secretName does not exist: create it with the keys %s",
-				name, strings.Join(resources.CredentialKeys, ", "))}
-		case err != nil:
-			return fmt.Errorf("reading Secret %s: %w", key, err)
-		}
-		if missing := resources.MissingCredentialKeys(&s); len(missing) > 0 {
-			return &userError{Reason: "CredentialsSecretIncomplete", Message: fmt.Sprintf(
-				"Secret %q lacks the keys %s: add them (non-empty)", name, strings.Join(missing, ", "))}
-		}
-		return r.reconcileCredentialHistory(ctx, c, s.Data)
-	}
-
 	switch {
 	case apierrors.IsNotFound(err):
 		s := resources.GeneratedCredentialsSecret(c, resources.NewPassword)

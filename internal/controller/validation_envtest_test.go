@@ -157,7 +157,8 @@ func TestEnvtestFieldSelectorOnPhase(t *testing.T) {
 }
 
 // TestEnvtestUserSuppliedCredentials: a missing or incomplete Secret fails the cluster with
-// a message saying what to add; a complete one lets it proceed, and is never modified.
+// a message saying what to add; a complete one lets it proceed. Dolphin changes nothing in
+// it but adding its CredentialsLabel (once), and does not own it.
 func TestEnvtestUserSuppliedCredentials(t *testing.T) {
 	needEnvtest(t)
 	c := directClient(t, nil)
@@ -184,20 +185,33 @@ func TestEnvtestUserSuppliedCredentials(t *testing.T) {
 	}
 	expectFailed("CredentialsSecretIncomplete", "lacks the keys operator-password, monitor-password")
 
+	// A patch, as kubectl apply sends: Dolphin has labelled the Secret since it was read.
+	complete := client.MergeFrom(secret.DeepCopy())
 	secret.Data[resources.OperatorPasswordKey] = []byte("o")
 	secret.Data[resources.MonitorPasswordKey] = []byte("m")
-	if err := c.Update(ctx, secret); err != nil {
+	if err := c.Patch(ctx, secret, complete); err != nil {
 		t.Fatal(err)
 	}
-	rv := secret.ResourceVersion
+	data := secret.DeepCopy().Data
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)
 	}
 	if st := getCluster(t, c, key).Status; st.Phase != dolphinv1.PhasePending {
 		t.Errorf("with a complete Secret the cluster should proceed to Pending, got %q", st.Phase)
 	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Fatal(err)
+	}
+	if secret.Labels[resources.CredentialsLabel] != "true" || len(secret.Labels) != 1 || !equality.Semantic.DeepEqual(secret.Data, data) {
+		t.Errorf("the user's Secret should only have gained the label %s=true: labels %v, data changed %v",
+			resources.CredentialsLabel, secret.Labels, !equality.Semantic.DeepEqual(secret.Data, data))
+	}
+	rv := secret.ResourceVersion
+	if err := reconcileOnce(t, c, key); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil || secret.ResourceVersion != rv {
-		t.Errorf("the user's Secret was modified (resourceVersion %s -> %s, %v)", rv, secret.ResourceVersion, err)
+		t.Errorf("the labelled Secret was modified again (resourceVersion %s -> %s, %v)", rv, secret.ResourceVersion, err)
 	}
 	if len(secret.OwnerReferences) != 0 {
 		t.Errorf("the user's Secret must not be owned by the cluster: %+v", secret.OwnerReferences)

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
@@ -155,6 +157,7 @@ func TestManagerOptions(t *testing.T) {
 	if mo.Cache.DefaultNamespaces != nil {
 		t.Errorf("cache namespaces = %v, want all namespaces", mo.Cache.DefaultNamespaces)
 	}
+	checkCacheSelectors(t, mo)
 	if mo.Controller.SkipNameValidation != nil {
 		t.Error("controller name validation is skipped by default")
 	}
@@ -171,8 +174,31 @@ func TestManagerOptions(t *testing.T) {
 	if _, ok := mo.Cache.DefaultNamespaces["databases"]; !ok || len(mo.Cache.DefaultNamespaces) != 1 {
 		t.Errorf("cache namespaces = %v, want only databases", mo.Cache.DefaultNamespaces)
 	}
+	checkCacheSelectors(t, mo)
 	if s := mo.Controller.SkipNameValidation; s == nil || !*s {
 		t.Error("SkipControllerNameValidation is not passed to the manager")
+	}
+}
+
+// checkCacheSelectors: the manager caches only Dolphin's Secrets, pods and claims.
+func checkCacheSelectors(t *testing.T, mo ctrl.Options) {
+	t.Helper()
+	want := map[string]string{
+		"*v1.Secret":                "mysql.dolphin.dev/credentials=true",
+		"*v1.Pod":                   "app.kubernetes.io/managed-by=dolphin",
+		"*v1.PersistentVolumeClaim": "app.kubernetes.io/instance,app.kubernetes.io/name=mysql",
+		"*v1.ConfigMap":             "app.kubernetes.io/managed-by=dolphin",
+	}
+	got := map[string]string{}
+	for obj, by := range mo.Cache.ByObject {
+		if by.Label != nil {
+			got[fmt.Sprintf("%T", obj)] = by.Label.String()
+		}
+	}
+	for typ, sel := range want {
+		if got[typ] != sel {
+			t.Errorf("the cache selects %s by %q, want %q", typ, got[typ], sel)
+		}
 	}
 }
 

@@ -76,10 +76,11 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("adding the topology engines: %w", err)
 	}
 	r := &controller.MySQLClusterReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder(EventSource),
-		Topology: engines,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder(EventSource),
+		Topology:  engines,
 	}
 	if err := r.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
 		return fmt.Errorf("setting up the MySQLCluster controller: %w", err)
@@ -89,6 +90,12 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding ready check: %w", err)
+	}
+
+	// Before the cache starts: it holds only labelled Secrets, so Secrets created by an
+	// operator that did not label them would look missing to the reconciler.
+	if err := labelOwnSecrets(ctx, mgr.GetAPIReader(), mgr.GetClient(), opts.WatchNamespace, setupLog); err != nil {
+		return err
 	}
 
 	setupLog.Info("starting operator",
@@ -160,8 +167,11 @@ func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) ct
 	if opts.MetricsSecure {
 		mo.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	// The cache holds only Dolphin's own objects of the kinds it watches; see
+	// controller.CacheByObject.
+	mo.Cache = cache.Options{ByObject: controller.CacheByObject()}
 	if opts.WatchNamespace != "" {
-		mo.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{opts.WatchNamespace: {}}}
+		mo.Cache.DefaultNamespaces = map[string]cache.Config{opts.WatchNamespace: {}}
 	}
 	if opts.SkipControllerNameValidation {
 		skip := true

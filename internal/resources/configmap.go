@@ -40,19 +40,29 @@ func ConfigMap(c *dolphinv1.MySQLCluster) (*corev1ac.ConfigMapApplyConfiguration
 // InitScript is run by the init container of every instance before the server starts. It
 // writes the per-instance config (server_id from the pod ordinal, report_host) and
 // initialises an empty data directory. It never deletes anything.
+//
+// The operator reaches instances over the network, where the install-time root account
+// (localhost only) does not answer, so Dolphin's operator account is created while the data
+// directory is initialised, by both flavors alike: ALL WITH GRANT OPTION, from '%', with the
+// password of the credentials Secret; the engine creates the other accounts with it.
+// MariaDB runs the statements with mariadbd --bootstrap. MySQL runs them from
+// --init-file during --initialize-insecure: the server executes that file after its own
+// initialisation statements, with the server's default sql_mode (so backslash escapes
+// hold whatever my.cnf says) and, unlike its own statements, binary logging on, which the
+// file turns off for itself so that no instance starts with a GTID of its own. The MySQL
+// script is tested as text only: no MySQL server can be installed here.
 func InitScript(c *dolphinv1.MySQLCluster) string {
 	myCnf := path.Join(mycnf.ConfigDir, MyCnfKey)
-	// The operator reaches instances over the network, where install-time root accounts
-	// (localhost only) do not answer: the operator's account is created while initialising.
-	// It is ALL WITH GRANT OPTION and creates the other accounts itself.
 	install := "mariadb-install-db --defaults-file=" + myCnf + " --auth-root-authentication-method=normal --skip-test-db\n" +
-		"  pw=$(printf %s \"$DOLPHIN_OPERATOR_PASSWORD\" | sed -e 's/\\\\/\\\\\\\\/g' -e \"s/'/''/g\")\n" +
-		"  printf \"FLUSH PRIVILEGES;\\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\\n\" \\\n" +
-		"    \"$DOLPHIN_OPERATOR_USER\" \"$pw\" \"$DOLPHIN_OPERATOR_USER\" | mariadbd --defaults-file=" + myCnf + " --bootstrap"
+		"  " + escapeOperatorPassword + "\n" +
+		"  " + operatorAccountSQL("FLUSH PRIVILEGES;") + " | mariadbd --defaults-file=" + myCnf + " --bootstrap"
 	if c.Spec.Engine.Flavor == dolphinv1.FlavorMySQL {
-		// Not verified here (no MySQL server): the operator account is created by the
-		// engine over the bootstrap root account, which MySQL only grants on localhost.
-		install = "mysqld --defaults-file=" + myCnf + " --initialize-insecure"
+		initFile := "/tmp/dolphin-init.sql" // an emptyDir of the pod; the file holds the password, so 0600 and removed
+		install = escapeOperatorPassword + "\n" +
+			"  (umask 077 && " + operatorAccountSQL("SET SESSION sql_log_bin = 0;") + " > " + initFile + ")\n" +
+			"  mysqld --defaults-file=" + myCnf + " --initialize-insecure --init-file=" + initFile +
+			" || { rm -f " + initFile + "; exit 1; }\n" +
+			"  rm -f " + initFile
 	}
 	r := strings.NewReplacer(
 		"@INSTANCE_CNF@", mycnf.InstanceConfigFile,
@@ -62,6 +72,20 @@ func InitScript(c *dolphinv1.MySQLCluster) string {
 		"@INSTALL@", install,
 	)
 	return r.Replace(initScriptTemplate)
+}
+
+// escapeOperatorPassword sets $pw to $DOLPHIN_OPERATOR_PASSWORD as the content of an SQL
+// string literal: backslashes and quotes doubled, newlines written \n so that no statement
+// spans lines. The dot appended and removed keeps trailing newlines, which $(...) would
+// strip (a Secret made with --from-file often ends with one).
+const escapeOperatorPassword = `pw=$(printf '%s.' "$DOLPHIN_OPERATOR_PASSWORD" | sed -e ':a' -e '$!N' -e '$!ba' -e 's/\\/\\\\/g' -e "s/'/''/g" -e 's/\n/\\n/g')` +
+	"\n  pw=${pw%.}"
+
+// operatorAccountSQL is a printf command writing first (one statement) and the statements
+// that create Dolphin's operator account with the password $pw.
+func operatorAccountSQL(first string) string {
+	return `printf "` + first + `\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\n" \` +
+		"\n    \"$DOLPHIN_OPERATOR_USER\" \"$pw\" \"$DOLPHIN_OPERATOR_USER\""
 }
 
 const initScriptTemplate = `#!/bin/sh

@@ -111,7 +111,7 @@ func CredentialHistorySecret(c *dolphinv1.MySQLCluster, h CredentialHistory) *co
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        CredentialsHistorySecretName(c),
 			Namespace:   c.Namespace,
-			Labels:      CommonLabels(c),
+			Labels:      CredentialsSecretLabels(c),
 			Annotations: map[string]string{GenerationsAnnotation: strings.Join(h.Generations, ",")},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: dolphinv1.GroupVersion.String(), Kind: "MySQLCluster", Name: c.Name, UID: c.UID,

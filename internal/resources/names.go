@@ -26,6 +26,12 @@ const (
 
 	appName   = "mysql"
 	managedBy = "dolphin"
+
+	// AppName is the value of LabelName on Dolphin's pods and data volume claims.
+	AppName = appName
+	// ManagedBy is the value of LabelManagedBy on every object Dolphin creates (data
+	// volume claims excepted: they carry the StatefulSet claim template's SelectorLabels).
+	ManagedBy = managedBy
 )
 
 // MySQLPort is the port every instance and Service listens on.

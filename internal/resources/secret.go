@@ -25,6 +25,20 @@ const (
 	MonitorUser     = "dolphin-monitor"
 )
 
+// CredentialsLabel, set to "true", marks every Secret Dolphin reads passwords from: the
+// generated credentials Secret, the credentials history Secret, and a user-supplied
+// credentials Secret (Dolphin adds the label when it first reads that one). The operator's
+// cache holds only Secrets with this label, so it never keeps a copy of anyone else's.
+const CredentialsLabel = "mysql.dolphin.dev/credentials"
+
+// CredentialsSecretLabels are the labels of the Secrets Dolphin creates: CommonLabels and
+// CredentialsLabel.
+func CredentialsSecretLabels(c *dolphinv1.MySQLCluster) map[string]string {
+	l := CommonLabels(c)
+	l[CredentialsLabel] = "true"
+	return l
+}
+
 // CredentialKeys lists every key the credentials Secret must hold.
 var CredentialKeys = []string{RootPasswordKey, ReplicationPasswordKey, OperatorPasswordKey, MonitorPasswordKey}
 
@@ -44,7 +58,7 @@ func GeneratedCredentialsSecret(c *dolphinv1.MySQLCluster, newPassword func() st
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      NamesFor(c).GeneratedSecret,
 			Namespace: c.Namespace,
-			Labels:    CommonLabels(c),
+			Labels:    CredentialsSecretLabels(c),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         dolphinv1.GroupVersion.String(),
 				Kind:               "MySQLCluster",

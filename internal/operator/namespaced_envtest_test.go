@@ -1,0 +1,209 @@
+package operator_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/controller"
+	"github.com/dolphin-operator/dolphin/internal/operator"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// kustomizeBuild builds a kustomization under config/ with the kubectl that
+// hack/control-plane.sh builds next to kube-apiserver (KUBEBUILDER_ASSETS).
+func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	out, err := exec.Command(kubectl, "kustomize", filepath.Join("..", "..", dir)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
+		}
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs
+			}
+			t.Fatalf("decoding the output of kubectl kustomize %s: %v", dir, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// TestEnvtestNamespacedInstall applies the RBAC of config/namespaced (built with kustomize)
+// and runs the operator as its ServiceAccount with --watch-namespace: with only that Role and
+// the small ClusterRole it takes its Lease, labels a Secret an earlier operator created
+// without CredentialsLabel (instead of failing to re-create it), and brings up the cluster
+// in its namespace, while it cannot even read Secrets elsewhere and leaves clusters there
+// alone.
+func TestEnvtestNamespacedInstall(t *testing.T) {
+	env, admin := startEnvtest(t)
+	ctx := context.Background()
+	const ns = "dolphin"
+
+	objs := kustomizeBuild(t, "config/namespaced")
+	var deployment *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "CustomResourceDefinition": // installed by envtest
+		case "Deployment":
+			deployment = o
+		default:
+			if err := admin.Create(ctx, o); err != nil {
+				t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	if deployment == nil || deployment.GetNamespace() != ns {
+		t.Fatalf("config/namespaced builds no Deployment in namespace %s: %v", ns, deployment)
+	}
+	var dep appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deployment.Object, &dep); err != nil {
+		t.Fatal(err)
+	}
+	container := dep.Spec.Template.Spec.Containers[0]
+	for _, arg := range []string{"--watch-namespace=$(POD_NAMESPACE)", "--leader-election-namespace=$(POD_NAMESPACE)"} {
+		if !slices.Contains(container.Args, arg) {
+			t.Errorf("the namespaced Deployment lacks %s: %v", arg, container.Args)
+		}
+	}
+	if len(container.Env) == 0 || container.Env[0].Name != "POD_NAMESPACE" || container.Env[0].ValueFrom == nil ||
+		container.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("the namespaced Deployment does not set POD_NAMESPACE from the downward API: %+v", container.Env)
+	}
+
+	// A cluster whose generated Secret an earlier operator created, without CredentialsLabel.
+	legacy := &dolphinv1alpha1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy"}}
+	if err := admin.Create(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	old := resources.GeneratedCredentialsSecret(legacy, resources.NewPassword)
+	old.Labels = resources.CommonLabels(legacy)
+	if err := admin.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	// A cluster in another namespace, which this install must not touch.
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}); err != nil {
+		t.Fatal(err)
+	}
+	other := &dolphinv1alpha1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "other"}}
+	if err := admin.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+
+	sa, err := env.AddUser(envtest.User{
+		Name:   "system:serviceaccount:" + ns + ":dolphin-operator",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asOperator, err := client.New(sa.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := asOperator.List(ctx, &corev1.SecretList{}, client.InNamespace("elsewhere")); !apierrors.IsForbidden(err) {
+		t.Errorf("the namespaced operator listing Secrets in another namespace: %v, want Forbidden", err)
+	}
+
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("operator logs:\n%s", logs)
+		}
+	})
+	opts := operator.DefaultOptions()
+	opts.RESTConfig = sa.Config()
+	opts.WatchNamespace = ns
+	opts.LeaderElectionNamespace = ns
+	opts.MetricsBindAddress = "0"
+	opts.HealthProbeBindAddress = "0"
+	opts.GracefulShutdownTimeout = 10 * time.Second
+	opts.Zap.Development = true
+	opts.Zap.DestWriter = logs
+	opts.SkipControllerNameValidation = true
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- operator.Run(runCtx, opts) }()
+
+	eventually(t, 30*time.Second, "the legacy cluster brought up by the namespaced operator", func() (bool, error) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned early: %v", err)
+		default:
+		}
+		var sts appsv1.StatefulSet
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(legacy), &sts); err != nil {
+			return false, err
+		}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(legacy), legacy); err != nil {
+			return false, err
+		}
+		if legacy.Status.Phase != dolphinv1alpha1.PhasePending {
+			return false, fmt.Errorf("phase %q, conditions %+v", legacy.Status.Phase, legacy.Status.Conditions)
+		}
+		return true, nil
+	})
+	var s corev1.Secret
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(old), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Labels[resources.CredentialsLabel] != "true" {
+		t.Errorf("the earlier operator's Secret was not labelled: %v", s.Labels)
+	}
+	for _, k := range resources.CredentialKeys {
+		if !bytes.Equal(s.Data[k], old.Data[k]) {
+			t.Errorf("password %s of the existing Secret changed", k)
+		}
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil {
+		t.Fatal(err)
+	}
+	if controllerutil.ContainsFinalizer(other, controller.Finalizer) || other.Status.Phase != "" {
+		t.Errorf("the namespaced operator touched a cluster in another namespace: %+v", other)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v after cancellation, want nil", err)
+		}
+	case <-time.After(opts.GracefulShutdownTimeout + 5*time.Second):
+		t.Fatal("Run did not return after cancellation")
+	}
+}
