@@ -136,6 +136,9 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 
 	// Progressing.
 	settled, rollout := statefulSetSettled(o.StatefulSet, o.Replicas)
+	if msg := rolloutProgress(o.StatefulSet, o.Pods, o.Previous.Topology); msg != "" {
+		settled, rollout = false, msg // names the instance the rollout restarts or waits for
+	}
 	volumesDone, volumesMsg := true, ""
 	if !o.VolumeSize.IsZero() {
 		volumesDone, volumesMsg = volumeProgress(o.Claims, o.VolumeSize)

@@ -28,8 +28,9 @@ type step struct {
 }
 
 // steps is the reconcile order: credentials and configuration before the pods that mount
-// them, Services before the StatefulSet that names its headless Service, then the budget,
-// and storage growth last (a StorageClass that cannot expand must not stop the others).
+// them, Services before the StatefulSet that names its headless Service, the rollout of its
+// pod template (rollout.go), then the budget, and storage growth last (a StorageClass that
+// cannot expand must not stop the others).
 func (r *MySQLClusterReconciler) steps() []step {
 	return []step{
 		{"credentials", r.reconcileCredentials},
@@ -37,6 +38,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"service-account", r.reconcileServiceAccount},
 		{"services", r.reconcileServices},
 		{"statefulset", r.reconcileStatefulSet},
+		{"rollout", r.reconcileRollout},
 		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
 		{"storage", r.reconcileStorage},
 	}

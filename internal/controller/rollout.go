@@ -1,0 +1,420 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// ForceRolloutAnnotation set to "true" on a MySQLCluster lets a rolling restart start and
+// continue while the cluster is degraded (errant instances, a failover in progress, a
+// topology that is not Healthy, replicas not caught up, instances not ready). Pods are
+// still restarted one at a time. Dolphin never removes it: remove it once the rollout is
+// done, or every later rollout is forced too.
+const ForceRolloutAnnotation = "mysql.dolphin.dev/force-rollout"
+
+// topologyHealthy is the engine's state when every replica replicates from the primary.
+const topologyHealthy = "Healthy"
+
+// rolloutInput is what a rollout decision looks at; every part of it is observed state, so
+// a restarted operator decides the same.
+type rolloutInput struct {
+	StatefulSet *appsv1.StatefulSet
+	Pods        []corev1.Pod              // the cluster's pods
+	Topology    *dolphinv1.TopologyStatus // the engine's record (status.topology)
+	Forced      bool                      // ForceRolloutAnnotation is "true"
+}
+
+// rolloutKind is what the rollout step does next.
+type rolloutKind string
+
+const (
+	rolloutNothing    rolloutKind = ""           // every pod runs the current template
+	rolloutWait       rolloutKind = "Wait"       // a rollout is due, but not now (Message says why)
+	rolloutDeletePod  rolloutKind = "DeletePod"  // delete Pod (UID); the StatefulSet re-creates it
+	rolloutSwitchover rolloutKind = "Switchover" // move the primary role from From to Pod
+)
+
+// rolloutAction is the outcome of nextRollout.
+type rolloutAction struct {
+	Kind rolloutKind
+	// Pod is the pod to delete, or the switchover target.
+	Pod string
+	// UID is the deleted pod's UID (a precondition: a re-created pod is never deleted).
+	UID types.UID
+	// From is the primary a switchover moves away from.
+	From string
+	// Message is the Progressing condition message, and the note of the action's event.
+	Message string
+}
+
+// nextRollout decides the next step of rolling a new pod template out (pods are at the
+// StatefulSet's status.updateRevision once re-created). Outdated replicas go first, one at a
+// time, highest ordinal first; then the primary role moves to an updated replica; then the
+// former primary, now an outdated replica, goes like the others. A pod is deleted only when
+// every pod is ready, none is terminating, the topology is Healthy and every replica
+// replicates with no lag — unless Forced, which skips the health checks but still waits for
+// each re-created pod to be ready, and still restarts a primary that has replicas only after
+// a switchover. A single instance is restarted in place. A replica left not ready on a
+// template that was replaced since is restarted at once (stuckReplica).
+func nextRollout(in rolloutInput) rolloutAction {
+	sts := in.StatefulSet
+	if sts == nil || sts.DeletionTimestamp != nil || sts.Spec.Replicas == nil || sts.Status.UpdateRevision == "" {
+		// Not there, being replaced (storage growth), or no revision reported yet.
+		return rolloutAction{}
+	}
+	if sts.Status.ObservedGeneration < sts.Generation {
+		return rolloutAction{Kind: rolloutWait, Message: "the StatefulSet controller has not observed the latest spec yet"}
+	}
+	rev, replicas := sts.Status.UpdateRevision, int(*sts.Spec.Replicas)
+	pods := make([]*corev1.Pod, replicas)
+	for i := range in.Pods {
+		if n, ok := podOrdinal(sts.Name, in.Pods[i].Name); ok && n < replicas {
+			pods[n] = &in.Pods[i]
+		}
+	}
+	// A pod without a revision label was not made by the StatefulSet controller: its
+	// revision is unknown and it is never deleted for a rollout.
+	revisionOf := func(p *corev1.Pod) string { return p.Labels[appsv1.ControllerRevisionHashLabelKey] }
+	var outdated []int
+	updated := 0
+	for n, p := range pods {
+		switch {
+		case p == nil || revisionOf(p) == "":
+		case revisionOf(p) == rev:
+			updated++
+		default:
+			outdated = append(outdated, n)
+		}
+	}
+	if len(outdated) == 0 {
+		return rolloutAction{}
+	}
+	progress := fmt.Sprintf("%d/%d instances updated", updated, replicas)
+	wait := func(format string, args ...any) rolloutAction {
+		return rolloutAction{Kind: rolloutWait, Message: "rolling out: " + fmt.Sprintf(format, args...) + "; " + progress}
+	}
+	held := func(format string, args ...any) rolloutAction {
+		return wait("held while "+format+" (annotate the cluster "+ForceRolloutAnnotation+"=true to roll anyway)", args...)
+	}
+	name := func(n int) string { return sts.Name + "-" + strconv.Itoa(n) }
+
+	// One at a time, forced or not: the pod restarted last is back and ready first.
+	for n, p := range pods {
+		switch {
+		case p == nil:
+			return wait("waiting for %s to be re-created", name(n))
+		case p.DeletionTimestamp != nil:
+			return wait("waiting for %s to terminate", name(n))
+		case !podReady(p) && revisionOf(p) == rev:
+			return wait("waiting for %s to be ready and caught up", name(n))
+		}
+	}
+
+	t := in.Topology
+	primary := ""
+	if t != nil {
+		primary = t.Primary
+	}
+	if t != nil && (t.State == "Switchover" || t.State == "Bootstrapping") {
+		return wait("waiting for the topology engine (%s: %s)", t.State, t.Message)
+	}
+	del := func(n int, why string) rolloutAction {
+		msg := fmt.Sprintf("restarting %s (%s) with the new pod template", name(n), why)
+		if in.Forced {
+			msg += ", forced by " + ForceRolloutAnnotation
+		}
+		return rolloutAction{Kind: rolloutDeletePod, Pod: name(n), UID: pods[n].UID, Message: "rolling out: " + msg + "; " + progress}
+	}
+	if n, ok := stuckReplica(sts, pods, outdated, primary); ok && primary != "" && !in.Forced {
+		// A template that never worked is replaced without waiting for a health the broken
+		// pod itself prevents.
+		return del(n, "a replica that never became ready with the template it runs")
+	}
+	if !in.Forced {
+		switch {
+		case t == nil || t.Primary == "":
+			return wait("waiting for the topology engine to record a primary")
+		case t.FailoverInProgress != nil:
+			return held("a failover from %s is in progress", t.FailoverInProgress.From)
+		case len(t.ErrantInstances) > 0:
+			return held("%s hold errant transactions", strings.Join(t.ErrantInstances, ", "))
+		case t.State != topologyHealthy:
+			return held("the topology is %s: %s", t.State, t.Message)
+		}
+		for n, p := range pods {
+			if !podReady(p) {
+				return held("%s is not ready", name(n))
+			}
+			if why := notCaughtUp(t, name(n)); why != "" {
+				return wait("waiting for %s to be ready and caught up (%s)", name(n), why)
+			}
+		}
+	}
+	if primary == "" {
+		// Forced without a record: the labeled primary, if any, still goes last.
+		for _, p := range pods {
+			if p.Labels[resources.RoleLabel] == string(dolphinv1.RolePrimary) {
+				primary = p.Name
+			}
+		}
+	}
+
+	// Replicas first: highest ordinal first, and when forced, those not ready before those
+	// that are (they serve nobody, and the new template may be their fix).
+	var replicasOut []int
+	for _, n := range outdated {
+		if name(n) != primary {
+			replicasOut = append(replicasOut, n)
+		}
+	}
+	if len(replicasOut) > 0 {
+		slices.SortFunc(replicasOut, func(a, b int) int {
+			if in.Forced && podReady(pods[a]) != podReady(pods[b]) {
+				if podReady(pods[a]) {
+					return 1
+				}
+				return -1
+			}
+			return cmp.Compare(b, a)
+		})
+		n := replicasOut[0]
+		why := "an outdated replica"
+		if lp := lastPromotion(t); lp != nil && lp.Planned && lp.From == name(n) {
+			why = "the former primary, after the switchover to " + lp.To
+		}
+		return del(n, why)
+	}
+
+	// Only the primary is outdated.
+	p := outdated[0]
+	if replicas == 1 {
+		return del(p, "the only instance: there is no replica to switch over to, so clients cannot write until it is back")
+	}
+	if target, ok := switchoverTarget(t, pods, rev, primary); ok {
+		return rolloutAction{Kind: rolloutSwitchover, Pod: target, From: primary, Message: fmt.Sprintf(
+			"rolling out: switching the primary over from %s to the updated replica %s before restarting it; %s", primary, target, progress)}
+	}
+	// Forced or not, a primary with replicas is restarted only after a switchover.
+	return wait("waiting for an updated replica that can take over from the primary %s (ready, reachable, replicating)", primary)
+}
+
+// switchoverTarget picks the updated replica the primary role moves to: ready, reachable,
+// replicating and not errant; the least lag, then an executed set equal to the primary's,
+// then the lowest ordinal. The engine then waits until it applied everything the old
+// primary wrote before promoting it.
+func switchoverTarget(t *dolphinv1.TopologyStatus, pods []*corev1.Pod, rev, primary string) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	var primaryGTID string
+	if p := topologyInstance(t, primary); p != nil {
+		primaryGTID = p.GTIDExecuted
+	}
+	type candidate struct {
+		name string
+		lag  int64
+		same bool
+		n    int
+	}
+	var cs []candidate
+	for n, p := range pods {
+		if p.Name == primary || p.Labels[appsv1.ControllerRevisionHashLabelKey] != rev || !podReady(p) || slices.Contains(t.ErrantInstances, p.Name) {
+			continue
+		}
+		in := topologyInstance(t, p.Name)
+		if in == nil || !in.Reachable || !in.Replicating {
+			continue
+		}
+		lag := int64(1 << 62)
+		if in.ReplicationLagSeconds != nil {
+			lag = *in.ReplicationLagSeconds
+		}
+		cs = append(cs, candidate{p.Name, lag, primaryGTID != "" && in.GTIDExecuted == primaryGTID, n})
+	}
+	if len(cs) == 0 {
+		return "", false
+	}
+	best := slices.MinFunc(cs, func(a, b candidate) int {
+		if c := cmp.Compare(a.lag, b.lag); c != 0 {
+			return c
+		}
+		if a.same != b.same {
+			if a.same {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.n, b.n)
+	})
+	return best.name, true
+}
+
+// notCaughtUp says why the engine's record does not show an instance healthy and caught up
+// (the primary: reachable; a replica: reachable, replicating, no lag), or "".
+func notCaughtUp(t *dolphinv1.TopologyStatus, name string) string {
+	in := topologyInstance(t, name)
+	switch {
+	case in == nil:
+		return "not observed yet"
+	case !in.Reachable:
+		return "unreachable"
+	case name == t.Primary:
+		return ""
+	case !in.Replicating:
+		return "not replicating"
+	case in.ReplicationLagSeconds == nil:
+		return "lag unknown"
+	case *in.ReplicationLagSeconds > 0:
+		return fmt.Sprintf("%ds behind", *in.ReplicationLagSeconds)
+	}
+	return ""
+}
+
+// stuckReplica finds an outdated replica that is not ready at a revision that was never
+// rolled out to every pod (neither the StatefulSet's current nor its update revision: a
+// template that did not work, replaced since), while every other pod is ready. It serves
+// nobody, so replacing it at once costs nothing; waiting for the cluster to be healthy
+// first would wait for ever, as it is what keeps the cluster from being healthy.
+func stuckReplica(sts *appsv1.StatefulSet, pods []*corev1.Pod, outdated []int, primary string) (int, bool) {
+	cur := sts.Status.CurrentRevision
+	if cur == "" {
+		return 0, false
+	}
+	stuck := -1
+	for _, n := range outdated {
+		p := pods[n]
+		if p.Name != primary && !podReady(p) && p.Labels[appsv1.ControllerRevisionHashLabelKey] != cur {
+			stuck = max(stuck, n)
+		}
+	}
+	if stuck < 0 {
+		return 0, false
+	}
+	for n, p := range pods {
+		if n != stuck && !podReady(p) {
+			return 0, false
+		}
+	}
+	return stuck, true
+}
+
+// topologyInstance is the engine's record of one instance, or nil.
+func topologyInstance(t *dolphinv1.TopologyStatus, name string) *dolphinv1.InstanceTopology {
+	if t == nil {
+		return nil
+	}
+	for i := range t.Instances {
+		if t.Instances[i].Name == name {
+			return &t.Instances[i]
+		}
+	}
+	return nil
+}
+
+// lastPromotion is the engine's record of the last change of primary, or nil.
+func lastPromotion(t *dolphinv1.TopologyStatus) *dolphinv1.PromotionRecord {
+	if t == nil {
+		return nil
+	}
+	return t.LastPromotion
+}
+
+// podOrdinal returns the ordinal of a pod of StatefulSet sts, if name is one.
+func podOrdinal(sts, name string) (int, bool) {
+	suffix, ok := strings.CutPrefix(name, sts+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(suffix)
+	if err != nil || n < 0 || strconv.Itoa(n) != suffix {
+		return 0, false
+	}
+	return n, true
+}
+
+// rolloutProgress is the Progressing message of a rollout still to do, or "" when every pod
+// runs the current template. It cannot see the force annotation: a held rollout says how to
+// force it.
+func rolloutProgress(sts *appsv1.StatefulSet, pods []corev1.Pod, t *dolphinv1.TopologyStatus) string {
+	return nextRollout(rolloutInput{StatefulSet: sts, Pods: pods, Topology: t}).Message
+}
+
+// reconcileRollout takes the next step of rolling a new pod template out (nextRollout): it
+// deletes one pod, which the StatefulSet controller re-creates from the new template, or asks
+// the topology engine for a switchover. Every decision comes from observed state, so it is
+// safe to repeat and to resume after an operator restart.
+func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	var sts appsv1.StatefulSet
+	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.NamesFor(c).StatefulSet}
+	if err := r.Client.Get(ctx, key, &sts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading StatefulSet %s: %w", key, err)
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	a := nextRollout(rolloutInput{StatefulSet: &sts, Pods: pods.Items, Topology: c.Status.Topology,
+		Forced: c.Annotations[ForceRolloutAnnotation] == "true"})
+	// The status already carrying this action's message means it was taken and announced
+	// by an earlier reconcile (a stale cache can show the deleted pod once more): repeat
+	// the action, which changes nothing, without a second event.
+	announced := false
+	if cond := meta.FindStatusCondition(c.Status.Conditions, dolphinv1.ConditionProgressing); cond != nil {
+		announced = cond.Message == a.Message
+	}
+	logger := log.FromContext(ctx)
+	switch a.Kind {
+	case rolloutDeletePod:
+		uid := a.UID
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: a.Pod}}
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &uid}); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return nil // gone or re-created already
+			}
+			return fmt.Errorf("deleting pod %s to roll out the new pod template: %w", a.Pod, err)
+		}
+		logger.Info("rollout: deleted pod", "pod", a.Pod, "reason", a.Message)
+		if !announced {
+			r.event(c, corev1.EventTypeNormal, "RollingRestart", "Delete", "deleted pod %s: %s", a.Pod, a.Message)
+		}
+	case rolloutSwitchover:
+		if r.Topology == nil {
+			return nil
+		}
+		// The engine runs with this spec before it gets the request: restarted with a changed
+		// setting by the Update after the steps, it would lose the request, and an idle cluster
+		// might trigger no reconcile that asks again.
+		if err := r.Topology.Update(ctx, c); err != nil {
+			return fmt.Errorf("updating the topology engine before a switchover: %w", err)
+		}
+		if err := r.Topology.RequestSwitchover(client.ObjectKeyFromObject(c), a.Pod); err != nil {
+			return fmt.Errorf("requesting a switchover to %s before restarting the primary %s: %w", a.Pod, a.From, err)
+		}
+		logger.Info("rollout: switchover requested", "from", a.From, "to", a.Pod)
+		if !announced {
+			r.event(c, corev1.EventTypeNormal, "RolloutSwitchover", "Switchover", "%s", a.Message)
+		}
+	case rolloutWait:
+		logger.V(1).Info("rollout waits", "reason", a.Message)
+	}
+	return nil
+}
