@@ -227,6 +227,7 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 		return o, err
 	}
 	o.Claims = claims
+	o.ForceRollout = c.Annotations[ForceRolloutAnnotation] == "true"
 	if d.Spec.Storage.Size != nil {
 		o.VolumeSize = *d.Spec.Storage.Size
 	}

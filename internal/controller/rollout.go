@@ -351,8 +351,8 @@ func podOrdinal(sts, name string) (int, bool) {
 // rolloutProgress is the Progressing message of a rollout still to do, or "" when every pod
 // runs the current template. It cannot see the force annotation: a held rollout says how to
 // force it.
-func rolloutProgress(sts *appsv1.StatefulSet, pods []corev1.Pod, t *dolphinv1.TopologyStatus) string {
-	return nextRollout(rolloutInput{StatefulSet: sts, Pods: pods, Topology: t}).Message
+func rolloutProgress(sts *appsv1.StatefulSet, pods []corev1.Pod, t *dolphinv1.TopologyStatus, forced bool) string {
+	return nextRollout(rolloutInput{StatefulSet: sts, Pods: pods, Topology: t, Forced: forced}).Message
 }
 
 // reconcileRollout takes the next step of rolling a new pod template out (nextRollout): it

@@ -338,7 +338,7 @@ func TestRolloutProgressNamesTheInstance(t *testing.T) {
 		t.Fatalf("Progressing %+v, want True RollingOut %q", c, want)
 	}
 	rc.updated("shop-0", "shop-1").lag("shop-2", 0)
-	if msg := rolloutProgress(rc.sts, rc.pods, rc.topo); msg != "" {
+	if msg := rolloutProgress(rc.sts, rc.pods, rc.topo, false); msg != "" {
 		t.Errorf("rolloutProgress after the rollout = %q, want \"\"", msg)
 	}
 }

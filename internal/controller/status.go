@@ -41,6 +41,8 @@ type observation struct {
 	Claims []corev1.PersistentVolumeClaim
 	// VolumeSize is the data volume size the spec asks for (zero: not checked).
 	VolumeSize resource.Quantity
+	// ForceRollout is true when the user forces a rolling restart (ForceRolloutAnnotation).
+	ForceRollout bool
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
@@ -136,7 +138,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 
 	// Progressing.
 	settled, rollout := statefulSetSettled(o.StatefulSet, o.Replicas)
-	if msg := rolloutProgress(o.StatefulSet, o.Pods, o.Previous.Topology); msg != "" {
+	if msg := rolloutProgress(o.StatefulSet, o.Pods, o.Previous.Topology, o.ForceRollout); msg != "" {
 		settled, rollout = false, msg // names the instance the rollout restarts or waits for
 	}
 	volumesDone, volumesMsg := true, ""

@@ -53,8 +53,13 @@ func (r *MySQLClusterReconciler) reconcileCredentials(ctx context.Context, c *do
 	}
 	name := resources.CredentialsSecretName(c)
 	key := types.NamespacedName{Namespace: c.Namespace, Name: name}
-	var s corev1.Secret
-	err := r.Client.Get(ctx, key, &s)
+	// Cache first, then live: a `<name>-credentials` made by hand (or by an older Dolphin)
+	// lacks the label that brings it into the cache; it is labelled and used, never replaced.
+	sp, err := r.readUserSecret(ctx, key)
+	s := *sp
+	if err == nil {
+		err = r.labelUserSecret(ctx, c, &s)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		s := resources.GeneratedCredentialsSecret(c, resources.NewPassword)
