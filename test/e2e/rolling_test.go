@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+// TestLocalRollingChange makes two changes that need a restart on `dolphin local` under an
+// application writer through the primary Service: a static setting (performance_schema) and
+// a patch-version change (10.11 → 10.11.14: a new image tag; the local node runs Debian's
+// mariadbd for every MariaDB image, so the server binary itself does not change here). Each
+// is rolled replicas first, one at a time, then one switchover, then the old primary; no
+// acknowledged write is lost.
+func TestLocalRollingChange(t *testing.T) {
+	s := upStack(t)
+	const name = "roll"
+	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"}}}
+	if err := s.c.Create(s.ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	s.waitHealthy(key)
+	s.createAppAccount(s.primaryWithTable(name))
+	w := s.startAppWriter(name)
+	time.Sleep(time.Second)
+	w.takeGap()
+
+	for _, change := range []struct {
+		what  string
+		patch map[string]any
+		check func() error
+	}{
+		{"static setting performance_schema=ON",
+			map[string]any{"mysqlConfig": map[string]string{"innodb_buffer_pool_size": "32M", "performance_schema": "ON"}},
+			func() error { s.waitConfigApplied(key, "performance_schema", "ON"); return nil }},
+		{"patch version 10.11 -> 10.11.14",
+			map[string]any{"engine": map[string]string{"version": "10.11.14"}},
+			func() error { return s.imageIs(name, "docker.io/library/mariadb:10.11.14") }},
+	} {
+		if err := s.c.Get(s.ctx, key, cluster); err != nil {
+			t.Fatal(err)
+		}
+		primary := cluster.Status.Topology.Primary
+		before := s.servers(name, 3)
+		order := s.recordReplacements(name, before)
+		body, _ := json.Marshal(map[string]any{"spec": change.patch})
+		if err := s.c.Patch(s.ctx, cluster, client.RawPatch(types.MergePatchType, body)); err != nil {
+			t.Fatal(err)
+		}
+		s.waitRolled(key, name, before)
+		if err := change.check(); err != nil {
+			t.Fatalf("%s: %v", change.what, err)
+		}
+		replaced := order()
+		pause := w.takeGap()
+		if err := s.c.Get(s.ctx, key, cluster); err != nil {
+			t.Fatal(err)
+		}
+		lp := cluster.Status.Topology.LastPromotion
+		t.Logf("%s: replaced %v (primary was %s), switchover %+v, longest write pause %s", change.what, replaced, primary, lp, pause.Round(time.Millisecond))
+		if len(replaced) != 3 || replaced[2] != primary || slices.Contains(replaced[:2], primary) {
+			t.Errorf("%s: pods replaced in order %v; want both replicas first, then the old primary %s", change.what, replaced, primary)
+		}
+		if lp == nil || !lp.Planned || lp.From != primary || lp.To == primary {
+			t.Errorf("%s: no switchover away from %s before its restart: %+v", change.what, primary, lp)
+		}
+	}
+
+	w.finish()
+	acked, failed := w.ackedIDs()
+	s.waitAllInstances(key, 3, len(acked))
+	if err := s.c.Get(s.ctx, key, cluster); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if lost := lostOn(t, s.sqlDB(s.podAddr(fmt.Sprintf("%s-%d", name, i))), acked); lost > 0 {
+			t.Errorf("%s-%d lacks %d acknowledged writes", name, i, lost)
+		}
+	}
+	t.Logf("%d writes acknowledged, %d failed (refused while a primary was fenced or restarting)", len(acked), failed)
+}
+
+// recordReplacements polls the pods of a cluster and returns a function that stops polling
+// and gives the order in which they were replaced (their UID changed) or restarted.
+func (s *stack) recordReplacements(cluster string, before map[string]server) func() []string {
+	var mu sync.Mutex
+	var order []string
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for n, b := range before {
+				var p corev1.Pod
+				err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: n}, &p)
+				gone := err != nil || p.UID != b.uid || p.DeletionTimestamp != nil ||
+					(len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].RestartCount != b.restarts)
+				mu.Lock()
+				if gone && !slices.Contains(order, n) {
+					order = append(order, n)
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		close(stop)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(order)
+	}
+}
+
+// imageIs checks the database container image of every pod.
+func (s *stack) imageIs(cluster, image string) error {
+	for i := range 3 {
+		var p corev1.Pod
+		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: fmt.Sprintf("%s-%d", cluster, i)}, &p); err != nil {
+			return err
+		}
+		if got := p.Spec.Containers[0].Image; got != image {
+			return fmt.Errorf("%s runs %s, want %s", p.Name, got, image)
+		}
+	}
+	return nil
+}
