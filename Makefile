@@ -58,7 +58,7 @@ test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x
 
 .PHONY: test
 test: control-plane mariadb vet ## Everything the README promises: unit, golden, envtest and real-MariaDB tests.
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 ./...
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) verify-generated
 
 BENCH_ROUNDS ?= 10
@@ -91,7 +91,7 @@ stress-semisync: mariadb ## Restart a semi-sync replica's connection STALL_ROUND
 
 .PHONY: test-e2e
 test-e2e: control-plane mariadb ## End-to-end suite on `dolphin local` (needs root).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 15m -v ./test/e2e/
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 40m -v ./test/e2e/
 
 .PHONY: local-up
 local-up: control-plane mariadb build ## Start the whole stack on this machine (needs root): bin/dolphin local up.

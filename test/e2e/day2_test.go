@@ -57,6 +57,7 @@ func TestLocalDay2(t *testing.T) {
 	w.takeGap()
 
 	gaps := map[string]time.Duration{}
+	old := s.dbPass
 	for _, k := range []string{resources.OperatorPasswordKey, resources.ReplicationPasswordKey, resources.MonitorPasswordKey} {
 		gen := s.rotate(name, k)
 		testenv.Eventually(t, 120*time.Second, "rotation of "+k+" applied", func() error {
@@ -65,13 +66,7 @@ func TestLocalDay2(t *testing.T) {
 		gaps[k] = w.takeGap()
 		t.Logf("rotated %s: longest write gap %s", k, gaps[k].Round(time.Millisecond))
 	}
-	// The new operator password works through the Service, the old one no longer does.
-	old := s.dbPass
-	var secret corev1.Secret
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name + "-credentials"}, &secret); err != nil {
-		t.Fatal(err)
-	}
-	s.dbPass = string(secret.Data[resources.OperatorPasswordKey])
+	// The new operator password works, the old one no longer does.
 	if _, err := s.count(s.sqlDB(s.podAddr(name + "-0"))); err != nil {
 		t.Errorf("the rotated operator password does not log in: %v", err)
 	}
@@ -158,6 +153,11 @@ func (s *stack) rotate(cluster, key string) string {
 	secret.Data[key] = []byte(resources.NewPassword())
 	if err := s.c.Patch(s.ctx, &secret, patch); err != nil {
 		s.t.Fatal(err)
+	}
+	if key == resources.OperatorPasswordKey {
+		// The test's own operator logins (s.sqlDB) use the new password from now on; they
+		// work once the rotation is applied.
+		s.dbPass = string(secret.Data[key])
 	}
 	return resources.CredentialsGeneration(secret.Data)
 }
