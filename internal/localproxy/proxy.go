@@ -7,6 +7,7 @@ package localproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +42,9 @@ type Proxy struct {
 	Client client.Reader
 	// Host is the local address to listen on (default 127.0.0.1).
 	Host string
-	Log  logr.Logger
+	// DialTimeout bounds connecting to an endpoint (default DefaultDialTimeout).
+	DialTimeout time.Duration
+	Log         logr.Logger
 
 	mu        sync.Mutex
 	listeners map[routeKey]*listener
@@ -52,13 +56,32 @@ type routeKey struct {
 }
 
 type listener struct {
-	route    Route
-	ln       net.Listener
+	route  Route
+	ln     net.Listener
+	dialer net.Dialer
+	closed atomic.Bool
+
 	mu       sync.Mutex
 	backends []string // ready endpoint addresses (ip:port)
-	conns    map[net.Conn]string
-	next     atomic.Uint64
+	// conns are the client connections from the moment they are accepted, with the backend
+	// each was given; cancel ends a dial still under way.
+	conns map[net.Conn]*forwarded
+	next  atomic.Uint64
 }
+
+// forwarded is one client connection and where it goes.
+type forwarded struct {
+	backend string
+	cancel  context.CancelFunc
+}
+
+// DefaultDialTimeout bounds connecting to an endpoint: a backend that does not answer (a
+// partitioned or vanished pod) must not hold the client's connection, and its descriptors,
+// for the kernel's two-minute connect timeout.
+const DefaultDialTimeout = 2 * time.Second
+
+// keepAlive probes idle forwarded connections, so that a peer that vanished is noticed.
+const keepAlive = 15 * time.Second
 
 // Sync makes the listeners match the managed Services and their ready endpoints. Call it
 // whenever a Service or EndpointSlice changes; it is idempotent. ports chooses the local port
@@ -169,82 +192,134 @@ func (p *Proxy) listen(rk routeKey, port int) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening for %s port %d: %w", rk.svc, rk.port, err)
 	}
-	l := &listener{route: Route{Service: rk.svc, Port: rk.port, Listen: ln.Addr().String()}, ln: ln, conns: map[net.Conn]string{}}
+	l := newListener(Route{Service: rk.svc, Port: rk.port, Listen: ln.Addr().String()}, ln, p.DialTimeout)
 	p.Log.Info("forwarding", "service", rk.svc.String(), "port", rk.port, "listen", l.route.Listen)
 	go l.serve(p.Log)
 	return l, nil
+}
+
+func newListener(r Route, ln net.Listener, dialTimeout time.Duration) *listener {
+	if dialTimeout <= 0 {
+		dialTimeout = DefaultDialTimeout
+	}
+	return &listener{route: r, ln: ln, conns: map[net.Conn]*forwarded{},
+		dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}}
 }
 
 func (l *listener) setBackends(b []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.backends = b
-	// Connections to an endpoint that is no longer ready are closed: the client reconnects
-	// and reaches a ready one (the new primary after a failover).
-	for c, backend := range l.conns {
-		if !slices.Contains(b, backend) {
+	// Connections to an endpoint that is no longer ready are closed, dials to it included:
+	// the client reconnects and reaches a ready one (the new primary after a failover).
+	for c, f := range l.conns {
+		if f.backend != "" && !slices.Contains(b, f.backend) {
+			f.cancel()
 			_ = c.Close()
 			delete(l.conns, c)
 		}
 	}
 }
 
-func (l *listener) pick() string {
+// track registers an accepted client connection and picks its backend ("" when no endpoint
+// is ready). It returns false when the listener is closed.
+func (l *listener) track(c net.Conn, cancel context.CancelFunc) (string, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.backends) == 0 {
-		return ""
+	if l.closed.Load() {
+		return "", false
 	}
-	return l.backends[int(l.next.Add(1)-1)%len(l.backends)]
+	backend := ""
+	if len(l.backends) > 0 {
+		backend = l.backends[int(l.next.Add(1)-1)%len(l.backends)]
+	}
+	l.conns[c] = &forwarded{backend: backend, cancel: cancel}
+	return backend, true
 }
 
+// untrack forgets a client connection; false when it was already dropped (its backend left).
+func (l *listener) untrack(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.conns[c]
+	delete(l.conns, c)
+	return ok
+}
+
+// open counts the client connections the listener holds (for tests).
+func (l *listener) open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// serve accepts until the listener is closed. An accept error on an open listener (out of
+// descriptors, a connection aborted before it was accepted) is waited out and retried: a
+// listener that stopped accepting would leave every client in SYN-SENT for good.
 func (l *listener) serve(log logr.Logger) {
+	delay := 5 * time.Millisecond
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
-			return // closed
+			if l.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			log.Error(err, "accepting a connection; retrying", "listen", l.route.Listen, "in", delay)
+			time.Sleep(delay)
+			delay = min(2*delay, time.Second)
+			continue
 		}
+		delay = 5 * time.Millisecond
 		go l.forward(c, log)
 	}
 }
 
 func (l *listener) forward(c net.Conn, log logr.Logger) {
-	backend := l.pick()
-	if backend == "" {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	backend, ok := l.track(c, cancel)
+	defer l.untrack(c)
+	if !ok || backend == "" {
 		_ = c.Close() // no ready endpoint: refuse, like a Service without endpoints
 		return
 	}
-	b, err := net.Dial("tcp", backend)
+	b, err := l.dialer.DialContext(ctx, "tcp", backend)
 	if err != nil {
 		log.V(1).Info("backend unreachable", "backend", backend, "error", err.Error())
 		_ = c.Close()
 		return
 	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetKeepAlive(true)
+		_ = tc.SetKeepAlivePeriod(keepAlive)
+	}
 	l.mu.Lock()
-	if !slices.Contains(l.backends, backend) {
-		l.mu.Unlock()
+	_, still := l.conns[c] // dropped while dialing: its backend left
+	l.mu.Unlock()
+	if !still {
 		_ = c.Close()
 		_ = b.Close()
 		return
 	}
-	l.conns[c] = backend
-	l.mu.Unlock()
+	// Either side ending ends both: no half-open pair keeps its descriptors.
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(b, c); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(c, b); done <- struct{}{} }()
 	<-done
 	_ = c.Close()
 	_ = b.Close()
-	l.mu.Lock()
-	delete(l.conns, c)
-	l.mu.Unlock()
+	<-done
 }
 
 func (l *listener) close() {
+	l.mu.Lock()
+	l.closed.Store(true)
+	l.mu.Unlock()
 	_ = l.ln.Close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for c := range l.conns {
+	for c, f := range l.conns {
+		f.cancel()
 		_ = c.Close()
 		delete(l.conns, c)
 	}
