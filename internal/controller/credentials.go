@@ -14,6 +14,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/topology"
 )
 
 // ConditionCredentialsApplied is True when every instance has the passwords of the
@@ -107,7 +108,7 @@ func credentialsCondition(t *dolphinv1.TopologyStatus) *problem {
 		if in.CredentialsGeneration == cur && (in.ReplicationCredentialsGeneration == "" || in.ReplicationCredentialsGeneration == cur) {
 			continue
 		}
-		if strings.Contains(in.Error, "refused the passwords of every credentials generation") {
+		if strings.Contains(in.Error, topology.AllGenerationsRefused) {
 			return &problem{"RotationFailed", fmt.Sprintf("%s: %s", in.Name, in.Error)}
 		}
 		if !in.Reachable {

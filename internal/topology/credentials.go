@@ -49,6 +49,11 @@ type InstanceRecord struct {
 	Replication string
 }
 
+// AllGenerationsRefused is in the observation error of an instance that refuses every known
+// password (status.topology.instances[].error), so that the Kubernetes side can report a
+// rotation that cannot be applied.
+const AllGenerationsRefused = "refused the passwords of every credentials generation"
+
 // generations lists the generations to log in to an instance with: the one it is known to
 // have first, then the current one, then the older ones.
 func (e *Engine) generations(name string) []CredentialGeneration {
@@ -90,7 +95,7 @@ func (e *Engine) login(ctx context.Context, m Member) (dbsql.Instance, *dbsql.St
 		denied = append(denied, orCurrent(g.ID))
 	}
 	if len(denied) > 1 {
-		return nil, nil, "", fmt.Errorf("the operator account refused the passwords of every credentials generation Dolphin knows (%s): "+
+		return nil, nil, "", fmt.Errorf("the operator account "+AllGenerationsRefused+" Dolphin knows (%s): "+
 			"set operator-password in the credentials Secret back to a password this server accepts: %w", strings.Join(denied, ", "), firstErr)
 	}
 	return nil, nil, "", firstErr

@@ -34,18 +34,8 @@ func TestBenchDay2(t *testing.T) {
 	}
 	s := upStack(t)
 	const name = "bench"
-	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
-		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
-			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"}}}
-	if err := s.c.Create(s.ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(cluster)
-	s.waitHealthy(key)
-	s.createAppAccount(s.primaryWithTable(name))
-	w := s.startAppWriter(name)
-	time.Sleep(time.Second)
-	w.takeGap()
+	cluster, key := s.healthyAppCluster(name)
+	w := s.startSteadyAppWriter(name)
 
 	var rotationGap, dynamicGap, restartPause time.Duration
 	keys := []string{resources.OperatorPasswordKey, resources.ReplicationPasswordKey, resources.MonitorPasswordKey}

@@ -10,8 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 )
 
 // appAccount is an application account: unlike Dolphin's own, read_only stops it.
@@ -225,4 +228,29 @@ func (s *stack) podAddr(name string) string {
 		s.t.Fatal(err)
 	}
 	return p.Status.PodIP + ":3306"
+}
+
+// healthyAppCluster creates a healthy 3-instance cluster (volumes deleted with it, a small
+// buffer pool) with table app.rows and the application account, and returns it with its key.
+func (s *stack) healthyAppCluster(name string) (*dolphinv1.MySQLCluster, client.ObjectKey) {
+	s.t.Helper()
+	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"}}}
+	if err := s.c.Create(s.ctx, cluster); err != nil {
+		s.t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	s.waitHealthy(key)
+	s.createAppAccount(s.primaryWithTable(name))
+	return cluster, key
+}
+
+// startSteadyAppWriter starts the application writer on a cluster and lets it settle, so
+// that the first gap measured is one of the change, not of the writer's start.
+func (s *stack) startSteadyAppWriter(cluster string) *appWriter {
+	w := s.startAppWriter(cluster)
+	time.Sleep(time.Second)
+	w.takeGap()
+	return w
 }

@@ -30,19 +30,7 @@ import (
 func TestLocalDay2(t *testing.T) {
 	s := upStack(t)
 	const name = "day2"
-	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
-		Spec: dolphinv1.MySQLClusterSpec{
-			Replicas:    3,
-			Storage:     dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
-			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
-		}}
-	if err := s.c.Create(s.ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(cluster)
-	s.waitHealthy(key)
-	primary := s.primaryWithTable(name)
-	s.createAppAccount(primary)
+	cluster, key := s.healthyAppCluster(name)
 	s.waitAllInstances(key, 3, 0)
 	before := s.servers(name, 3)
 	var sts appsv1.StatefulSet
@@ -51,10 +39,8 @@ func TestLocalDay2(t *testing.T) {
 	}
 	hash := sts.Spec.Template.Annotations[resources.ConfigHashAnnotation]
 
-	w := s.startAppWriter(name)
+	w := s.startSteadyAppWriter(name)
 	eps := s.watchEndpoints(name + "-primary")
-	time.Sleep(time.Second)
-	w.takeGap()
 
 	gaps := map[string]time.Duration{}
 	old := s.dbPass

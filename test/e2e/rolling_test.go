@@ -9,11 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 )
 
 // TestLocalRollingChange makes two changes that need a restart on `dolphin local` under an
@@ -25,18 +22,8 @@ import (
 func TestLocalRollingChange(t *testing.T) {
 	s := upStack(t)
 	const name = "roll"
-	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
-		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
-			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"}}}
-	if err := s.c.Create(s.ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(cluster)
-	s.waitHealthy(key)
-	s.createAppAccount(s.primaryWithTable(name))
-	w := s.startAppWriter(name)
-	time.Sleep(time.Second)
-	w.takeGap()
+	cluster, key := s.healthyAppCluster(name)
+	w := s.startSteadyAppWriter(name)
 
 	for _, change := range []struct {
 		what  string
