@@ -19,7 +19,7 @@ var GroupVersion = schema.GroupVersion{Group: "mysql.dolphin.dev", Version: "v1a
 // AddToScheme registers the types of this package with a scheme. Each manager builds
 // its own scheme and calls this explicitly (see cmd/dolphin).
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &MySQLCluster{}, &MySQLClusterList{})
+	s.AddKnownTypes(GroupVersion, &MySQLCluster{}, &MySQLClusterList{}, &MySQLBackup{}, &MySQLBackupList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

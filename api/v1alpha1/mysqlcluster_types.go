@@ -110,6 +110,11 @@ type MySQLClusterSpec struct {
 	// Use it for manual maintenance.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// Backup says where backups of this cluster go, when they are taken and how long they
+	// are kept (see MySQLBackup).
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
 }
 
 // MySQLConfigValue is the value of one mysqld setting, written as is into my.cnf.
@@ -356,6 +361,10 @@ type MySQLClusterStatus struct {
 	// Topology is what the topology engine last observed in the databases and did about it.
 	// +optional
 	Topology *TopologyStatus `json:"topology,omitempty"`
+
+	// Backup is what Dolphin observed about the cluster's backups.
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 // TopologyStatus is the database-side state of the cluster, written by the topology engine.
