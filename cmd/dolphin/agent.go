@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	goflag "flag"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/dolphin-operator/dolphin/internal/agent"
+)
+
+// agentOptions are the flags of `dolphin agent`. The flags of the backup and clone functions
+// (where the data and the server are) belong to agentWiring, in agent_wiring.go.
+type agentOptions struct {
+	listen, tokenFile, tlsCert, tlsKey string
+	shutdownTimeout                    time.Duration
+	zap                                zap.Options
+	wiring                             agentWiring
+}
+
+// newAgentCmd returns `dolphin agent`: the instance agent, a sidecar of every database pod that
+// takes backups of the data next to it and streams clones, over HTTPS with a bearer token.
+// (Not `dolphin local agent`, the local node.)
+func newAgentCmd() *cobra.Command {
+	var o agentOptions
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the instance agent: backups and clones of the database next to it, over HTTPS",
+		Long: "Run the instance agent, a sidecar of every database pod: it takes backups of the\n" +
+			"data directory next to it and streams clones for new instances, for the operator,\n" +
+			"over TLS with a bearer token. The token and certificate files are re-read when they\n" +
+			"change (a rotated Secret). On SIGTERM it cancels the running backup and stops.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAgent(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", fmt.Sprintf(":%d", agent.DefaultPort), "address the HTTPS API listens on")
+	f.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token requests must carry (required)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM server certificate (required)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "PEM server key (required)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout,
+		"how long requests and the running backup may take to end after SIGTERM")
+	o.wiring.addFlags(f)
+	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
+	o.zap.BindFlags(zfs)
+	f.AddGoFlagSet(zfs)
+	return cmd
+}
+
+func runAgent(ctx context.Context, o agentOptions) error {
+	switch {
+	case o.tokenFile == "":
+		return errors.New("--token-file is required")
+	case o.tlsCert == "" || o.tlsKey == "":
+		return errors.New("--tls-cert and --tls-key are required")
+	}
+	log := zap.New(zap.UseFlagOptions(&o.zap)).WithName("agent")
+	backupFn, cloneFn, err := o.wiring.functions(log)
+	if err != nil {
+		return err
+	}
+	srv, err := agent.NewServer(agent.ServerOptions{
+		TokenFile: o.tokenFile, CertFile: o.tlsCert, KeyFile: o.tlsKey,
+		Backup: backupFn, Clone: cloneFn, Logger: log, ShutdownTimeout: o.shutdownTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	return srv.Serve(ctx, o.listen)
+}
