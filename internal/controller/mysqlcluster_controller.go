@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,8 @@ type MySQLClusterReconciler struct {
 	Recorder  events.EventRecorder
 	// Topology runs the database side of each cluster; nil leaves databases alone.
 	Topology TopologyRunner
+	// Build holds the operator-wide builder inputs (the agent image).
+	Build resources.BuildOptions
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.
@@ -167,6 +170,13 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
+	var next time.Duration
+	if stepErr == nil {
+		if next, err = r.reconcileBackupSchedule(ctx, desired); err != nil {
+			return ctrl.Result{}, fmt.Errorf("backup schedule: %w", err)
+		}
+	}
+
 	var ue *userError
 	if errors.As(stepErr, &ue) {
 		// Only the user can fix this; a change to the spec or to the referenced Secret
@@ -176,7 +186,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		waitingForUser = true
 		return ctrl.Result{RequeueAfter: userErrorRequeueAfter(stepErr)}, nil
 	}
-	return ctrl.Result{}, stepErr
+	return ctrl.Result{RequeueAfter: next}, stepErr
 }
 
 // forwardSwitchover hands a switchover requested by annotation to the topology engine and
@@ -228,6 +238,11 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 	}
 	o.Claims = claims
 	o.ForceRollout = c.Annotations[ForceRolloutAnnotation] == "true"
+	backups, err := r.clusterBackups(ctx, c)
+	if err != nil {
+		return o, err
+	}
+	o.Backups, o.BackupConfigured = backups, c.Spec.Backup != nil
 	if d.Spec.Storage.Size != nil {
 		o.VolumeSize = *d.Spec.Storage.Size
 	}
@@ -343,6 +358,10 @@ func (r *MySQLClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		}); err != nil {
 		return fmt.Errorf("indexing MySQLClusters by credentials Secret: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &dolphinv1.MySQLBackup{}, backupClusterIndex,
+		func(o client.Object) []string { return []string{o.(*dolphinv1.MySQLBackup).Spec.Cluster} }); err != nil {
+		return fmt.Errorf("indexing MySQLBackups by cluster: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("mysqlcluster").
 		For(&dolphinv1.MySQLCluster{}).
@@ -353,6 +372,7 @@ func (r *MySQLClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
+		Watches(&dolphinv1.MySQLBackup{}, handler.EnqueueRequestsFromMapFunc(backupToCluster)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(claimToCluster)).
 		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.storageClassToClusters)).

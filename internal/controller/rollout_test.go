@@ -357,7 +357,7 @@ func TestEnvtestUpgradeToOnDeleteKeepsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The previous operator version's StatefulSet: the same object with RollingUpdate.
-	old, err := resources.StatefulSet(resources.Defaulted(getCluster(t, c, key)))
+	old, err := resources.StatefulSet(resources.Defaulted(getCluster(t, c, key)), resources.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,9 @@ type observation struct {
 	VolumeSize resource.Quantity
 	// ForceRollout is true when the user forces a rolling restart (ForceRolloutAnnotation).
 	ForceRollout bool
+	// Backups are the cluster's MySQLBackups; BackupConfigured is true when spec.backup is set.
+	Backups          []dolphinv1.MySQLBackup
+	BackupConfigured bool
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
@@ -203,6 +206,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 			set(dolphinv1.ConditionDegraded, false, "AsExpected", instances)
 		}
 	}
+	applyBackupSummary(&st, o.Backups, o.BackupConfigured, now)
 	return st
 }
 

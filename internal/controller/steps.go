@@ -35,6 +35,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 	return []step{
 		{"credentials", r.reconcileCredentials},
 		{"config", r.reconcileConfig},
+		{"agent-secret", r.reconcileAgentSecret},
 		{"service-account", r.reconcileServiceAccount},
 		{"services", r.reconcileServices},
 		{"statefulset", r.reconcileStatefulSet},
@@ -141,7 +142,7 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 	if err != nil || wait {
 		return err
 	}
-	sts, err := resources.StatefulSet(c)
+	sts, err := resources.StatefulSet(c, r.Build)
 	if err != nil {
 		return &userError{Reason: "InvalidPodTemplate", Message: err.Error() + ": fix spec.podTemplate"}
 	}

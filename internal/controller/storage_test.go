@@ -35,7 +35,7 @@ func claim(name, request, capacity string, class *string, phase corev1.Persisten
 
 func TestDataTemplateNameMatchesTheStatefulSet(t *testing.T) {
 	c := resources.Defaulted(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n"}})
-	sts, err := resources.StatefulSet(c)
+	sts, err := resources.StatefulSet(c, resources.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

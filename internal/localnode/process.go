@@ -23,7 +23,9 @@ const hostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // There are no images on the local node; the table is:
 //
 //	image contains "mariadb" or "mysql"  -> command[0] looked up in hostPath
-//	                                        (Debian's mariadb-server binaries)
+//	                                        (Debian's mariadb-server binaries),
+//	                                        except /opt/dolphin/bin/dolphin (the
+//	                                        instance agent): Options.DolphinBinary
 //	image contains "dolphin"              -> command[0] "dolphin" or "/dolphin"
 //	                                        is Options.DolphinBinary
 //	any image                             -> command[0] as given: an absolute
@@ -40,6 +42,11 @@ func resolveBinary(c *corev1.Container, dolphinBinary string) (string, error) {
 	image := strings.ToLower(c.Image)
 	isDB := strings.Contains(image, "mariadb") || strings.Contains(image, "mysql")
 	if !isDB && strings.Contains(image, "dolphin") && (name == "dolphin" || name == "/dolphin") {
+		return dolphinBinary, nil
+	}
+	// The instance agent runs the dolphin binary that an init container copied into a
+	// database pod (resources.AgentBinary); here that is the host's dolphin binary.
+	if isDB && name == "/opt/dolphin/bin/dolphin" {
 		return dolphinBinary, nil
 	}
 	if filepath.IsAbs(name) {

@@ -60,10 +60,31 @@ var (
 		Name: "mysql_cluster_semisync_fallback",
 		Help: "1 while the primary no longer waits for replica acknowledgements (semi-sync fell back to async).",
 	}, []string{"namespace", "name"})
+
+	// BackupLastSuccess is the completion time of the cluster's newest successful backup.
+	BackupLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_backup_last_success_timestamp_seconds",
+		Help: "Unix time the newest successful backup of the cluster completed.",
+	}, []string{"namespace", "name"})
+	// BackupLastDuration and BackupLastSize describe the newest successful backup.
+	BackupLastDuration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_backup_last_duration_seconds",
+		Help: "Duration of the newest successful backup of the cluster.",
+	}, []string{"namespace", "name"})
+	BackupLastSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_backup_last_size_bytes",
+		Help: "Bytes stored (compressed) by the newest successful backup of the cluster.",
+	}, []string{"namespace", "name"})
+	// BackupFailures counts backups that ended Failed.
+	BackupFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mysql_cluster_backup_failures_total",
+		Help: "Backups of the cluster that failed (no manifest written).",
+	}, []string{"namespace", "name"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, EngineErrors)
+	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, EngineErrors,
+		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
 	}
@@ -78,4 +99,8 @@ func ForgetCluster(namespace, name string) {
 	PromotionsTotal.DeletePartialMatch(match)
 	EngineErrors.DeletePartialMatch(match)
 	ReplicationLag.DeletePartialMatch(match)
+	BackupLastSuccess.DeleteLabelValues(namespace, name)
+	BackupLastDuration.DeleteLabelValues(namespace, name)
+	BackupLastSize.DeleteLabelValues(namespace, name)
+	BackupFailures.DeleteLabelValues(namespace, name)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -67,6 +68,9 @@ type Options struct {
 	// pod's name behind the headless Service; in a cluster) or "pod-ip" (where cluster DNS
 	// does not resolve, such as the `dolphin local` host).
 	InstanceAddress string
+	// AgentImage is the image with the dolphin binary that instance pods copy the agent from
+	// (resources.BuildOptions).
+	AgentImage string
 
 	// Zap configures the structured logger: JSON at info level by default, console at
 	// debug level with --zap-devel.
@@ -88,6 +92,7 @@ func DefaultOptions() Options {
 		MaxConcurrentReconciles: DefaultMaxConcurrentReconciles,
 		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
 		InstanceAddress:         "dns",
+		AgentImage:              resources.DefaultAgentImage,
 	}
 }
 
@@ -120,6 +125,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Manage MySQLClusters in this namespace only. Empty means all namespaces.")
 	fs.StringVar(&o.InstanceAddress, "instance-address", d.InstanceAddress,
 		`How the topology engine reaches instances: "dns" (<pod>.<cluster>-instances.<ns>.svc, in a cluster) or "pod-ip" (outside cluster DNS).`)
+
+	fs.StringVar(&o.AgentImage, "agent-image", d.AgentImage,
+		"Image with the dolphin binary; instance pods copy the backup and clone agent from it. Use the operator's own image.")
 
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.Zap.BindFlags(zfs)

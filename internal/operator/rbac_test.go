@@ -17,6 +17,7 @@ var clusterScoped = map[string]bool{
 	"configmaps": false, "serviceaccounts": false, "services": false, "persistentvolumeclaims": false,
 	"pods": false, "secrets": false, "statefulsets": false, "leases": false, "events": false,
 	"mysqlclusters": false, "mysqlclusters/finalizers": false, "mysqlclusters/status": false,
+	"mysqlbackups": false, "mysqlbackups/finalizers": false, "mysqlbackups/status": false,
 	"poddisruptionbudgets": false,
 	"tokenreviews":         true, "subjectaccessreviews": true, "storageclasses": true,
 }

@@ -22,6 +22,7 @@ import (
 	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/clustermanager"
 	"github.com/dolphin-operator/dolphin/internal/controller"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // EventSource is the reporting controller name on the events the operator records.
@@ -81,9 +82,20 @@ func Run(ctx context.Context, opts Options) error {
 		Scheme:    mgr.GetScheme(),
 		Recorder:  mgr.GetEventRecorder(EventSource),
 		Topology:  engines,
+		Build:     resources.BuildOptions{AgentImage: opts.AgentImage},
 	}
 	if err := r.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
 		return fmt.Errorf("setting up the MySQLCluster controller: %w", err)
+	}
+	backups := &controller.MySQLBackupReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder(EventSource),
+		Agents:    &controller.SecretAgentConnector{Client: mgr.GetClient()},
+	}
+	if err := backups.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
+		return fmt.Errorf("setting up the MySQLBackup controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)

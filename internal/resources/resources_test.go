@@ -85,7 +85,7 @@ func golden(t *testing.T, name string, v any) {
 func TestBuildersGolden(t *testing.T) {
 	for name, c := range map[string]*dolphinv1.MySQLCluster{"minimal": minimal(), "customised": customised()} {
 		t.Run(name, func(t *testing.T) {
-			sts, err := StatefulSet(c)
+			sts, err := StatefulSet(c, BuildOptions{AgentImage: "ghcr.io/dolphin-operator/dolphin:test"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestBuildersGolden(t *testing.T) {
 
 func TestEveryChildIsOwnedByTheCluster(t *testing.T) {
 	c := minimal()
-	sts, _ := StatefulSet(c)
+	sts, _ := StatefulSet(c, BuildOptions{AgentImage: "ghcr.io/dolphin-operator/dolphin:test"})
 	cm, _ := ConfigMap(c)
 	owners := map[string][]metav1.OwnerReference{}
 	for name, obj := range map[string]any{
@@ -143,7 +143,7 @@ func TestServicesSelectOnRole(t *testing.T) {
 
 func TestPodTemplateStability(t *testing.T) {
 	template := func(c *dolphinv1.MySQLCluster) string {
-		sts, err := StatefulSet(c)
+		sts, err := StatefulSet(c, BuildOptions{AgentImage: "ghcr.io/dolphin-operator/dolphin:test"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func TestPodsMeetRestrictedPodSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]*dolphinv1.MySQLCluster{"minimal": minimal(), "customised": customised()} {
-		sts, err := StatefulSet(c)
+		sts, err := StatefulSet(c, BuildOptions{AgentImage: "ghcr.io/dolphin-operator/dolphin:test"})
 		if err != nil {
 			t.Fatal(err)
 		}

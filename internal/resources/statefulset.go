@@ -37,8 +37,8 @@ const (
 // StatefulSet runs the instances. Its pod template depends only on the spec (never on the
 // operator version or on observed state), so applying it again never restarts pods unless
 // the user changed something that needs a restart.
-func StatefulSet(c *dolphinv1.MySQLCluster) (*appsv1ac.StatefulSetApplyConfiguration, error) {
-	pod, err := podTemplate(c)
+func StatefulSet(c *dolphinv1.MySQLCluster, o BuildOptions) (*appsv1ac.StatefulSetApplyConfiguration, error) {
+	pod, err := podTemplate(c, o)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func dataClaim(c *dolphinv1.MySQLCluster) *corev1ac.PersistentVolumeClaimApplyCo
 	return claim.WithName(volumeData).WithLabels(SelectorLabels(c)).WithSpec(spec)
 }
 
-func podTemplate(c *dolphinv1.MySQLCluster) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
+func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTemplateSpecApplyConfiguration, error) {
 	o := c.Spec.PodTemplate
 	spec := corev1ac.PodSpec().
 		WithServiceAccountName(NamesFor(c).ServiceAccount).
@@ -95,8 +95,9 @@ func podTemplate(c *dolphinv1.MySQLCluster) (*corev1ac.PodTemplateSpecApplyConfi
 			WithFSGroup(mysqlUID).
 			WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-		WithInitContainers(initContainer(c)).
-		WithContainers(mysqldContainer(c)).
+		WithInitContainers(agentToolsContainer(bo), initContainer(c)).
+		WithContainers(mysqldContainer(c), agentContainer(c)).
+		WithVolumes(agentVolumes(c)...).
 		WithVolumes(
 			corev1ac.Volume().WithName(volumeConfig).WithConfigMap(
 				corev1ac.ConfigMapVolumeSource().WithName(NamesFor(c).ConfigMap).WithDefaultMode(0o444)),

@@ -1,0 +1,146 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+func TestDecideSchedule(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, loc, err := parseSchedule(&dolphinv1.BackupSchedule{Cron: "30 2 * * *", TimeZone: "Europe/Berlin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc.String() != berlin.String() {
+		t.Fatalf("location %s", loc)
+	}
+	at := func(s string) time.Time {
+		v, err := time.ParseInLocation("2006-01-02 15:04", s, berlin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	// Not due yet: the next slot is 02:30 Berlin (01:30 UTC in winter).
+	d := decideSchedule(sched, loc, at("2026-12-01 00:00"), at("2026-12-01 02:00"))
+	if !d.Due.IsZero() || !d.Next.Equal(at("2026-12-01 02:30")) {
+		t.Fatalf("due %v next %v", d.Due, d.Next)
+	}
+	if got := d.Next.UTC().Format("15:04"); got != "01:30" {
+		t.Fatalf("next in UTC = %s, want 01:30 (Berlin is UTC+1 in December)", got)
+	}
+	// Three days missed while the operator was down: one backup, for the newest slot.
+	d = decideSchedule(sched, loc, at("2026-11-28 02:30"), at("2026-12-01 03:00"))
+	if !d.Due.Equal(at("2026-12-01 02:30")) || !d.Next.Equal(at("2026-12-02 02:30")) {
+		t.Fatalf("due %v next %v", d.Due, d.Next)
+	}
+	// The slot just taken is not due again.
+	d = decideSchedule(sched, loc, at("2026-12-01 02:30"), at("2026-12-01 02:31"))
+	if !d.Due.IsZero() {
+		t.Fatalf("due again: %v", d.Due)
+	}
+	every, _, err := parseSchedule(&dolphinv1.BackupSchedule{Cron: "@every 6h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := decideSchedule(every, time.UTC, at("2026-12-01 00:00"), at("2026-12-01 06:00")); d.Due.IsZero() {
+		t.Fatal("@every 6h not due after 6h")
+	}
+	for _, bad := range []dolphinv1.BackupSchedule{{Cron: "61 * * * *"}, {Cron: "* * *"}, {Cron: "@daily", TimeZone: "Mars/Olympus"}} {
+		if _, _, err := parseSchedule(&bad); err == nil || !strings.Contains(err.Error(), "spec.backup.schedule") {
+			t.Errorf("%+v: error %v, want one naming the field", bad, err)
+		}
+	}
+}
+
+func finished(name string, phase dolphinv1.BackupPhase, ended time.Time) dolphinv1.MySQLBackup {
+	t := metav1.NewTime(ended)
+	return dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: t},
+		Status: dolphinv1.MySQLBackupStatus{Phase: phase, CompletionTime: &t, Error: "boom"}}
+}
+
+func names(bs []dolphinv1.MySQLBackup) []string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestExpiredBackups(t *testing.T) {
+	now := time.Date(2026, 12, 10, 12, 0, 0, 0, time.UTC)
+	day := func(n int) time.Time { return now.Add(-time.Duration(n) * 24 * time.Hour) }
+	all := []dolphinv1.MySQLBackup{
+		finished("d1", dolphinv1.BackupSucceeded, day(1)),
+		finished("d2", dolphinv1.BackupSucceeded, day(2)),
+		finished("d3", dolphinv1.BackupSucceeded, day(3)),
+		finished("d4", dolphinv1.BackupSucceeded, day(4)),
+		finished("f5", dolphinv1.BackupFailed, day(5)),
+		finished("d6", dolphinv1.BackupSucceeded, day(6)),
+		finished("f0", dolphinv1.BackupFailed, day(0)),
+		{ObjectMeta: metav1.ObjectMeta{Name: "running"}, Status: dolphinv1.MySQLBackupStatus{Phase: dolphinv1.BackupRunning}},
+	}
+	window := func(h int) *metav1.Duration { return &metav1.Duration{Duration: time.Duration(h) * time.Hour} }
+	for _, tc := range []struct {
+		name string
+		r    *dolphinv1.BackupRetention
+		want []string
+	}{
+		{"none", nil, nil},
+		{"keep 2", &dolphinv1.BackupRetention{Keep: ptr.To(int32(2))}, []string{"d3", "d4", "d6", "f5"}},
+		// 60h window: d1, d2 inside; d3 is the newest before the window's start and is needed.
+		{"window 60h", &dolphinv1.BackupRetention{Window: window(60)}, []string{"d4", "d6", "f5"}},
+		// Either limit keeps: keep 4 keeps d1..d4, the window only d1..d3.
+		{"keep 4 or window", &dolphinv1.BackupRetention{Keep: ptr.To(int32(4)), Window: window(60)}, []string{"d6", "f5"}},
+		{"keep 1", &dolphinv1.BackupRetention{Keep: ptr.To(int32(1))}, []string{"d2", "d3", "d4", "d6", "f5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := names(expiredBackups(all, tc.r, now)); !slices.Equal(got, tc.want) {
+				t.Fatalf("expired %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Only failures: nothing is deleted (the newest success is always kept, and failures go
+	// only when older than a kept success).
+	if got := expiredBackups([]dolphinv1.MySQLBackup{finished("f", dolphinv1.BackupFailed, day(9))}, &dolphinv1.BackupRetention{Keep: ptr.To(int32(1))}, now); len(got) != 0 {
+		t.Fatalf("expired %v", names(got))
+	}
+}
+
+func TestSummarizeBackups(t *testing.T) {
+	now := time.Date(2026, 12, 10, 12, 0, 0, 0, time.UTC)
+	ok := finished("ok", dolphinv1.BackupSucceeded, now.Add(-2*time.Hour))
+	bad := finished("bad", dolphinv1.BackupFailed, now.Add(-time.Hour))
+	bad.Status.Error = "the backup tool failed: access denied"
+	st, cond, set := summarizeBackups([]dolphinv1.MySQLBackup{ok, bad})
+	if !set || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "access denied") || !strings.Contains(cond.Message, "newest successful backup is ok") {
+		t.Fatalf("condition %+v", cond)
+	}
+	if st.LastSuccessfulBackup != "ok" || st.LastFailedBackup != "bad" {
+		t.Fatalf("status %+v", st)
+	}
+	newer := finished("newer", dolphinv1.BackupSucceeded, now)
+	newer.Labels = map[string]string{BackupScheduledLabel: "true"}
+	newer.Annotations = map[string]string{BackupSlotAnnotation: "2026-12-10T11:30:00Z"}
+	st, cond, _ = summarizeBackups([]dolphinv1.MySQLBackup{ok, bad, newer})
+	if cond.Status != metav1.ConditionTrue || st.LastFailedBackup != "" || st.LastSuccessfulBackup != "newer" {
+		t.Fatalf("condition %+v status %+v", cond, st)
+	}
+	if st.LastScheduleTime == nil || st.LastScheduleTime.UTC().Format(time.RFC3339) != "2026-12-10T11:30:00Z" {
+		t.Fatalf("last schedule %v", st.LastScheduleTime)
+	}
+	if _, _, set := summarizeBackups(nil); set {
+		t.Fatal("a condition without any finished backup")
+	}
+}

@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+// backupClusterIndex indexes MySQLBackups by spec.cluster.
+const backupClusterIndex = "spec.cluster"
+
+// clusterBackups lists the MySQLBackups of c (from the cache).
+func (r *MySQLClusterReconciler) clusterBackups(ctx context.Context, c *dolphinv1.MySQLCluster) ([]dolphinv1.MySQLBackup, error) {
+	var list dolphinv1.MySQLBackupList
+	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingFields{backupClusterIndex: c.Name}); err != nil {
+		return nil, fmt.Errorf("listing the cluster's MySQLBackups: %w", err)
+	}
+	return list.Items, nil
+}
+
+// backupToCluster maps a MySQLBackup to its cluster (its phase feeds the cluster's status and
+// the schedule).
+func backupToCluster(_ context.Context, o client.Object) []reconcile.Request {
+	b := o.(*dolphinv1.MySQLBackup)
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}}}
+}
+
+// reconcileBackupSchedule creates the scheduled backup that is due and deletes the backups
+// retention expires. It returns how long until the next slot (zero: no schedule). A due
+// backup waits while another backup of the cluster is Pending or Running (concurrency policy
+// Forbid: at most one runs, and the due one is taken when it ends). Scheduled backups are not
+// owned by the cluster: they outlive it, which is what a restore of a deleted cluster needs.
+func (r *MySQLClusterReconciler) reconcileBackupSchedule(ctx context.Context, c *dolphinv1.MySQLCluster) (time.Duration, error) {
+	if c.Spec.Backup == nil || c.Spec.Paused {
+		return 0, nil
+	}
+	backups, err := r.clusterBackups(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	if err := r.applyRetention(ctx, c, backups); err != nil {
+		return 0, err
+	}
+	s := c.Spec.Backup.Schedule
+	if s == nil || s.Suspend {
+		return 0, nil
+	}
+	sched, loc, err := parseSchedule(s)
+	if err != nil {
+		r.event(c, corev1.EventTypeWarning, "InvalidBackupSchedule", "Schedule", "%s", err.Error())
+		return 0, nil
+	}
+	last := lastScheduledSlot(backups)
+	if last.IsZero() {
+		last = c.CreationTimestamp.Time
+	}
+	now := time.Now()
+	d := decideSchedule(sched, loc, last, now)
+	if d.Due.IsZero() {
+		return time.Until(d.Next) + time.Second, nil
+	}
+	for _, b := range backups {
+		if b.DeletionTimestamp == nil && (b.Status.Phase == "" || b.Status.Phase == dolphinv1.BackupPending || b.Status.Phase == dolphinv1.BackupRunning) {
+			log.FromContext(ctx).V(1).Info("scheduled backup waits for the running one", "due", d.Due, "running", b.Name)
+			return backupWaitInterval, nil
+		}
+	}
+	b := &dolphinv1.MySQLBackup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        c.Name + "-" + d.Due.UTC().Format("20060102-150405"),
+			Namespace:   c.Namespace,
+			Labels:      map[string]string{BackupClusterLabel: c.Name, BackupScheduledLabel: "true"},
+			Annotations: map[string]string{BackupSlotAnnotation: d.Due.UTC().Format(time.RFC3339)},
+		},
+		Spec: dolphinv1.MySQLBackupSpec{Cluster: c.Name},
+	}
+	if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return 0, fmt.Errorf("creating the scheduled backup %s: %w", b.Name, err)
+	}
+	r.event(c, corev1.EventTypeNormal, "BackupScheduled", "Schedule", "created MySQLBackup %s for the slot %s", b.Name, d.Due.Format(time.RFC3339))
+	return time.Until(d.Next) + time.Second, nil
+}
+
+// applyRetention deletes the backups that spec.backup.retention expires (their objects go
+// with them, see MySQLBackupReconciler) and says which in an event.
+func (r *MySQLClusterReconciler) applyRetention(ctx context.Context, c *dolphinv1.MySQLCluster, backups []dolphinv1.MySQLBackup) error {
+	expired := expiredBackups(backups, c.Spec.Backup.Retention, time.Now())
+	if len(expired) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(expired))
+	for i := range expired {
+		if err := r.Client.Delete(ctx, &expired[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting expired backup %s: %w", expired[i].Name, err)
+		}
+		names = append(names, expired[i].Name)
+	}
+	r.event(c, corev1.EventTypeNormal, "BackupsExpired", "Retention", "deleted %d backups that retention no longer keeps: %s", len(names), strings.Join(names, ", "))
+	return nil
+}

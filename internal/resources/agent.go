@@ -1,0 +1,110 @@
+package resources
+
+import (
+	"path"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
+)
+
+// BuildOptions are the operator-wide inputs of the builders (the same for every cluster).
+type BuildOptions struct {
+	// AgentImage is the image holding the dolphin binary. Its init container copies the
+	// binary into the pod, where the instance agent runs it inside the database image (which
+	// has the backup tools), the way CloudNativePG runs its instance manager.
+	AgentImage string
+}
+
+// DefaultAgentImage is the agent image when the operator is not told otherwise.
+const DefaultAgentImage = "ghcr.io/dolphin-operator/dolphin:latest"
+
+// The instance agent: a sidecar in every instance pod that takes backups and serves clones
+// next to the data (the data volume is ReadWriteOnce), reached by the operator over HTTPS with
+// a per-cluster CA and a bearer token (internal/agent).
+const (
+	// ContainerAgent is the agent's container; ContainerAgentTools the init container that
+	// copies the dolphin binary into the pod.
+	ContainerAgent      = "agent"
+	ContainerAgentTools = "dolphin-tools"
+	// AgentPort is the agent's HTTPS port.
+	AgentPort = 9443
+	// AgentBinary is where the dolphin binary is inside an instance pod.
+	AgentBinary = "/opt/dolphin/bin/dolphin"
+	// AgentSecretDir is where the agent Secret is mounted.
+	AgentSecretDir = "/etc/dolphin/agent"
+
+	// Keys of the agent Secret.
+	AgentCAKey    = "ca.crt"
+	AgentCertKey  = "tls.crt"
+	AgentKeyKey   = "tls.key"
+	AgentTokenKey = "token"
+
+	volumeDolphinBin  = "dolphin-bin"
+	volumeAgentSecret = "agent-secret"
+)
+
+// AgentSecretName is the Secret with the agent's CA, server certificate and token.
+func AgentSecretName(c *dolphinv1.MySQLCluster) string { return c.Name + "-agent" }
+
+// agentToolsContainer copies the dolphin binary from the agent image into the pod.
+func agentToolsContainer(o BuildOptions) *corev1ac.ContainerApplyConfiguration {
+	image := o.AgentImage
+	if image == "" {
+		image = DefaultAgentImage
+	}
+	return corev1ac.Container().
+		WithName(ContainerAgentTools).
+		WithImage(image).
+		WithCommand("/dolphin", "copy-binary", AgentBinary).
+		WithSecurityContext(containerSecurityContext()).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName(volumeDolphinBin).WithMountPath(path.Dir(AgentBinary)))
+}
+
+// agentContainer runs the instance agent in the database image, where mariadb-backup and
+// mbstream are, with the data directory and the server's socket mounted.
+func agentContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
+	secret := func(key string) string { return path.Join(AgentSecretDir, key) }
+	return corev1ac.Container().
+		WithName(ContainerAgent).
+		WithImage(Image(c)).
+		WithCommand(AgentBinary, "agent",
+			"--listen", ":"+strconv.Itoa(AgentPort),
+			"--token-file", secret(AgentTokenKey),
+			"--tls-cert", secret(AgentCertKey),
+			"--tls-key", secret(AgentKeyKey),
+			"--flavor", string(c.Spec.Engine.Flavor),
+			"--datadir", mycnf.DataDir,
+			"--socket", mycnf.SocketPath).
+		WithPorts(corev1ac.ContainerPort().WithName("agent").WithContainerPort(AgentPort).WithProtocol(corev1.ProtocolTCP)).
+		WithEnv(podIdentityEnv()...).
+		WithSecurityContext(containerSecurityContext()).
+		WithReadinessProbe(corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString("agent"))).
+			WithPeriodSeconds(5).WithFailureThreshold(3)).
+		WithVolumeMounts(append(volumeMounts(),
+			corev1ac.VolumeMount().WithName(volumeDolphinBin).WithMountPath(path.Dir(AgentBinary)).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName(volumeAgentSecret).WithMountPath(AgentSecretDir).WithReadOnly(true))...)
+}
+
+// agentVolumes are the pod volumes the agent needs.
+func agentVolumes(c *dolphinv1.MySQLCluster) []*corev1ac.VolumeApplyConfiguration {
+	return []*corev1ac.VolumeApplyConfiguration{
+		corev1ac.Volume().WithName(volumeDolphinBin).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+		corev1ac.Volume().WithName(volumeAgentSecret).WithSecret(
+			corev1ac.SecretVolumeSource().WithSecretName(AgentSecretName(c)).WithDefaultMode(0o440)),
+	}
+}
+
+// OwnerReference is the controller reference of the objects Dolphin creates for c.
+func OwnerReference(c *dolphinv1.MySQLCluster) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: dolphinv1.GroupVersion.String(), Kind: "MySQLCluster", Name: c.Name, UID: c.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
+}
