@@ -4,6 +4,8 @@ GO ?= go
 CONTROLLER_GEN := $(GO) tool controller-gen
 # Control-plane binaries (kube-apiserver, etcd, kubectl …) built from Go modules, cached by version.
 KUBEBUILDER_ASSETS ?= $(shell hack/control-plane.sh --print)
+# versitygw, the real S3 server of the object-store tests, built from Go modules, cached by version.
+VERSITYGW ?= $(shell hack/versitygw.sh --print)
 
 .PHONY: help
 help: ## List targets.
@@ -40,6 +42,10 @@ build: ## Build bin/dolphin.
 control-plane: ## Build (once, cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd.
 	hack/control-plane.sh
 
+.PHONY: versitygw
+versitygw: ## Build (once, cached) versitygw, the S3 server of the object-store tests.
+	hack/versitygw.sh
+
 .PHONY: mariadb
 mariadb: ## Install MariaDB server binaries from Debian (for the real-server tests), if missing.
 	hack/install-mariadb.sh
@@ -57,8 +63,8 @@ test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x
 	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/...
 
 .PHONY: test
-test: control-plane mariadb vet ## Everything the README promises: unit, golden, envtest and real-MariaDB tests.
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 40m ./...
+test: control-plane mariadb versitygw vet ## Everything the README promises: unit, golden, envtest, real-MariaDB and real-S3 tests.
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) $(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) verify-generated
 
 BENCH_ROUNDS ?= 10
