@@ -54,6 +54,7 @@ func TestAddFlagsParse(t *testing.T) {
 		"--graceful-shutdown-timeout=45s",
 		"--watch-namespace=databases",
 		"--instance-address=pod-ip",
+		"--agent-image=registry.example/dolphin:v1",
 		"--kubeconfig=/tmp/kubeconfig",
 		"--zap-devel",
 	)
@@ -73,6 +74,7 @@ func TestAddFlagsParse(t *testing.T) {
 		GracefulShutdownTimeout: 45 * time.Second,
 		WatchNamespace:          "databases",
 		InstanceAddress:         "pod-ip",
+		AgentImage:              "registry.example/dolphin:v1",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("parsed options:\n got %+v\nwant %+v", got, want)
