@@ -59,8 +59,8 @@ func TestParseBinlogInfo(t *testing.T) {
 		want    binlogInfo
 		wantErr bool
 	}{
-		{"binlog.000001\t172524\t0-1-3\n", binlogInfo{"binlog.000001", 172524, "0-1-3"}, false},          // 10.11.14
-		{"binlog.000001\t329\n", binlogInfo{"binlog.000001", 329, ""}, false},                            // no GTID
+		{"binlog.000001\t172524\t0-1-3\n", binlogInfo{"binlog.000001", 172524, "0-1-3"}, false},                  // 10.11.14
+		{"binlog.000001\t329\n", binlogInfo{"binlog.000001", 329, ""}, false},                                    // no GTID
 		{"b.000001\t900\t[]\nb.000002\t344\t0-1-9,1-1-2\n\n", binlogInfo{"b.000002", 344, "0-1-9,1-1-2"}, false}, // 11.x, binlogs copied
 		{"", binlogInfo{}, true},
 		{"binlog.000001 172524 0-1-3\n", binlogInfo{}, true},
@@ -101,8 +101,8 @@ func TestParseToolVersion(t *testing.T) {
 	for in, want := range map[string]string{
 		"mariadb-backup based on MariaDB server 10.11.14-MariaDB debian-linux-gnu (x86_64)\n": "mariadb-backup 10.11.14-MariaDB",
 		"mariabackup based on MariaDB server 10.5.9-MariaDB Linux (x86_64)":                   "mariabackup 10.5.9-MariaDB",
-		"\nsomething else\nsecond":                                                            "something else",
-		"":                                                                                    "",
+		"\nsomething else\nsecond": "something else",
+		"":                         "",
 	} {
 		if got := parseToolVersion(in); got != want {
 			t.Errorf("parseToolVersion(%q) = %q, want %q", in, got, want)
