@@ -277,6 +277,9 @@ func (r *MySQLBackupReconciler) record(ctx context.Context, b *dolphinv1.MySQLBa
 
 // unreachable tolerates an agent that does not answer for agentUnreachableLimit.
 func (r *MySQLBackupReconciler) unreachable(ctx context.Context, b *dolphinv1.MySQLBackup, cause error) (reconcile.Result, error) {
+	if r.unreachableSince == nil {
+		r.unreachableSince = map[types.UID]time.Time{}
+	}
 	first, ok := r.unreachableSince[b.UID]
 	if !ok {
 		first = time.Now()

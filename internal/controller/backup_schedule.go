@@ -17,16 +17,20 @@ import (
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 )
 
-// backupClusterIndex indexes MySQLBackups by spec.cluster.
-const backupClusterIndex = "spec.cluster"
-
-// clusterBackups lists the MySQLBackups of c (from the cache).
+// clusterBackups lists the MySQLBackups of c (from the cache): those of its namespace whose
+// spec.cluster names it.
 func (r *MySQLClusterReconciler) clusterBackups(ctx context.Context, c *dolphinv1.MySQLCluster) ([]dolphinv1.MySQLBackup, error) {
 	var list dolphinv1.MySQLBackupList
-	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingFields{backupClusterIndex: c.Name}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing the cluster's MySQLBackups: %w", err)
 	}
-	return list.Items, nil
+	out := list.Items[:0]
+	for _, b := range list.Items {
+		if b.Spec.Cluster == c.Name {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 // backupToCluster maps a MySQLBackup to its cluster (its phase feeds the cluster's status and

@@ -269,6 +269,7 @@ func (r *MySQLClusterReconciler) writeStatus(ctx context.Context, c *dolphinv1.M
 	}
 	c.Status.Phase, c.Status.Conditions, c.Status.ObservedGeneration = st.Phase, st.Conditions, st.ObservedGeneration
 	c.Status.CurrentPrimary, c.Status.ReadyInstances, c.Status.Instances = st.CurrentPrimary, st.ReadyInstances, st.Instances
+	c.Status.Backup = st.Backup
 	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
@@ -296,6 +297,7 @@ func reconcilerStatusPatch(st dolphinv1.MySQLClusterStatus) ([]byte, error) {
 		"currentPrimary":     orNil(st.CurrentPrimary == "", st.CurrentPrimary),
 		"readyInstances":     orNil(st.ReadyInstances == 0, st.ReadyInstances),
 		"instances":          orNil(len(st.Instances) == 0, st.Instances),
+		"backup":             orNil(st.Backup == nil, st.Backup),
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status patch: %w", err)
@@ -357,10 +359,6 @@ func (r *MySQLClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 			return nil
 		}); err != nil {
 		return fmt.Errorf("indexing MySQLClusters by credentials Secret: %w", err)
-	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &dolphinv1.MySQLBackup{}, backupClusterIndex,
-		func(o client.Object) []string { return []string{o.(*dolphinv1.MySQLBackup).Spec.Cluster} }); err != nil {
-		return fmt.Errorf("indexing MySQLBackups by cluster: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("mysqlcluster").

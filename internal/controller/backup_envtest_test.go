@@ -1,0 +1,433 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// fakeAgent stands in for instance agents in the controller's envtest (the real agent and
+// backups are proven in internal/agent, internal/backup and the e2e suite). It records the
+// requests and answers with whatever status the test sets.
+type fakeAgent struct {
+	mu        sync.Mutex
+	requests  []agent.BackupRequest
+	pods      []string
+	status    agent.BackupStatus
+	statusErr error
+	cancelled []string
+}
+
+func (f *fakeAgent) Agent(_ context.Context, _ *dolphinv1.MySQLCluster, pod *corev1.Pod) (BackupAgent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods = append(f.pods, pod.Name)
+	return f, nil
+}
+
+func (f *fakeAgent) StartBackup(_ context.Context, req agent.BackupRequest) (agent.BackupStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, req)
+	st := f.status
+	st.ID = req.ID
+	return st, nil
+}
+
+func (f *fakeAgent) BackupStatus(_ context.Context, id string) (agent.BackupStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.status
+	st.ID = id
+	return st, f.statusErr
+}
+
+func (f *fakeAgent) CancelBackup(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancelled = append(f.cancelled, id)
+	f.status.Phase = agent.BackupFailed
+	return nil
+}
+
+func (f *fakeAgent) set(st agent.BackupStatus, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status, f.statusErr = st, err
+}
+
+// orderedStore records the order of deletions of a directory store.
+type orderedStore struct {
+	objectstore.Store
+	mu      sync.Mutex
+	deleted []string
+}
+
+func (s *orderedStore) Delete(ctx context.Context, keys ...string) error {
+	s.mu.Lock()
+	s.deleted = append(s.deleted, keys...)
+	s.mu.Unlock()
+	return s.Store.Delete(ctx, keys...)
+}
+
+// backupFixture is a cluster with a backup store, its Secrets, an observed topology and two
+// ready pods (db-0 primary, db-1 replica) in a fresh namespace.
+type backupFixture struct {
+	t       *testing.T
+	c       client.Client
+	ns      string
+	cluster types.NamespacedName
+	agent   *fakeAgent
+	store   *orderedStore
+	r       *MySQLBackupReconciler
+}
+
+func newBackupFixture(t *testing.T, withSecret bool) *backupFixture {
+	t.Helper()
+	c := directClient(t, nil)
+	ns := newNamespace(t)
+	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{Store: dolphinv1.BackupStore{
+		S3: &dolphinv1.S3Store{Endpoint: "http://127.0.0.1:1", Bucket: "backups", Prefix: "prod/", CredentialsSecret: "s3"}}}})
+	if withSecret {
+		mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},
+			Data: map[string][]byte{S3AccessKeyIDKey: []byte("AKID"), S3SecretAccessKeyKey: []byte("sekrit\n")}})
+	}
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-credentials", Namespace: ns},
+		Data: map[string][]byte{resources.OperatorPasswordKey: []byte("op-pw")}})
+	dir, err := objectstore.NewDirectory(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &backupFixture{t: t, c: c, ns: ns, cluster: key, agent: &fakeAgent{}, store: &orderedStore{Store: dir}}
+	f.r = &MySQLBackupReconciler{Client: c, APIReader: c, Scheme: envScheme, Agents: f.agent,
+		OpenStore: func(context.Context, objectstore.Config) (objectstore.Store, error) { return f.store, nil }}
+	return f
+}
+
+func mustCreate(t *testing.T, c client.Client, o client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// observeTopology writes what the topology engine would: db-0 primary, db-1 a replica.
+func (f *backupFixture) observeTopology() {
+	f.t.Helper()
+	ctx := context.Background()
+	cl := getCluster(f.t, f.c, f.cluster)
+	cl.Status.Topology = &dolphinv1.TopologyStatus{Primary: "db-0", Instances: []dolphinv1.InstanceTopology{
+		{Name: "db-0", Reachable: true},
+		{Name: "db-1", Reachable: true, Replicating: true, ReplicationLagSeconds: ptr.To(int64(0))},
+	}}
+	if err := f.c.Status().Update(ctx, cl); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, name := range []string{"db-0", "db-1"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: resources.SelectorLabels(cl)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mysqld", Image: "mariadb"}}}}
+		mustCreate(f.t, f.c, p)
+		p.Status = corev1.PodStatus{PodIP: "10.0.0.9", ContainerStatuses: []corev1.ContainerStatus{
+			{Name: resources.ContainerMySQLD, Ready: true}, {Name: resources.ContainerAgent, Ready: true}}}
+		if err := f.c.Status().Update(ctx, p); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func (f *backupFixture) newBackup(name string) types.NamespacedName {
+	f.t.Helper()
+	mustCreate(f.t, f.c, &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
+		Spec: dolphinv1.MySQLBackupSpec{Cluster: "db"}})
+	return types.NamespacedName{Namespace: f.ns, Name: name}
+}
+
+func (f *backupFixture) reconcile(key types.NamespacedName) {
+	f.t.Helper()
+	if _, err := f.r.Reconcile(ctrl.LoggerInto(context.Background(), ctrl.Log), ctrl.Request{NamespacedName: key}); err != nil {
+		f.t.Fatalf("reconcile %s: %v", key, err)
+	}
+}
+
+func (f *backupFixture) get(key types.NamespacedName) *dolphinv1.MySQLBackup {
+	f.t.Helper()
+	var b dolphinv1.MySQLBackup
+	if err := f.c.Get(context.Background(), key, &b); err != nil {
+		f.t.Fatal(err)
+	}
+	return &b
+}
+
+func wantBackupCondition(t *testing.T, b *dolphinv1.MySQLBackup, phase dolphinv1.BackupPhase, reason, msgPart string) {
+	t.Helper()
+	cond := meta.FindStatusCondition(b.Status.Conditions, dolphinv1.ConditionBackupComplete)
+	if b.Status.Phase != phase || cond == nil || cond.Reason != reason || !strings.Contains(cond.Message, msgPart) {
+		t.Fatalf("phase %q condition %+v; want phase %s, reason %s, message containing %q", b.Status.Phase, cond, phase, reason, msgPart)
+	}
+}
+
+func TestEnvtestBackupWaitsWithReasons(t *testing.T) {
+	needEnvtest(t)
+	f := newBackupFixture(t, false)
+	key := f.newBackup("first")
+	f.reconcile(key)
+	wantBackupCondition(t, f.get(key), dolphinv1.BackupPending, "BackupStoreSecretMissing", "Secret "+f.ns+"/s3")
+	mustCreate(t, f.c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: f.ns},
+		Data: map[string][]byte{S3AccessKeyIDKey: []byte("AKID")}})
+	f.reconcile(key)
+	wantBackupCondition(t, f.get(key), dolphinv1.BackupPending, "BackupStoreSecretIncomplete", "no key secret-access-key")
+	other := types.NamespacedName{Namespace: f.ns, Name: "orphan"}
+	mustCreate(t, f.c, &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Name: other.Name, Namespace: f.ns},
+		Spec: dolphinv1.MySQLBackupSpec{Cluster: "nope"}})
+	f.reconcile(other)
+	wantBackupCondition(t, f.get(other), dolphinv1.BackupPending, "ClusterNotFound", "MySQLCluster nope does not exist")
+	if len(f.agent.requests) != 0 {
+		t.Fatalf("the agent was asked %d times before the backup could start", len(f.agent.requests))
+	}
+}
+
+func TestEnvtestBackupLifecycle(t *testing.T) {
+	needEnvtest(t)
+	f := newBackupFixture(t, true)
+	key := f.newBackup("nightly")
+	f.reconcile(key)
+	wantBackupCondition(t, f.get(key), dolphinv1.BackupPending, "NoBackupSource", "no established primary")
+
+	f.observeTopology()
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupRunning}, nil)
+	f.reconcile(key)
+	b := f.get(key)
+	wantBackupCondition(t, b, dolphinv1.BackupRunning, "Running", "db-1 (replica)")
+	if len(f.agent.requests) != 1 {
+		t.Fatalf("%d backup requests, want 1", len(f.agent.requests))
+	}
+	req := f.agent.requests[0]
+	if req.ID != string(b.UID) || req.DB.User != resources.OperatorUser || req.DB.Password != "op-pw" || req.Meta.SourceInstance != "db-1" || req.Meta.SourceRole != "replica" {
+		t.Fatalf("request %+v", req)
+	}
+	if !strings.HasPrefix(req.Prefix, f.ns+"/db/nightly-") || !strings.HasSuffix(req.Prefix, "Z/") || req.Prefix != b.Status.Path {
+		t.Fatalf("prefix %q (status path %q)", req.Prefix, b.Status.Path)
+	}
+	var sc objectstore.Config
+	if err := json.Unmarshal(req.Store, &sc); err != nil || sc.S3 == nil || sc.S3.AccessKeyID != "AKID" || sc.S3.SecretAccessKey != "sekrit" || sc.S3.Prefix != "prod/" {
+		t.Fatalf("store %s (%v)", req.Store, err)
+	}
+	if !controllerContainsFinalizer(b) {
+		t.Fatal("no finalizer on a running backup")
+	}
+
+	// Progress, then success.
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupRunning, StoredBytes: 4096}, nil)
+	f.reconcile(key)
+	if got := f.get(key).Status.StoredBytes; got != 4096 {
+		t.Fatalf("stored bytes %d", got)
+	}
+	end := time.Now().UTC().Truncate(time.Second)
+	m := &backup.Manifest{GTIDPosition: "0-1-42", EndTime: end, Objects: []backup.Object{{Key: "data.mbstream.zst", Size: 3 << 20, SHA256: "ab"}}}
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupSucceeded, Manifest: m}, nil)
+	f.reconcile(key)
+	b = f.get(key)
+	wantBackupCondition(t, b, dolphinv1.BackupSucceeded, "Succeeded", "0-1-42")
+	if b.Status.GTIDPosition != "0-1-42" || b.Status.StoredSize != "3Mi" || b.Status.Objects != 1 || b.Status.Duration == "" ||
+		!strings.HasSuffix(b.Status.Manifest, b.Status.Path+"manifest.json") {
+		t.Fatalf("status %+v", b.Status)
+	}
+
+	// The cluster reports it.
+	if err := reconcileOnce(t, f.c, f.cluster); err != nil {
+		t.Fatal(err)
+	}
+	cl := getCluster(t, f.c, f.cluster)
+	cond := meta.FindStatusCondition(cl.Status.Conditions, dolphinv1.ConditionLastBackupSucceeded)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cl.Status.Backup == nil || cl.Status.Backup.LastSuccessfulBackup != "nightly" {
+		t.Fatalf("cluster backup status %+v condition %+v", cl.Status.Backup, cond)
+	}
+
+	// A failure is reported on the backup and the cluster, with the tool's reason.
+	key2 := f.newBackup("broken")
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupRunning}, nil)
+	f.reconcile(key2)
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupFailed, Error: "mariadb-backup: Access denied"}, nil)
+	f.reconcile(key2)
+	wantBackupCondition(t, f.get(key2), dolphinv1.BackupFailed, "Failed", "Access denied")
+	if err := reconcileOnce(t, f.c, f.cluster); err != nil {
+		t.Fatal(err)
+	}
+	cl = getCluster(t, f.c, f.cluster)
+	cond = meta.FindStatusCondition(cl.Status.Conditions, dolphinv1.ConditionLastBackupSucceeded)
+	if cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "Access denied") || !strings.Contains(cond.Message, "nightly") {
+		t.Fatalf("cluster condition %+v", cond)
+	}
+
+	// Deleting the successful backup deletes its objects, the manifest first.
+	ctx := context.Background()
+	for _, k := range []string{"data.mbstream.zst", backup.ManifestKey} {
+		up, err := f.store.Create(ctx, b.Status.Path+k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := up.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := up.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.c.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(key)
+	if err := f.c.Get(ctx, key, &dolphinv1.MySQLBackup{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("backup still there after its objects were deleted: %v", err)
+	}
+	if left, _ := f.store.List(ctx, b.Status.Path); len(left) != 0 || len(f.store.deleted) < 2 || f.store.deleted[0] != b.Status.Path+backup.ManifestKey {
+		t.Fatalf("left %v, deleted in order %v: want the manifest first and nothing left", left, f.store.deleted)
+	}
+}
+
+func TestEnvtestBackupAgentLostTheJob(t *testing.T) {
+	needEnvtest(t)
+	f := newBackupFixture(t, true)
+	f.observeTopology()
+	key := f.newBackup("lost")
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupRunning}, nil)
+	f.reconcile(key)
+	// The agent restarted: it no longer knows the job. Backdate the start so that the
+	// reconciler does not take it for a request that never arrived.
+	b := f.get(key)
+	old := metav1.NewTime(time.Now().Add(-time.Minute))
+	b.Status.StartTime = &old
+	if err := f.c.Status().Update(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	f.agent.set(agent.BackupStatus{}, fmt.Errorf("agent https://10.0.0.9:9443: GET /v1/backups/x: 404: %w", agent.ErrUnknownBackup))
+	f.reconcile(key)
+	wantBackupCondition(t, f.get(key), dolphinv1.BackupFailed, "Failed", "no manifest was written")
+}
+
+func TestEnvtestBackupDeletedWhileRunningIsCancelledFirst(t *testing.T) {
+	needEnvtest(t)
+	f := newBackupFixture(t, true)
+	f.observeTopology()
+	key := f.newBackup("cancel-me")
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupRunning}, nil)
+	f.reconcile(key)
+	b := f.get(key)
+	if err := f.c.Delete(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	// First pass: the run is cancelled and deletion waits for it to stop.
+	if _, err := f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err == nil {
+		t.Fatal("deletion went on while the backup still ran")
+	}
+	if len(f.agent.cancelled) != 1 || f.agent.cancelled[0] != string(b.UID) {
+		t.Fatalf("cancelled %v", f.agent.cancelled)
+	}
+	// The fake agent now reports the run failed (cancelled): deletion completes.
+	f.reconcile(key)
+	if err := f.c.Get(context.Background(), key, &dolphinv1.MySQLBackup{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("backup still there: %v", err)
+	}
+}
+
+func TestEnvtestBackupScheduleAndRetention(t *testing.T) {
+	needEnvtest(t)
+	ctx := context.Background()
+	f := newBackupFixture(t, true)
+	cl := getCluster(t, f.c, f.cluster)
+	cl.Spec.Backup.Schedule = &dolphinv1.BackupSchedule{Cron: "@hourly"}
+	cl.Spec.Backup.Retention = &dolphinv1.BackupRetention{Keep: ptr.To(int32(2))}
+	if err := f.c.Update(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	// Three old successful scheduled backups; the newest slot is three hours ago.
+	for i, h := range []int{5, 4, 3} {
+		slot := time.Now().UTC().Truncate(time.Hour).Add(-time.Duration(h) * time.Hour)
+		b := &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Name: "old-" + string(rune('a'+i)), Namespace: f.ns,
+			Labels:      map[string]string{BackupScheduledLabel: "true", BackupClusterLabel: "db"},
+			Annotations: map[string]string{BackupSlotAnnotation: slot.Format(time.RFC3339)}},
+			Spec: dolphinv1.MySQLBackupSpec{Cluster: "db"}}
+		mustCreate(t, f.c, b)
+		done := metav1.NewTime(slot.Add(time.Minute))
+		b.Status = dolphinv1.MySQLBackupStatus{Phase: dolphinv1.BackupSucceeded, CompletionTime: &done}
+		if err := f.c.Status().Update(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reconcileOnce(t, f.c, f.cluster); err != nil {
+		t.Fatal(err)
+	}
+	var list dolphinv1.MySQLBackupList
+	if err := f.c.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var scheduled *dolphinv1.MySQLBackup
+	for i, b := range list.Items {
+		got = append(got, b.Name)
+		if !strings.HasPrefix(b.Name, "old-") {
+			scheduled = &list.Items[i]
+		}
+	}
+	// Retention keeps the two newest (old-b, old-c) and deletes old-a; the schedule creates
+	// one backup for the newest missed slot (this hour), not one per missed hour.
+	if len(list.Items) != 3 || scheduled == nil || contains(got, "old-a") {
+		t.Fatalf("backups after one reconcile: %v", got)
+	}
+	wantSlot := time.Now().UTC().Truncate(time.Hour)
+	if scheduled.Annotations[BackupSlotAnnotation] != wantSlot.Format(time.RFC3339) || scheduled.Labels[BackupScheduledLabel] != "true" ||
+		len(scheduled.OwnerReferences) != 0 {
+		t.Fatalf("scheduled backup %s: annotations %v labels %v owners %v", scheduled.Name, scheduled.Annotations, scheduled.Labels, scheduled.OwnerReferences)
+	}
+	// Reconciling again creates nothing more (the slot is taken; Forbid while it is pending).
+	if err := reconcileOnce(t, f.c, f.cluster); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 {
+		t.Fatalf("%d backups after a second reconcile, want 3", len(list.Items))
+	}
+	if cl := getCluster(t, f.c, f.cluster); cl.Status.Backup == nil || cl.Status.Backup.LastScheduleTime == nil ||
+		!cl.Status.Backup.LastScheduleTime.Equal(&metav1.Time{Time: wantSlot}) {
+		t.Fatalf("status.backup %+v", cl.Status.Backup)
+	}
+}
+
+func controllerContainsFinalizer(b *dolphinv1.MySQLBackup) bool {
+	for _, f := range b.Finalizers {
+		if f == BackupObjectsFinalizer {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
