@@ -52,8 +52,9 @@ type RequestCounter struct {
 	mu       sync.Mutex
 	maxParts int32
 	parts    int32
-	sizes    []int64 // UploadPart bodies, in send order
-	puts     int     // PutObject
+	sizes    []int64  // UploadPart bodies, in send order
+	puts     int      // PutObject
+	deletes  []string // DeleteObjects: the Content-MD5 header of each
 }
 
 // Do implements s3.HTTPClient.
@@ -67,6 +68,10 @@ func (c *RequestCounter) Do(r *http.Request) (*http.Response, error) {
 		c.sizes = append(c.sizes, r.ContentLength)
 		c.mu.Unlock()
 		defer func() { c.mu.Lock(); c.parts--; c.mu.Unlock() }()
+	} else if r.Method == http.MethodPost && q.Has("delete") {
+		c.mu.Lock()
+		c.deletes = append(c.deletes, r.Header.Get("Content-MD5"))
+		c.mu.Unlock()
 	} else if r.Method == http.MethodPut && !q.Has("uploadId") && r.Header.Get("X-Amz-Copy-Source") == "" {
 		c.mu.Lock()
 		c.puts++
@@ -94,4 +99,11 @@ func (c *RequestCounter) PutObjects() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.puts
+}
+
+// DeleteRequests are the Content-MD5 headers of the DeleteObjects requests sent.
+func (c *RequestCounter) DeleteRequests() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.deletes...)
 }

@@ -2,7 +2,9 @@ package objectstore
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // S3Config says where an S3 store is and how to write to it.
@@ -320,7 +324,7 @@ func (s *s3Store) Delete(ctx context.Context, keys ...string) error {
 		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
 			Bucket: &s.bucket,
 			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
-		})
+		}, withContentMD5)
 		if err != nil {
 			return s.classify(ctx, fmt.Sprintf("delete %d objects", len(batch)), err)
 		}
@@ -338,4 +342,29 @@ func (s *s3Store) Delete(ctx context.Context, keys ...string) error {
 		}
 	}
 	return nil
+}
+
+// withContentMD5 adds a Content-MD5 header to a request: S3 requires an integrity header on
+// DeleteObjects, and the SDK sends only a CRC32 there, which S3-compatible servers that
+// predate the flexible checksums refuse.
+func withContentMD5(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Build.Add(middleware.BuildMiddlewareFunc("DolphinContentMD5",
+			func(ctx context.Context, in middleware.BuildInput, next middleware.BuildHandler) (middleware.BuildOutput, middleware.Metadata, error) {
+				req, ok := in.Request.(*smithyhttp.Request)
+				if ok && req.IsStreamSeekable() && req.Header.Get("Content-MD5") == "" {
+					if body := req.GetStream(); body != nil {
+						h := md5.New()
+						if _, err := io.Copy(h, body); err != nil {
+							return middleware.BuildOutput{}, middleware.Metadata{}, err
+						}
+						if err := req.RewindStream(); err != nil {
+							return middleware.BuildOutput{}, middleware.Metadata{}, err
+						}
+						req.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(h.Sum(nil)))
+					}
+				}
+				return next.HandleBuild(ctx, in)
+			}), middleware.After)
+	})
 }
