@@ -23,7 +23,7 @@ exec 9>"$out/.lock"
 flock 9
 
 if [[ ! -x "$bin" ]]; then
-  echo ">> building versitygw $VERSITYGW_VERSION (a cold build takes ~70 s on 2 cores)" >&2
+  echo ">> building versitygw $VERSITYGW_VERSION (a cold build takes 70-110 s on 2 cores)" >&2
   start=$SECONDS
   tmp=$(mktemp -d "$out/.build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT

@@ -269,7 +269,9 @@ func (s *s3Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return out.Body, nil
 }
 
-// Stat describes the object key.
+// Stat describes the object key. A HEAD answer has no body, so in a missing bucket Stat
+// reports ErrNotFound too (and versitygw answers an unknown access key with a bare 404);
+// Check tells these apart.
 func (s *s3Store) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	if err := s3CheckKey(key); err != nil {
 		return ObjectInfo{}, fmt.Errorf("%s: %w", s.Describe(), err)
