@@ -169,3 +169,60 @@ type BackupStatus struct {
 // ConditionLastBackupSucceeded is a MySQLCluster condition: False when the newest backup
 // failed, with the reason and what to change.
 const ConditionLastBackupSucceeded = "LastBackupSucceeded"
+
+// BootstrapSpec creates a cluster's data from a backup instead of empty servers. Every
+// instance is restored from the backup (its checksums verified before use), continues from
+// the backup's GTID position, and then replicates from the instance chosen as primary.
+// +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.from)",message="bootstrap: set exactly one of backup (a MySQLBackup of this namespace, by name) and from (a backup store and the backup's path in it)"
+type BootstrapSpec struct {
+	// Backup restores a MySQLBackup of this namespace, by name. It must have Succeeded.
+	// +optional
+	Backup *BackupReference `json:"backup,omitempty"`
+	// From restores a backup found in a backup store, for example one whose MySQLBackup (or
+	// whole source cluster) was deleted.
+	// +optional
+	From *BackupLocation `json:"from,omitempty"`
+}
+
+// BackupReference names a MySQLBackup.
+type BackupReference struct {
+	// Name of the MySQLBackup.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// BackupLocation is a backup in a store: the store and the backup's path (the prefix that
+// holds its manifest.json, as in a MySQLBackup's status.path).
+type BackupLocation struct {
+	// Store holds the backup.
+	// +required
+	Store BackupStore `json:"store"`
+	// Path of the backup inside the store's prefix, for example prod/db/nightly-20261201T023000Z/.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="bootstrap.from.path must be relative to the store's prefix (no leading '/', no '..')"
+	// +required
+	Path string `json:"path"`
+}
+
+// RestoreStatus records where a cluster's data came from: the location is resolved once,
+// when the cluster is created, and used for every instance after, even when the MySQLBackup
+// named by spec.bootstrap is deleted later.
+type RestoreStatus struct {
+	// Backup names the MySQLBackup, when the bootstrap named one.
+	// +optional
+	Backup string `json:"backup,omitempty"`
+	// Store and Path locate the backup.
+	Store BackupStore `json:"store"`
+	Path  string      `json:"path"`
+	// GTIDPosition is the backup's GTID position, where the restored cluster continues.
+	// +optional
+	GTIDPosition string `json:"gtidPosition,omitempty"`
+}
+
+// ConditionRestored is a MySQLCluster condition of a cluster bootstrapped from a backup:
+// False while the backup is being restored or when the restore failed (the message says why
+// and what to change), True once every instance holds the restored data.
+const ConditionRestored = "Restored"

@@ -45,6 +45,7 @@ type MySQLClusterList struct {
 }
 
 // MySQLClusterSpec is the desired state of a MySQLCluster.
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap can only be set when the cluster is created: to restore a backup, create a new MySQLCluster"
 type MySQLClusterSpec struct {
 	// Engine selects the database server: flavor (mariadb or mysql), version and image.
 	// +kubebuilder:default={flavor:"mariadb",version:"10.11"}
@@ -115,6 +116,12 @@ type MySQLClusterSpec struct {
 	// are kept (see MySQLBackup).
 	// +optional
 	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// Bootstrap creates the cluster's data from a backup instead of empty servers. It cannot
+	// be changed after creation.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.bootstrap is immutable: to restore another backup, create a new MySQLCluster"
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 }
 
 // MySQLConfigValue is the value of one mysqld setting, written as is into my.cnf.
@@ -365,6 +372,10 @@ type MySQLClusterStatus struct {
 	// Backup is what Dolphin observed about the cluster's backups.
 	// +optional
 	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// RestoredFrom is the backup a cluster with spec.bootstrap was restored from.
+	// +optional
+	RestoredFrom *RestoreStatus `json:"restoredFrom,omitempty"`
 }
 
 // TopologyStatus is the database-side state of the cluster, written by the topology engine.
