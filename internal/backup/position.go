@@ -2,6 +2,7 @@ package backup
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 // What mariadb-backup 10.11 writes to stderr about the position its backup contains
 // (checked against /usr/bin/mariadb-backup 10.11.14), after a "[00] <date> <time> " prefix:
 //
+//	Using server version 10.11.14-MariaDB-0+deb12u2-log
 //	MySQL binlog position: filename 'binlog.000001', position '172524', GTID of the last change '0-1-3'
 //	MySQL slave binlog position: gtid_slave_pos '0-1-3'; master '' master_use_gtid = slave_pos
 //	completed OK!
@@ -22,8 +24,9 @@ import (
 // coordinates from SHOW SLAVE STATUS..." instead of the slave line. Other versions word the
 // slave line differently ("master host 'h', gtid_slave_pos 0-1-3"), hence the loose pattern.
 var (
-	binlogLineRE = regexp.MustCompile(`MySQL binlog position: filename '([^']*)', position '(\d+)'(?:, GTID of the last change '([^']*)')?`)
-	slaveLineRE  = regexp.MustCompile(`MySQL slave binlog position: .*?gtid_slave_pos '?([0-9,\-]*)`)
+	binlogLineRE    = regexp.MustCompile(`MySQL binlog position: filename '([^']*)', position '(\d+)'(?:, GTID of the last change '([^']*)')?`)
+	serverVersionRE = regexp.MustCompile(`Using server version (\S+)`)
+	slaveLineRE     = regexp.MustCompile(`MySQL slave binlog position: .*?gtid_slave_pos '?([0-9,\-]*)`)
 )
 
 // completedLine ends mariadb-backup's output when it succeeded.
@@ -39,6 +42,8 @@ type toolReport struct {
 	GTID string
 	// ReplicaGTID is gtid_slave_pos from the "MySQL slave binlog position" line.
 	ReplicaGTID string
+	// ServerVersion is the server's version as the tool saw it ("Using server version X").
+	ServerVersion string
 	// Completed is set by a line ending in "completed OK!".
 	Completed bool
 }
@@ -48,6 +53,10 @@ func (r *toolReport) line(s string) {
 	s = strings.TrimRight(s, "\r\n")
 	if strings.HasSuffix(s, completedLine) {
 		r.Completed = true
+		return
+	}
+	if m := serverVersionRE.FindStringSubmatch(s); m != nil {
+		r.ServerVersion = m[1]
 		return
 	}
 	if m := binlogLineRE.FindStringSubmatch(s); m != nil {
@@ -168,10 +177,11 @@ func sameGTID(a, b string) (bool, error) {
 
 // parseToolVersion turns `mariadb-backup --version` output, e.g. "mariadb-backup based on
 // MariaDB server 10.11.14-MariaDB debian-linux-gnu (x86_64)", into "mariadb-backup
-// 10.11.14-MariaDB". Output it does not recognise is returned as its first line.
+// 10.11.14-MariaDB" (the tool prints its name as invoked, a path included, which is cut).
+// Output it does not recognise is returned as its first line.
 func parseToolVersion(out string) string {
 	if m := toolVersionRE.FindStringSubmatch(out); m != nil {
-		return m[1] + " " + m[2]
+		return filepath.Base(m[1]) + " " + m[2]
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 	return strings.TrimSpace(first)

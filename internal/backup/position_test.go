@@ -30,7 +30,7 @@ func TestParseToolReport(t *testing.T) {
 		log  string
 		want toolReport
 	}{
-		{"replica", replicaLog, toolReport{HasBinlog: true, BinlogFile: "binlog.000001", BinlogPosition: 172524,
+		{"replica", replicaLog, toolReport{ServerVersion: "10.11.14-MariaDB-0+deb12u2-log", HasBinlog: true, BinlogFile: "binlog.000001", BinlogPosition: 172524,
 			GTID: "0-1-3", ReplicaGTID: "0-1-3", Completed: true}},
 		{"primary, two domains, no final newline", primaryLog, toolReport{HasBinlog: true, BinlogFile: "binlog.000002",
 			BinlogPosition: 4711, GTID: "0-1-3,7-2-19", Completed: true}},
@@ -101,6 +101,7 @@ func TestParseToolVersion(t *testing.T) {
 	for in, want := range map[string]string{
 		"mariadb-backup based on MariaDB server 10.11.14-MariaDB debian-linux-gnu (x86_64)\n": "mariadb-backup 10.11.14-MariaDB",
 		"mariabackup based on MariaDB server 10.5.9-MariaDB Linux (x86_64)":                   "mariabackup 10.5.9-MariaDB",
+		"/usr/bin/mariadb-backup based on MariaDB server 10.11.14-MariaDB debian-linux-gnu":   "mariadb-backup 10.11.14-MariaDB",
 		"\nsomething else\nsecond": "something else",
 		"":                         "",
 	} {

@@ -47,10 +47,10 @@ type TakeOptions struct {
 
 	// DataDir is the server's datadir, which mariadb-backup reads (--datadir). Required.
 	DataDir string
-	// DefaultsFile, when set, is the server's option file, given to mariadb-backup as
-	// --defaults-file (first, before the password file) so that no other option file is read.
-	// When empty mariadb-backup reads the usual option files and the password file is its
-	// first option.
+	// DefaultsFile, when set, is the server's option file, the only one mariadb-backup reads:
+	// the password file then includes it (!include) and is given as --defaults-file. When
+	// empty, mariadb-backup reads the usual option files and the password file is given as
+	// --defaults-extra-file. Either way it is the first option, as mariadb-backup demands.
 	DefaultsFile string
 	// Tool is the path of mariadb-backup; by default it is looked up on PATH.
 	Tool string
@@ -98,9 +98,6 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 	if m.Tool, err = toolVersion(ctx, tool); err != nil {
 		return nil, fmt.Errorf("backup %s: %w", where, err)
 	}
-	if m.ServerVersion, err = opts.serverVersion(ctx); err != nil {
-		return nil, fmt.Errorf("backup %s: %w", where, err)
-	}
 
 	obj, report, err := opts.stream(ctx, tool, store, prefix+DataObjectKey, m)
 	if err != nil {
@@ -109,11 +106,17 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 	m.GTIDPosition, m.ReplicaGTIDPosition = report.GTID, report.ReplicaGTID
 	m.BinlogFile, m.BinlogPosition = report.BinlogFile, report.BinlogPosition
 	m.Objects = []Object{obj}
-	err = ctx.Err()
-	if err != nil {
-		err = fmt.Errorf("cancelled before the manifest was written: %w", err)
-	} else if err = writeManifest(ctx, store, prefix, m); err != nil {
-		err = fmt.Errorf("writing the manifest: %w", err)
+	// Asked after the tool, so that a connection problem is reported by the tool, in its words.
+	m.ServerVersion, err = opts.serverVersion(ctx)
+	if err != nil && report.ServerVersion != "" && ctx.Err() == nil {
+		m.ServerVersion, err = report.ServerVersion, nil
+	}
+	if err == nil {
+		if err = ctx.Err(); err != nil {
+			err = fmt.Errorf("cancelled before the manifest was written: %w", err)
+		} else if err = writeManifest(ctx, store, prefix, m); err != nil {
+			err = fmt.Errorf("writing the manifest: %w", err)
+		}
 	}
 	if err != nil {
 		// Without a manifest the data object is garbage: remove it, even though ctx is done.
@@ -153,7 +156,7 @@ func (o *TakeOptions) defaults() error {
 }
 
 // serverVersion asks the server for SELECT VERSION() with the connection parameters
-// mariadb-backup gets.
+// mariadb-backup gets. Take falls back on the version the tool printed when this fails.
 func (o *TakeOptions) serverVersion(ctx context.Context) (string, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = o.User, o.Password
@@ -178,17 +181,19 @@ func (o *TakeOptions) serverVersion(ctx context.Context) (string, error) {
 
 // args returns mariadb-backup's arguments for a run that reads its password from pwFile.
 func (o *TakeOptions) args(pwFile, targetDir string) []string {
-	var a []string
+	first := "--defaults-extra-file=" + pwFile
 	if o.DefaultsFile != "" {
-		a = append(a, "--defaults-file="+o.DefaultsFile)
+		first = "--defaults-file=" + pwFile // which includes DefaultsFile
 	}
-	a = append(a, "--defaults-extra-file="+pwFile,
+	a := []string{first,
 		"--backup", "--stream=mbstream", "--slave-info",
-		"--target-dir="+targetDir, "--tmpdir="+o.TmpDir, "--datadir="+o.DataDir, "--user="+o.User)
+		"--target-dir=" + targetDir, "--tmpdir=" + o.TmpDir, "--datadir=" + o.DataDir, "--user=" + o.User}
+	// A [client] host in an option file would make the client ignore --socket: host
+	// "localhost" means the socket (--protocol=socket with an IP host is refused).
 	if o.Socket != "" {
-		a = append(a, "--socket="+o.Socket)
+		a = append(a, "--host=localhost", "--socket="+o.Socket)
 	} else {
-		a = append(a, "--host="+o.Host, "--port="+strconv.Itoa(o.Port))
+		a = append(a, "--protocol=tcp", "--host="+o.Host, "--port="+strconv.Itoa(o.Port))
 	}
 	return append(a, o.ExtraArgs...)
 }
@@ -196,7 +201,7 @@ func (o *TakeOptions) args(pwFile, targetDir string) []string {
 // stream runs the tool into the object key and commits it; it fills m's StartTime and
 // EndTime.
 func (o *TakeOptions) stream(ctx context.Context, tool string, store objectstore.Store, key string, m *Manifest) (obj Object, report toolReport, err error) {
-	pwFile, err := writePasswordFile(o.TmpDir, o.Password)
+	pwFile, err := writePasswordFile(o.TmpDir, o.Password, o.DefaultsFile)
 	if err != nil {
 		return obj, report, fmt.Errorf("writing the password file in %s: %w", o.TmpDir, err)
 	}

@@ -133,10 +133,20 @@ func optionFileValue(s string) (string, error) {
 }
 
 // writePasswordFile writes a 0600 option file in dir holding password in a [client] group,
-// for --defaults-extra-file, and returns its path. An empty password writes an empty group.
-func writePasswordFile(dir, password string) (string, error) {
+// and returns its path. An empty password writes an empty group. When include is set the
+// file starts with "!include <include>", so that it can stand for that file as
+// --defaults-file (mariadb-backup takes either --defaults-file or --defaults-extra-file as
+// its first option, not both); the password group after it wins.
+func writePasswordFile(dir, password, include string) (string, error) {
 	var b strings.Builder
-	b.WriteString("# Written by Dolphin for one mariadb-backup run; removed when it ends.\n[client]\n")
+	b.WriteString("# Written by Dolphin for one mariadb-backup run; removed when it ends.\n")
+	if include != "" {
+		if strings.ContainsAny(include, "\r\n") {
+			return "", fmt.Errorf("option file name %q has a line break", include)
+		}
+		b.WriteString("!include " + include + "\n")
+	}
+	b.WriteString("[client]\n")
 	if password != "" {
 		v, err := optionFileValue(password)
 		if err != nil {

@@ -25,7 +25,7 @@ func TestOptionFileValue(t *testing.T) {
 
 func TestWritePasswordFile(t *testing.T) {
 	dir := t.TempDir()
-	p, err := writePasswordFile(dir, `s3cr#t"`)
+	p, err := writePasswordFile(dir, `s3cr#t"`, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +37,12 @@ func TestWritePasswordFile(t *testing.T) {
 	if !strings.Contains(string(b), "\n[client]\npassword=\"s3cr#t\\\"\"\n") {
 		t.Errorf("password file:\n%s", b)
 	}
-	p, err = writePasswordFile(dir, "")
+	p, err = writePasswordFile(dir, "", "/etc/mysql/my.cnf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(p); strings.Contains(string(b), "password") {
-		t.Errorf("an empty password wrote a password line:\n%s", b)
+	if b, _ := os.ReadFile(p); strings.Contains(string(b), "password") || !strings.Contains(string(b), "\n!include /etc/mysql/my.cnf\n[client]\n") {
+		t.Errorf("an empty password with an include:\n%s", b)
 	}
 }
 

@@ -1,0 +1,211 @@
+package backup
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestServerTakeFromReplicaAndRestore backs up an idle replica, checks the manifest against
+// the replica's GTID state, restores it onto another server, which then holds every row and
+// the manifest's position, and replicates from the primary from there. The stored backup is
+// then damaged (one byte) and cut short of its manifest.
+func TestServerTakeFromReplicaAndRestore(t *testing.T) {
+	tc := startCluster(t)
+	r := tc.replica
+	binlogPos := tc.str(r, "SELECT @@gtid_binlog_pos")
+	currentPos := tc.str(r, "SELECT @@gtid_current_pos")
+	slavePos := tc.str(r, "SELECT @@gtid_slave_pos")
+	primaryPos := tc.str(tc.primary, "SELECT @@gtid_binlog_pos")
+	if binlogPos == "" || binlogPos != primaryPos {
+		t.Fatalf("replica gtid_binlog_pos %q, primary %q: log_slave_updates is off?", binlogPos, primaryPos)
+	}
+
+	dirStore, root := newStore(t)
+	rec := &recordingStore{Store: dirStore}
+	tmp := t.TempDir()
+	opts := takeOptions(r, "ns/c/b1/")
+	opts.TmpDir = tmp
+	var calls, last atomic.Int64
+	opts.Progress = func(n int64) { calls.Add(1); last.Store(n) }
+	began := time.Now()
+	m, err := Take(t.Context(), opts, rec)
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	t.Logf("Take: %v, %d raw bytes stored as %d, GTID %s", time.Since(began).Round(time.Millisecond),
+		m.Objects[0].RawSize, m.StoredBytes(), m.GTIDPosition)
+
+	// The manifest.
+	if m.GTIDPosition != binlogPos || m.GTIDPosition != currentPos {
+		t.Errorf("GTIDPosition %q, replica had gtid_binlog_pos %q, gtid_current_pos %q", m.GTIDPosition, binlogPos, currentPos)
+	}
+	if m.ReplicaGTIDPosition != slavePos {
+		t.Errorf("ReplicaGTIDPosition %q, replica had gtid_slave_pos %q", m.ReplicaGTIDPosition, slavePos)
+	}
+	if m.BinlogFile == "" || m.BinlogPosition == 0 {
+		t.Errorf("binlog file %q position %d", m.BinlogFile, m.BinlogPosition)
+	}
+	if m.Format != ManifestFormat || m.Name != "b1" || m.Namespace != "ns" || m.Cluster != "c" ||
+		m.SourceInstance != r.Name || m.SourceRole != "replica" || m.Flavor != "mariadb" || m.Compression != "zstd" {
+		t.Errorf("manifest fields: %+v", m)
+	}
+	if !strings.HasPrefix(m.ServerVersion, "10.11.") || !strings.HasPrefix(m.Tool, "mariadb-backup 10.11.") {
+		t.Errorf("ServerVersion %q, Tool %q", m.ServerVersion, m.Tool)
+	}
+	if m.StartTime.IsZero() || m.EndTime.Before(m.StartTime) {
+		t.Errorf("StartTime %v, EndTime %v", m.StartTime, m.EndTime)
+	}
+	if len(m.Objects) != 1 {
+		t.Fatalf("objects %+v", m.Objects)
+	}
+	o := m.Objects[0]
+	data, err := os.ReadFile(filepath.Join(root, "ns/c/b1", DataObjectKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if o.Key != DataObjectKey || o.Size != int64(len(data)) || o.SHA256 != hex.EncodeToString(sum[:]) || o.RawSize <= o.Size {
+		t.Errorf("object %+v, stored %d bytes with sha256 %x", o, len(data), sum)
+	}
+	if calls.Load() == 0 || last.Load() != o.Size {
+		t.Errorf("Progress called %d times, last with %d, want the stored size %d", calls.Load(), last.Load(), o.Size)
+	}
+	if got, want := rec.committed(), []string{"ns/c/b1/" + DataObjectKey, "ns/c/b1/" + ManifestKey}; !slices.Equal(got, want) {
+		t.Errorf("commits %q, want %q (the manifest last)", got, want)
+	}
+	if files := storeFiles(t, root); len(files) != 2 {
+		t.Errorf("store holds %q", files)
+	}
+	if ents := dirEntries(t, tmp); len(ents) != 0 {
+		t.Errorf("TmpDir still holds %q (the password file?)", ents)
+	}
+	read, err := ReadManifest(t.Context(), dirStore, "ns/c/b1")
+	if err != nil || !reflect.DeepEqual(read, m) {
+		t.Errorf("ReadManifest = %+v, %v\nTake returned %+v", read, err, m)
+	}
+	if _, err := Verify(t.Context(), dirStore, "ns/c/b1/"); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	if _, err := Take(t.Context(), opts, dirStore); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("a second Take into the same prefix: %v", err)
+	}
+
+	// Written after the backup: the restored server gets these by replication.
+	tc.exec(tc.primary, "INSERT INTO app.t SELECT seq, 'after the backup' FROM app.seq_100001_to_100100")
+
+	x := tc.spare
+	tc.restoreInto(x, dirStore, "ns/c/b1/")
+	if n := tc.count(x, "app.t"); n != seedRows {
+		t.Errorf("restored app.t has %d rows, want %d", n, seedRows)
+	}
+	if got := tc.str(x, "SELECT @@gtid_slave_pos"); got != m.GTIDPosition {
+		t.Errorf("restored gtid_slave_pos %q, manifest %q", got, m.GTIDPosition)
+	}
+	tc.replicate(x)
+	tc.waitCaughtUp(x)
+	if n := tc.count(x, "app.t"); n != seedRows+100 {
+		t.Errorf("restored server after replication: %d rows, want %d", n, seedRows+100)
+	}
+	if a, b := tc.checksum(x, "app.t"), tc.checksum(tc.primary, "app.t"); a != b {
+		t.Errorf("checksums differ: restored %s, primary %s", a, b)
+	}
+
+	t.Run("corrupt byte", func(t *testing.T) {
+		copyFile(t, filepath.Join(root, "ns/c/b1", DataObjectKey), filepath.Join(root, "ns/c/bad", DataObjectKey))
+		copyFile(t, filepath.Join(root, "ns/c/b1", ManifestKey), filepath.Join(root, "ns/c/bad", ManifestKey))
+		flipByte(t, filepath.Join(root, "ns/c/bad", DataObjectKey))
+		target := filepath.Join(t.TempDir(), "data")
+		_, err := Restore(t.Context(), dirStore, "ns/c/bad/", RestoreOptions{TargetDir: target})
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Restore: %v, want ErrCorrupt", err)
+		}
+		for _, want := range []string{"ns/c/bad/" + DataObjectKey, o.SHA256} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %s", err, want)
+			}
+		}
+		if ents := dirEntries(t, target); len(ents) != 0 {
+			t.Errorf("target holds %q", ents)
+		}
+		if _, err := Verify(t.Context(), dirStore, "ns/c/bad/"); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Verify: %v, want ErrCorrupt", err)
+		}
+	})
+	t.Run("no manifest", func(t *testing.T) {
+		copyFile(t, filepath.Join(root, "ns/c/b1", DataObjectKey), filepath.Join(root, "ns/c/half", DataObjectKey))
+		target := filepath.Join(t.TempDir(), "data")
+		_, err := Restore(t.Context(), dirStore, "ns/c/half/", RestoreOptions{TargetDir: target})
+		if !errors.Is(err, ErrIncomplete) {
+			t.Errorf("Restore: %v, want ErrIncomplete", err)
+		}
+		if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Restore of an incomplete backup created the target: %v", err)
+		}
+	})
+}
+
+// TestServerTakeUnderWrites backs up a replica while the primary commits one row per
+// transaction, and checks on the restored server that the data is exactly what the
+// manifest's GTID position says: as many rows as transactions up to that position, and
+// replication from there neither repeats nor skips one.
+func TestServerTakeUnderWrites(t *testing.T) {
+	tc := startCluster(t)
+	base := seqOf(t, tc.str(tc.primary, "SELECT @@gtid_binlog_pos"))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := tc.db(tc.primary).Exec("INSERT INTO app.w (at) VALUES (NOW(6))"); err != nil {
+				t.Errorf("writer: %v", err)
+				return
+			}
+			writes.Add(1)
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	time.Sleep(200 * time.Millisecond)
+	store, _ := newStore(t)
+	opts := takeOptions(tc.replica, "ns/c/live/")
+	m, err := Take(t.Context(), opts, store)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	total := writes.Load()
+	inBackup := int64(seqOf(t, m.GTIDPosition) - base)
+	t.Logf("%d writes, %d of them before the backup's position %s", total, inBackup, m.GTIDPosition)
+	if inBackup <= 0 || inBackup >= total {
+		t.Errorf("backup position %s is not inside the writes (%d after seq %d)", m.GTIDPosition, total, base)
+	}
+
+	x := tc.spare
+	tc.restoreInto(x, store, "ns/c/live/")
+	if n := tc.count(x, "app.w"); int64(n) != inBackup {
+		t.Errorf("restored app.w has %d rows, the position %s says %d", n, m.GTIDPosition, inBackup)
+	}
+	if got := tc.str(x, "SELECT @@gtid_slave_pos"); got != m.GTIDPosition {
+		t.Errorf("restored gtid_slave_pos %q, manifest %q", got, m.GTIDPosition)
+	}
+	tc.replicate(x)
+	tc.waitCaughtUp(x)
+	if n := tc.count(x, "app.w"); int64(n) != total {
+		t.Errorf("after replication app.w has %d rows, the primary committed %d", n, total)
+	}
+}
