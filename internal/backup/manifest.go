@@ -33,9 +33,11 @@ type Manifest struct {
 	// StartTime and EndTime of the backup tool's run.
 	StartTime time.Time `json:"startTime"`
 	EndTime   time.Time `json:"endTime"`
-	// GTIDPosition is the GTID set the backup contains, consistent with its data: MariaDB's
-	// gtid_binlog_pos at the backup's lock point (the source writes replicated transactions to
-	// its binlog, log_slave_updates), MySQL's gtid_executed. Restore continues from it.
+	// GTIDPosition is the GTID set the backup contains, consistent with its data: for MariaDB
+	// what mariadb-backup reports as "GTID of the last change", the source's gtid_current_pos
+	// read under BACKUP STAGE BLOCK_COMMIT (on a replica with log_slave_updates, as Dolphin
+	// configures them, equal to its gtid_binlog_pos); MySQL's gtid_executed. Restore checks the
+	// restored data's binlog info against it, and replication continues from it.
 	GTIDPosition string `json:"gtidPosition"`
 	// ReplicaGTIDPosition is the source's gtid_slave_pos when it was a replica (informative).
 	ReplicaGTIDPosition string `json:"replicaGtidPosition,omitempty"`

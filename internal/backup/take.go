@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -151,6 +152,13 @@ func (o *TakeOptions) defaults() error {
 	}
 	if o.TmpDir == "" {
 		o.TmpDir = os.TempDir()
+	}
+	if o.DefaultsFile != "" {
+		abs, err := filepath.Abs(o.DefaultsFile) // !include wants a full path
+		if err != nil {
+			return err
+		}
+		o.DefaultsFile = abs
 	}
 	return nil
 }
