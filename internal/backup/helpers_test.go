@@ -18,6 +18,7 @@ type recordingStore struct {
 	mu        sync.Mutex
 	commits   []string
 	failAfter int64 // when > 0, uploads fail once they were given this many bytes
+	failKey   string // when set, the Commit of this key fails (after storing the object)
 }
 
 func (s *recordingStore) Create(ctx context.Context, key string) (objectstore.Upload, error) {
@@ -54,6 +55,9 @@ func (u *recordingUpload) Write(p []byte) (int, error) {
 
 func (u *recordingUpload) Commit() (objectstore.ObjectInfo, error) {
 	info, err := u.Upload.Commit()
+	if err == nil && u.key == u.s.failKey {
+		return objectstore.ObjectInfo{}, errInjected // as if the reply was lost
+	}
 	if err == nil {
 		u.s.mu.Lock()
 		u.s.commits = append(u.s.commits, u.key)

@@ -121,9 +121,10 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 	}
 	if err != nil {
 		// Without a manifest the data object is garbage: remove it, even though ctx is done.
+		// The manifest goes first, in case a failed Commit did store it.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if delErr := store.Delete(dctx, prefix+DataObjectKey); delErr != nil {
+		if delErr := store.Delete(dctx, prefix+ManifestKey, prefix+DataObjectKey); delErr != nil {
 			err = errors.Join(err, fmt.Errorf("removing %s: %w", DataObjectKey, delErr))
 		}
 		return nil, fmt.Errorf("backup %s: %w", where, err)

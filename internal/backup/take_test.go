@@ -103,6 +103,18 @@ func TestTakeWithFakeTool(t *testing.T) {
 	}
 }
 
+func TestTakeManifestCommitFails(t *testing.T) {
+	tool := fakeBackupTool(t, t.TempDir(), "head -c 1000 /dev/urandom")
+	store, root := newStore(t)
+	_, err := Take(t.Context(), fakeOptions(t, tool), &recordingStore{Store: store, failKey: "ns/c/b/" + ManifestKey})
+	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "writing the manifest") {
+		t.Fatalf("Take: %v", err)
+	}
+	if files := storeFiles(t, root); len(files) != 0 {
+		t.Errorf("store holds %q after the manifest's Commit failed", files)
+	}
+}
+
 func TestTakeFakeToolFailures(t *testing.T) {
 	for name, tc := range map[string]struct {
 		script string
