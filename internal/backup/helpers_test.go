@@ -17,7 +17,7 @@ type recordingStore struct {
 	objectstore.Store
 	mu        sync.Mutex
 	commits   []string
-	failAfter int64 // when > 0, uploads fail once they were given this many bytes
+	failAfter int64  // when > 0, uploads fail once they were given this many bytes
 	failKey   string // when set, the Commit of this key fails (after storing the object)
 }
 
