@@ -183,6 +183,7 @@ func TestServerTakeUnderWrites(t *testing.T) {
 	store, _ := newStore(t)
 	opts := takeOptions(tc.replica, "ns/c/live/")
 	m, err := Take(t.Context(), opts, store)
+	time.Sleep(100 * time.Millisecond) // writes after the backup's position, whatever the timing
 	close(stop)
 	wg.Wait()
 	if err != nil {
