@@ -30,6 +30,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/metrics"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
@@ -59,6 +60,8 @@ type MySQLClusterReconciler struct {
 	Topology TopologyRunner
 	// Build holds the operator-wide builder inputs (the agent image).
 	Build resources.BuildOptions
+	// OpenStore opens a backup store (objectstore.New when nil); tests pass their own.
+	OpenStore func(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error)
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.
@@ -145,6 +148,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
+	c.Status.RestoredFrom = desired.Status.RestoredFrom // the bootstrap step may have set it
 	obs, err := r.observe(ctx, &c, stepErr)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)
@@ -243,6 +247,7 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 		return o, err
 	}
 	o.Backups, o.BackupConfigured = backups, c.Spec.Backup != nil
+	o.Bootstrap = c.Spec.Bootstrap != nil
 	if d.Spec.Storage.Size != nil {
 		o.VolumeSize = *d.Spec.Storage.Size
 	}

@@ -46,6 +46,8 @@ type observation struct {
 	// Backups are the cluster's MySQLBackups; BackupConfigured is true when spec.backup is set.
 	Backups          []dolphinv1.MySQLBackup
 	BackupConfigured bool
+	// Bootstrap is true when spec.bootstrap is set.
+	Bootstrap bool
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
@@ -60,6 +62,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		Conditions:         append([]metav1.Condition(nil), o.Previous.Conditions...),
 		// The topology engine owns this part; the reconciler carries it over untouched.
 		Topology: o.Previous.Topology.DeepCopy(),
+		// The bootstrap step owns this part (bootstrap.go).
+		RestoredFrom: o.Previous.RestoredFrom.DeepCopy(),
 	}
 	set := func(typ string, status bool, reason, msg string) {
 		s := metav1.ConditionFalse
@@ -207,6 +211,11 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		}
 	}
 	applyBackupSummary(&st, o.Backups, o.BackupConfigured, now)
+	if rc := restoredCondition(o); rc != nil {
+		set(rc.Type, rc.Status == metav1.ConditionTrue, rc.Reason, rc.Message)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, dolphinv1.ConditionRestored)
+	}
 	return st
 }
 

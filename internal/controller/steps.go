@@ -38,10 +38,12 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"agent-secret", r.reconcileAgentSecret},
 		{"service-account", r.reconcileServiceAccount},
 		{"services", r.reconcileServices},
+		{"bootstrap", r.reconcileBootstrap},
 		{"statefulset", r.reconcileStatefulSet},
 		{"rollout", r.reconcileRollout},
 		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
 		{"storage", r.reconcileStorage},
+		{"restore-outcome", r.reconcileRestoreOutcome},
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -106,9 +108,13 @@ func (r *podRunner) runOnce(c *ctrState, vols map[string]string) (code int32, ok
 	}
 	stopProbes()
 	code, reason := proc.exitCode()
+	message := ""
+	if code != 0 && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+		message = logTail(filepath.Join(r.dir, c.spec.Name+".log"))
+	}
 	r.mu.Lock()
 	c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: metav1.Now(),
+		ExitCode: code, Reason: reason, Message: message, StartedAt: started, FinishedAt: metav1.Now(),
 		ContainerID: containerID(c.pid)}}
 	c.ready, c.pid = false, 0
 	r.mu.Unlock()
@@ -191,4 +197,35 @@ func containerID(pid int) string {
 		return ""
 	}
 	return fmt.Sprintf("dolphin-local://%d", pid)
+}
+
+// Limits of a termination message taken from the log, as the kubelet's
+// (FallbackToLogsOnError: the last 80 lines, at most 2048 bytes).
+const (
+	logTailLines = 80
+	logTailBytes = 2048
+)
+
+// logTail is the end of a container's log, for terminationMessagePolicy
+// FallbackToLogsOnError; "" when the log cannot be read.
+func logTail(file string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-logTailBytes, 0)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -64,6 +64,11 @@ func InitScript(c *dolphinv1.MySQLCluster) string {
 			" || { rm -f " + initFile + "; exit 1; }\n" +
 			"  rm -f " + initFile
 	}
+	if c.Spec.Bootstrap != nil {
+		// The restore init container, which runs next, fills the data directory from the
+		// backup and creates Dolphin's operator account in it (internal/restore).
+		install = `echo "dolphin-init: the data directory is restored from the backup of spec.bootstrap by the next init container"; exit 0`
+	}
 	r := strings.NewReplacer(
 		"@INSTANCE_CNF@", mycnf.InstanceConfigFile,
 		"@SERVER_ID_BASE@", fmt.Sprint(serverIDBase),

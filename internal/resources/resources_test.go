@@ -81,9 +81,19 @@ func golden(t *testing.T, name string, v any) {
 		t.Errorf("%s differs from the golden file (review, then `go test ./internal/resources -update`):\n--- got\n%s", path, got)
 	}
 }
+// restored is a cluster bootstrapped from a backup in a bucket with a private CA.
+func restored() *dolphinv1.MySQLCluster {
+	c := minimal()
+	c.Name = "orders-copy"
+	store := dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "https://s3.example", Bucket: "backups", Prefix: "prod/",
+		Region: "eu-west-1", ForcePathStyle: true, CredentialsSecret: "s3-creds", CASecret: "s3-ca", PartSize: ptr.To(resource.MustParse("32Mi"))}}
+	c.Spec.Bootstrap = &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "nightly"}}
+	c.Status.RestoredFrom = &dolphinv1.RestoreStatus{Backup: "nightly", Store: store, Path: "shop/orders/nightly-20261201T023000Z/", GTIDPosition: "0-1-42"}
+	return c
+}
 
 func TestBuildersGolden(t *testing.T) {
-	for name, c := range map[string]*dolphinv1.MySQLCluster{"minimal": minimal(), "customised": customised()} {
+	for name, c := range map[string]*dolphinv1.MySQLCluster{"minimal": minimal(), "customised": customised(), "restored": restored()} {
 		t.Run(name, func(t *testing.T) {
 			sts, err := StatefulSet(c, BuildOptions{AgentImage: "ghcr.io/dolphin-operator/dolphin:test"})
 			if err != nil {

@@ -105,6 +105,9 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 			corev1ac.Volume().WithName(volumeRun).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 			corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		)
+	if restoring(c) {
+		spec.WithInitContainers(restoreContainer(c)).WithVolumes(restoreVolumes(c)...)
+	}
 	if n := nonEmpty(o.NodeSelector); n != nil {
 		spec.WithNodeSelector(n)
 	}

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
+)
+
+// reconcileBootstrap resolves spec.bootstrap, once, into status.restoredFrom: the backup's
+// store and path, checked before any instance exists — the manifest is read and every object
+// it lists must be in the store with its size (the instances verify every sha256 while they
+// extract). Until it is resolved the steps stop here, so no StatefulSet and no pod is created
+// for a backup that cannot be restored. Once resolved, the location never changes, even if
+// the MySQLBackup named is deleted later.
+func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	if c.Spec.Bootstrap == nil || c.Status.RestoredFrom != nil {
+		return nil
+	}
+	from, err := r.bootstrapSource(ctx, c)
+	if err != nil {
+		return err
+	}
+	cfg, err := resolveStore(ctx, r.reader(), c.Namespace, &from.Store)
+	if err != nil {
+		return err
+	}
+	store, err := r.openStore(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("opening the bootstrap backup's store: %w", err)
+	}
+	m, err := checkBackupObjects(ctx, store, from.Path)
+	if err != nil {
+		return err
+	}
+	from.GTIDPosition = m.GTIDPosition
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"restoredFrom": from}})
+	if err != nil {
+		return fmt.Errorf("encoding status.restoredFrom: %w", err)
+	}
+	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("recording status.restoredFrom: %w", err)
+	}
+	c.Status.RestoredFrom = from
+	return nil
+}
+
+// bootstrapSource is where spec.bootstrap points, before it is checked.
+func (r *MySQLClusterReconciler) bootstrapSource(ctx context.Context, c *dolphinv1.MySQLCluster) (*dolphinv1.RestoreStatus, error) {
+	b := c.Spec.Bootstrap
+	if b.From != nil {
+		return &dolphinv1.RestoreStatus{Store: b.From.Store, Path: b.From.Path}, nil
+	}
+	var bk dolphinv1.MySQLBackup
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: b.Backup.Name}, &bk)
+	if apierrors.IsNotFound(err) {
+		return nil, &userError{Reason: "BootstrapBackupNotFound", Message: fmt.Sprintf(
+			"spec.bootstrap.backup names MySQLBackup %s, which does not exist in namespace %s: create the cluster again naming an existing backup, or use bootstrap.from with the backup's store and path", b.Backup.Name, c.Namespace)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading MySQLBackup %s: %w", b.Backup.Name, err)
+	}
+	if bk.Status.Phase != dolphinv1.BackupSucceeded || bk.Status.Store == nil || bk.Status.Path == "" {
+		return nil, &userError{Reason: "BootstrapBackupNotReady", Message: fmt.Sprintf(
+			"MySQLBackup %s is %s, not Succeeded: nothing is restored until it succeeds; if it failed, create the cluster again naming a successful backup", bk.Name, phaseOrNone(dolphinv1.Phase(bk.Status.Phase)))}
+	}
+	return &dolphinv1.RestoreStatus{Backup: bk.Name, Store: *bk.Status.Store, Path: bk.Status.Path}, nil
+}
+
+// checkBackupObjects reads the manifest under path and checks that every object it lists is
+// stored with its recorded size. A backup without a manifest, or with a missing or truncated
+// object, is a userError naming it.
+func checkBackupObjects(ctx context.Context, s objectstore.Store, path string) (*backup.Manifest, error) {
+	m, err := backup.ReadManifest(ctx, s, path)
+	if errors.Is(err, backup.ErrIncomplete) || errors.Is(err, backup.ErrCorrupt) {
+		return nil, &userError{Reason: "BootstrapBackupInvalid", Message: fmt.Sprintf(
+			"the backup at %s%s cannot be restored: %v; nothing was started: create the cluster again with another backup", s.Describe(), path, err)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the bootstrap backup's manifest: %w", err)
+	}
+	for _, o := range m.Objects {
+		info, err := s.Stat(ctx, path+o.Key)
+		if errors.Is(err, objectstore.ErrNotFound) {
+			return nil, &userError{Reason: "BootstrapBackupInvalid", Message: fmt.Sprintf(
+				"the backup at %s%s lacks object %s listed in its manifest; nothing was started: create the cluster again with another backup", s.Describe(), path, o.Key)}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("checking object %s of the bootstrap backup: %w", o.Key, err)
+		}
+		if info.Size != o.Size {
+			return nil, &userError{Reason: "BootstrapBackupInvalid", Message: fmt.Sprintf(
+				"object %s of the backup at %s%s holds %d bytes, its manifest says %d; nothing was started: create the cluster again with another backup", o.Key, s.Describe(), path, info.Size, o.Size)}
+		}
+	}
+	return m, nil
+}
+
+// reader reads objects that are not in the cache (the user's Secrets) live.
+func (r *MySQLClusterReconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+func (r *MySQLClusterReconciler) openStore(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error) {
+	if r.OpenStore != nil {
+		return r.OpenStore(ctx, cfg)
+	}
+	return objectstore.New(ctx, cfg)
+}
