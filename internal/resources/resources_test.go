@@ -81,6 +81,7 @@ func golden(t *testing.T, name string, v any) {
 		t.Errorf("%s differs from the golden file (review, then `go test ./internal/resources -update`):\n--- got\n%s", path, got)
 	}
 }
+
 // restored is a cluster bootstrapped from a backup in a bucket with a private CA.
 func restored() *dolphinv1.MySQLCluster {
 	c := minimal()
