@@ -1,0 +1,210 @@
+package restore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
+)
+
+// Marker is the content of RestoredMarker.
+type Marker struct {
+	// Path of the backup in its store, as given in Options.Path.
+	Path string `json:"path"`
+	// Store describes the store (objectstore.Store.Describe: no credentials).
+	Store string `json:"store"`
+	// Name of the backup, from its manifest.
+	Name string `json:"name"`
+	// GTIDPosition the restored data continues from.
+	GTIDPosition string `json:"gtidPosition"`
+	// RestoredAt is when the restore completed.
+	RestoredAt time.Time `json:"restoredAt"`
+	// Manifest of the backup.
+	Manifest *backup.Manifest `json:"manifest,omitempty"`
+}
+
+// progressEvery is how often the restore logs how much it has read.
+const progressEvery = 15 * time.Second
+
+// extract restores the backup into StagingDir and moves the result into DataDir. It returns
+// the manifest and the store's description.
+func (o *Options) extract(ctx context.Context) (*backup.Manifest, string, error) {
+	log := o.logf()
+	store, err := objectstore.New(ctx, o.Store)
+	if err != nil {
+		return nil, "", fmt.Errorf("restore: opening the backup store: %w", err)
+	}
+	where := store.Describe()
+	m, err := backup.ReadManifest(ctx, store, o.Path)
+	switch {
+	case errors.Is(err, backup.ErrIncomplete) || errors.Is(err, backup.ErrCorrupt):
+		return nil, where, fmt.Errorf("restore: %w: restore another backup, or check the path", err)
+	case err != nil:
+		return nil, where, fmt.Errorf("restore: %w: check the store's address, credentials and the backup's path", err)
+	}
+	if m.Flavor != "" && m.Flavor != FlavorMariaDB {
+		return nil, where, fmt.Errorf("restore: backup %s%s is of a %s server: restoring it is %w", where, o.Path, m.Flavor, ErrNotSupported)
+	}
+	log("restoring backup %q of %s/%s (taken on %s, %s, at %s; GTID position %q): %d bytes in %d object(s) from %s%s",
+		m.Name, m.Namespace, m.Cluster, m.SourceInstance, m.ServerVersion, m.EndTime.Format(time.RFC3339),
+		m.GTIDPosition, m.StoredBytes(), len(m.Objects), where, o.Path)
+
+	staging := filepath.Join(o.DataDir, StagingDir)
+	if err := os.RemoveAll(staging); err != nil {
+		return nil, where, fmt.Errorf("restore: removing %s: %w", staging, err)
+	}
+	total := m.StoredBytes()
+	began, last := time.Now(), time.Now()
+	progress := func(n int64) {
+		if time.Since(last) >= progressEvery {
+			last = time.Now()
+			log("read %d of %d bytes (%d%%) in %v", n, total, n*100/max(total, 1), time.Since(began).Round(time.Second))
+		}
+	}
+	rm, err := backup.Restore(ctx, store, o.Path, backup.RestoreOptions{
+		TargetDir: staging, Tool: o.BackupTool, MBStream: o.MBStream,
+		UseMemory: o.UseMemory, DefaultsFile: o.DefaultsFile, Progress: progress,
+	})
+	if err != nil {
+		if rmErr := os.RemoveAll(staging); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("removing %s: %w", staging, rmErr))
+		}
+		if errors.Is(err, backup.ErrCorrupt) {
+			return nil, where, fmt.Errorf("%w; nothing was restored (the data directory is left empty): restore another backup", err)
+		}
+		return nil, where, fmt.Errorf("%w; nothing was restored (the data directory is left empty)", err)
+	}
+	log("extracted, verified and prepared the backup in %v", time.Since(began).Round(time.Millisecond))
+	if err := moveUp(staging, o.DataDir); err != nil {
+		return nil, where, fmt.Errorf("restore: moving the restored files from %s into %s: %w; the next attempt starts over", staging, o.DataDir, err)
+	}
+	return rm, where, nil
+}
+
+// removeLeftovers removes every entry of dataDir but lost+found, and returns their names.
+// It is called only when dataDir has neither marker: no restore into it completed and no
+// server ever ran on it, so what it holds is what a failed attempt left.
+func removeLeftovers(dataDir string) ([]string, error) {
+	ents, err := os.ReadDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range ents {
+		if e.Name() == lostAndFound {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dataDir, e.Name())); err != nil {
+			return removed, err
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, syncDir(dataDir)
+}
+
+// moveUp renames every entry of staging into dataDir, then removes staging.
+func moveUp(staging, dataDir string) error {
+	ents, err := os.ReadDir(staging)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		to := filepath.Join(dataDir, e.Name())
+		if _, err := os.Lstat(to); err == nil {
+			return fmt.Errorf("the backup holds %s, which exists in the data directory already", e.Name())
+		}
+		if err := os.Rename(filepath.Join(staging, e.Name()), to); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(staging); err != nil {
+		return err
+	}
+	return syncDir(dataDir)
+}
+
+// readMarker reads RestoredMarker; the error wraps os.ErrNotExist when there is none.
+func readMarker(dataDir string) (*Marker, error) {
+	p := filepath.Join(dataDir, RestoredMarker)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	var mk Marker
+	if err := json.Unmarshal(b, &mk); err != nil {
+		return nil, fmt.Errorf("%s is not a restore marker: %w", p, err)
+	}
+	return &mk, nil
+}
+
+// writeMarkers writes RestoredMarker and then InitializedMarker, each made durable before
+// the next step.
+func writeMarkers(dataDir string, mk Marker) error {
+	b, err := json.MarshalIndent(mk, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeDurably(filepath.Join(dataDir, RestoredMarker), append(b, '\n')); err != nil {
+		return err
+	}
+	return writeInitialized(dataDir)
+}
+
+func writeInitialized(dataDir string) error {
+	return writeDurably(filepath.Join(dataDir, InitializedMarker), []byte("restored from a backup, see "+RestoredMarker+"\n"))
+}
+
+// writeDurably writes path through a temporary file renamed over it, synced with its
+// directory.
+func writeDurably(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// summarize lists names for a log line, at most 10 of them.
+func summarize(names []string) string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	if len(names) > 10 {
+		return strings.Join(names[:10], ", ") + fmt.Sprintf(" and %d more", len(names)-10)
+	}
+	return strings.Join(names, ", ")
+}

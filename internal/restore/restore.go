@@ -1,0 +1,258 @@
+// Package restore fills an instance's empty data directory from a backup: the in-pod side of
+// creating a cluster from a backup (spec.bootstrap). An init container of every instance pod
+// runs it (`dolphin restore`) after the per-instance config is written and before the server
+// starts.
+//
+// IntoDataDir streams the backup out of the store into a staging directory inside the data
+// volume, verifying every object's sha256 as it goes (backup.Restore), moves the prepared
+// files into the data directory, and then, on a temporary server that neither listens on the
+// network nor writes to its binary log, makes the data the new cluster's: its operator account
+// and root password, no replication settings of the source, and the GTID state of the backup.
+// The markers it writes last make it idempotent and safe to retry; see IntoDataDir.
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
+)
+
+// Names of the files and directories IntoDataDir keeps at the top of the data directory.
+const (
+	// InitializedMarker is written last, once the data directory holds a complete, fixed-up
+	// restore; the instance init script writes it too when it initialises an empty data
+	// directory. A data directory with it is never touched.
+	InitializedMarker = ".dolphin-initialized"
+	// RestoredMarker records what was restored (JSON, see Marker). It is written after the
+	// fix-up and before InitializedMarker.
+	RestoredMarker = ".dolphin-restored"
+	// StagingDir is where the backup is extracted and prepared, inside the data volume so
+	// that moving the result into place is a rename.
+	StagingDir = ".dolphin-restore"
+	// lostAndFound is made by mkfs on the root of a volume; it is never removed.
+	lostAndFound = "lost+found"
+)
+
+// Flavors accepted in Options.Flavor.
+const (
+	FlavorMariaDB = "mariadb"
+	FlavorMySQL   = "mysql"
+)
+
+// ErrNotSupported is wrapped by the error IntoDataDir returns for a flavor it cannot restore
+// yet (MySQL).
+var ErrNotSupported = errors.New("not supported yet")
+
+// Default timeouts of the temporary server.
+const (
+	DefaultStartTimeout = 10 * time.Minute
+	DefaultStopTimeout  = 10 * time.Minute
+)
+
+// Options configures IntoDataDir.
+type Options struct {
+	// Store is where the backup is: an S3 bucket or a directory (see objectstore.New).
+	Store objectstore.Config
+	// Path is the backup's prefix inside the store, the one that holds its manifest.json,
+	// for example "ns/cluster/backup-name/". Required.
+	Path string
+	// DataDir is the server's data directory, the root of the instance's data volume, e.g.
+	// /var/lib/mysql. It is created when missing. Required.
+	DataDir string
+	// DefaultsFile is the server's option file, e.g. /etc/mysql/dolphin/my.cnf: the temporary
+	// server and mariadb-backup --prepare read it, and nothing else (--defaults-file).
+	// Required.
+	DefaultsFile string
+	// ServerBinary is mariadbd; by default it is looked up on PATH, /usr/sbin and /usr/bin.
+	ServerBinary string
+	// BackupTool and MBStream are mariadb-backup and mbstream; by default backup.Restore looks
+	// them up on PATH.
+	BackupTool, MBStream string
+	// Flavor of the cluster: "mariadb" (the default). "mysql" fails with ErrNotSupported.
+	Flavor string
+	// OperatorUser and OperatorPassword are Dolphin's operator account of the NEW cluster.
+	// The account is replaced ('%', ALL PRIVILEGES ON *.* WITH GRANT OPTION, this password):
+	// the source cluster's password for it stops working. Both required.
+	OperatorUser     string
+	OperatorPassword string
+	// RootPassword becomes root@localhost's password (the account is created when the backup
+	// has none). Required.
+	RootPassword string
+	// TmpDir holds the temporary server's socket (restore.sock) and pid file (restore.pid);
+	// default os.TempDir(). The socket path must stay under 108 bytes.
+	TmpDir string
+	// UseMemory is mariadb-backup --prepare's --use-memory, e.g. "256M"; empty leaves the
+	// tool's default.
+	UseMemory string
+	// StartTimeout bounds how long the temporary server may take to accept connections,
+	// StopTimeout how long its clean shutdown may take before it is killed. Defaults
+	// DefaultStartTimeout and DefaultStopTimeout.
+	StartTimeout, StopTimeout time.Duration
+	// Log, when set, receives progress messages (never passwords). Logger, when set instead,
+	// gets them at V(0). Neither: silence.
+	Log    func(format string, args ...any)
+	Logger logr.Logger
+}
+
+// Result says what IntoDataDir did.
+type Result struct {
+	// Skipped is true when the data directory was initialised already (it holds
+	// InitializedMarker) and was left untouched.
+	Skipped bool
+	// Manifest of the backup restored; nil when Skipped.
+	Manifest *backup.Manifest
+	// GTIDPosition the restored server continues from: the backup's, which is now its
+	// gtid_binlog_pos, gtid_slave_pos and gtid_current_pos.
+	GTIDPosition string
+}
+
+// IntoDataDir restores the backup opts.Path of opts.Store into opts.DataDir, unless DataDir
+// holds InitializedMarker: then the instance has its data already and nothing is touched
+// (Result.Skipped), whatever the other options say.
+//
+// Otherwise DataDir holds no complete data and may only hold leftovers of a failed attempt
+// (a crash, an error, a corrupt backup): everything in it except lost+found is removed first.
+// The backup is extracted into StagingDir with backup.Restore, which checks every object's
+// size and sha256 while reading it, and prepared; its entries are then renamed into DataDir
+// and StagingDir is removed. A temporary mariadbd on DataDir, without networking, grant
+// tables or replication threads, then replaces the operator account and root's password,
+// drops every replication connection of the source and sets the GTID state to the backup's
+// position, all without writing to the binary log (RESET MASTER leaves it empty but for
+// that state); it is shut down cleanly. Last RestoredMarker (what was restored) and then
+// InitializedMarker are written. A crash at any point before that leaves a directory that
+// the next attempt empties and restores again; one between the two markers is finished by
+// the next attempt, which only writes InitializedMarker.
+//
+// A corrupt backup fails with an error wrapping backup.ErrCorrupt that names the object, and
+// leaves no restored data; so does any other failure. Errors say what to do.
+func IntoDataDir(ctx context.Context, opts Options) (Result, error) {
+	if opts.DataDir == "" {
+		return Result{}, errors.New("restore: no data directory given")
+	}
+	dataDir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
+	}
+	opts.DataDir = dataDir
+	log := opts.logf()
+	switch _, err := os.Stat(filepath.Join(dataDir, InitializedMarker)); {
+	case err == nil:
+		log("%s holds %s: the instance has its data already, nothing to restore", dataDir, InitializedMarker)
+		return Result{Skipped: true}, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return Result{}, fmt.Errorf("restore: checking %s: %w", dataDir, err)
+	}
+	if err := opts.check(); err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return Result{}, fmt.Errorf("restore: creating the data directory: %w", err)
+	}
+
+	// Restored and fixed up, but the last marker is missing: only that is left to do.
+	if mk, err := readMarker(dataDir); err == nil {
+		log("%s says %s was restored already (at %s); writing %s", RestoredMarker, mk.Path,
+			mk.RestoredAt.Format(time.RFC3339), InitializedMarker)
+		if err := writeInitialized(dataDir); err != nil {
+			return Result{}, fmt.Errorf("restore: %w", err)
+		}
+		return Result{Manifest: mk.Manifest, GTIDPosition: mk.GTIDPosition}, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return Result{}, fmt.Errorf("restore: %w; remove the file (or the whole data volume) to restore again", err)
+	}
+
+	removed, err := removeLeftovers(dataDir)
+	if err != nil {
+		return Result{}, fmt.Errorf("restore: removing what a failed attempt left in %s: %w", dataDir, err)
+	}
+	if len(removed) > 0 {
+		log("removed what a failed attempt left in %s (it had no %s): %s", dataDir, InitializedMarker, summarize(removed))
+	}
+
+	m, where, err := opts.extract(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := opts.fixUp(ctx, m); err != nil {
+		return Result{}, fmt.Errorf("restore: fixing up the restored data: %w; the next attempt starts over", err)
+	}
+	if err := writeMarkers(dataDir, Marker{
+		Path: opts.Path, Store: where, Name: m.Name, GTIDPosition: m.GTIDPosition,
+		RestoredAt: time.Now().UTC().Truncate(time.Second), Manifest: m,
+	}); err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
+	}
+	log("restore complete: %s continues from GTID position %q", dataDir, m.GTIDPosition)
+	return Result{Manifest: m, GTIDPosition: m.GTIDPosition}, nil
+}
+
+// check validates the options and fills the defaults.
+func (o *Options) check() error {
+	switch o.Flavor {
+	case "", FlavorMariaDB:
+		o.Flavor = FlavorMariaDB
+	case FlavorMySQL:
+		return fmt.Errorf("restoring a MySQL cluster from a backup is %w: only MariaDB clusters can be bootstrapped from a backup", ErrNotSupported)
+	default:
+		return fmt.Errorf("unknown flavor %q: want %q", o.Flavor, FlavorMariaDB)
+	}
+	var missing []string
+	for _, f := range []struct{ name, v string }{
+		{"the backup's path", o.Path}, {"the server's option file", o.DefaultsFile},
+		{"the operator user", o.OperatorUser}, {"the operator password", o.OperatorPassword},
+		{"the root password", o.RootPassword},
+	} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing %s", joinList(missing))
+	}
+	if o.TmpDir == "" {
+		o.TmpDir = os.TempDir()
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = DefaultStopTimeout
+	}
+	return nil
+}
+
+// logf returns the function progress messages go to.
+func (o *Options) logf() func(string, ...any) {
+	switch {
+	case o.Log != nil:
+		return o.Log
+	case o.Logger.GetSink() != nil:
+		l := o.Logger
+		return func(format string, args ...any) { l.Info(fmt.Sprintf(format, args...)) }
+	default:
+		return func(string, ...any) {}
+	}
+}
+
+// joinList joins "a", "b" and "c" as "a, b and c".
+func joinList(s []string) string {
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	}
+	out := s[0]
+	for _, x := range s[1 : len(s)-1] {
+		out += ", " + x
+	}
+	return out + " and " + s[len(s)-1]
+}
