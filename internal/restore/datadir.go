@@ -53,9 +53,7 @@ func (o *Options) extract(ctx context.Context) (*backup.Manifest, string, error)
 	if m.Flavor != "" && m.Flavor != FlavorMariaDB {
 		return nil, where, fmt.Errorf("restore: backup %s%s is of a %s server: restoring it is %w", where, o.Path, m.Flavor, ErrNotSupported)
 	}
-	log("restoring backup %q of %s/%s (taken on %s, %s, at %s; GTID position %q): %d bytes in %d object(s) from %s%s",
-		m.Name, m.Namespace, m.Cluster, m.SourceInstance, m.ServerVersion, m.EndTime.Format(time.RFC3339),
-		m.GTIDPosition, m.StoredBytes(), len(m.Objects), where, o.Path)
+	log("restoring %s: %d bytes in %d object(s) from %s%s", describe(m), m.StoredBytes(), len(m.Objects), where, o.Path)
 
 	staging := filepath.Join(o.DataDir, StagingDir)
 	if err := os.RemoveAll(staging); err != nil {
@@ -87,6 +85,18 @@ func (o *Options) extract(ctx context.Context) (*backup.Manifest, string, error)
 		return nil, where, fmt.Errorf("restore: moving the restored files from %s into %s: %w; the next attempt starts over", staging, o.DataDir, err)
 	}
 	return rm, where, nil
+}
+
+// describe names a backup for the log: name, source, server version, end and position.
+func describe(m *backup.Manifest) string {
+	s := fmt.Sprintf("backup %q", m.Name)
+	if m.Namespace != "" || m.Cluster != "" {
+		s += fmt.Sprintf(" of cluster %s/%s", m.Namespace, m.Cluster)
+	}
+	if m.SourceInstance != "" {
+		s += " taken on " + m.SourceInstance
+	}
+	return s + fmt.Sprintf(" (%s, completed %s, GTID position %q)", m.ServerVersion, m.EndTime.Format(time.RFC3339), m.GTIDPosition)
 }
 
 // removeLeftovers removes every entry of dataDir but lost+found, and returns their names.
