@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -96,8 +97,8 @@ type Options struct {
 	// StopTimeout how long its clean shutdown may take before it is killed. Defaults
 	// DefaultStartTimeout and DefaultStopTimeout.
 	StartTimeout, StopTimeout time.Duration
-	// Log, when set, receives progress messages (never passwords). Logger, when set instead,
-	// gets them at V(0). Neither: silence.
+	// Log, when set, receives progress messages (never passwords), one call at a time.
+	// Logger, when set instead, gets them at V(0). Neither: silence.
 	Log    func(format string, args ...any)
 	Logger logr.Logger
 }
@@ -142,7 +143,8 @@ func IntoDataDir(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
 	opts.DataDir = dataDir
-	log := opts.logf()
+	opts.Log = serialized(opts.logf())
+	log := opts.Log
 	switch _, err := os.Stat(filepath.Join(dataDir, InitializedMarker)); {
 	case err == nil:
 		log("%s holds %s: the instance has its data already, nothing to restore", dataDir, InitializedMarker)
@@ -239,6 +241,17 @@ func (o *Options) logf() func(string, ...any) {
 		return func(format string, args ...any) { l.Info(fmt.Sprintf(format, args...)) }
 	default:
 		return func(string, ...any) {}
+	}
+}
+
+// serialized makes log safe to call from several goroutines (the temporary server's output
+// is logged from another one), one call at a time.
+func serialized(log func(string, ...any)) func(string, ...any) {
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		log(format, args...)
 	}
 }
 

@@ -3,6 +3,7 @@ package restore
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
 
@@ -22,6 +25,7 @@ func TestServerRestore(t *testing.T) {
 	t.Run("IntoEmptyDataDir", func(t *testing.T) { testIntoEmptyDataDir(t, src) })
 	t.Run("CorruptObject", func(t *testing.T) { testCorruptObject(t, src) })
 	t.Run("LeftoversOfFailedAttempt", func(t *testing.T) { testLeftovers(t, src) })
+	t.Run("ProductionConfig", func(t *testing.T) { testProductionConfig(t, src) })
 	// Last: it changes the source's own data directory.
 	t.Run("FixUpRemovesReplication", func(t *testing.T) { testFixUpOnSource(t, src) })
 }
@@ -261,6 +265,45 @@ func testLeftovers(t *testing.T, src *source) {
 	inst.StartAs(t, "root", newRootPw)
 	if n := count(t, openDB(t, socketDSN(inst, "root", newRootPw)), "app.t"); n != sourceRowsT {
 		t.Errorf("app.t has %d rows, want %d", n, sourceRowsT)
+	}
+}
+
+// testProductionConfig restores with the pod's my.cnf as mycnf generates it (its datadir,
+// socket and pid file under /var/lib/mysql and /run/mysqld, no log_error): the temporary
+// server must use the data directory and files it is given, and its output is logged.
+func testProductionConfig(t *testing.T, src *source) {
+	dir := t.TempDir()
+	cnf, err := mycnf.Generate(mycnf.Input{Flavor: mycnf.FlavorMariaDB, Overrides: map[string]string{"innodb_buffer_pool_size": "32M"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	instanceCnf := filepath.Join(dir, "instance.cnf")
+	if err := os.WriteFile(instanceCnf, []byte(mycnf.InstanceConfig(5, "db-5.example")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cnf = strings.Replace(cnf, "!include "+mycnf.InstanceConfigFile, "!include "+instanceCnf, 1)
+	if os.Geteuid() == 0 {
+		cnf += "[mysqld]\nuser=root\n" // mariadbd refuses to run as root otherwise
+	}
+	myCnf := filepath.Join(dir, "my.cnf")
+	if err := os.WriteFile(myCnf, []byte(cnf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	inst := &dbtest.Instance{DataDir: filepath.Join(dir, "data"), ConfigFile: myCnf}
+	opts := src.options(t, inst, backupPrefix)
+	opts.Log = func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }
+	if _, err := IntoDataDir(t.Context(), opts); err != nil {
+		t.Fatalf("IntoDataDir with the production my.cnf: %v\n%s", err, strings.Join(logged, "\n"))
+	}
+	all := strings.Join(logged, "\n")
+	for _, want := range []string{"mariadbd: ", "ready for connections", "Shutdown complete"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the log does not show %q from the temporary server:\n%s", want, all)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(inst.DataDir, InitializedMarker)); err != nil {
+		t.Error(err)
 	}
 }
 
