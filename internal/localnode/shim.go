@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -85,6 +86,27 @@ func shim(specFile string) error {
 	// Nothing mounted here may leak to the host, nor host mounts change ours.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making / private: %w", err)
+	}
+	// The program may live under a folder a mount covers (the node's dolphin binary under
+	// /tmp, and the pod's /tmp emptyDir): hold it open and run it through its descriptor.
+	for _, m := range s.Mounts {
+		if t := filepath.Clean(m.Target) + "/"; strings.HasPrefix(s.Path, t) {
+			fd, err := unix.Open(s.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("opening %s: %w", s.Path, err)
+			}
+			s.Path = fmt.Sprintf("/proc/self/fd/%d", fd)
+			break
+		}
+	}
+	// Hold every source open before mounting anything: a mount may cover another's source
+	// (a pod's /tmp emptyDir over a node folder under /tmp), which would then vanish.
+	for i, m := range s.Mounts {
+		fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("volume source: %w", &os.PathError{Op: "open", Path: m.Source, Err: err})
+		}
+		s.Mounts[i].Source = fmt.Sprintf("/proc/self/fd/%d", fd)
 	}
 	for _, m := range s.Mounts {
 		if err := bindMount(m); err != nil {

@@ -107,16 +107,23 @@ func RequireVersitygw(t testing.TB) {
 // registers a t.Cleanup that stops it.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return start(t, false)
+	return start(t, false, "127.0.0.1")
+}
+
+// StartOn is Start listening on host (an address of this machine), for clients that do not
+// share its loopback, such as the pods of `dolphin local` (host: the pods' gateway address).
+func StartOn(t testing.TB, host string) *Server {
+	t.Helper()
+	return start(t, false, host)
 }
 
 // StartTLS is Start over HTTPS, with a certificate for 127.0.0.1 signed by CACertPEM.
 func StartTLS(t testing.TB) *Server {
 	t.Helper()
-	return start(t, true)
+	return start(t, true, "127.0.0.1")
 }
 
-func start(t testing.TB, withTLS bool) *Server {
+func start(t testing.TB, withTLS bool, host string) *Server {
 	t.Helper()
 	RequireVersitygw(t)
 	bin, _ := Binary()
@@ -141,7 +148,7 @@ func start(t testing.TB, withTLS bool) *Server {
 	}
 	var lastErr error
 	for attempt := range 3 {
-		port, err := freePort()
+		port, err := freePort(host)
 		if err != nil {
 			t.Fatalf("s3test: %v", err)
 		}
@@ -150,7 +157,7 @@ func start(t testing.TB, withTLS bool) *Server {
 			scheme = "https"
 		}
 		s := &Server{
-			Endpoint:  fmt.Sprintf("%s://127.0.0.1:%d", scheme, port),
+			Endpoint:  fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(host, strconv.Itoa(port))),
 			Bucket:    "dolphin-test",
 			AccessKey: "dolphin-test-access",
 			SecretKey: randomSecret(),
@@ -159,7 +166,7 @@ func start(t testing.TB, withTLS bool) *Server {
 			log:       filepath.Join(dir, fmt.Sprintf("versitygw-%d.log", attempt)),
 			done:      make(chan struct{}),
 		}
-		args := append([]string{"--port", "127.0.0.1:" + strconv.Itoa(port), "--quiet"}, tlsArgs...)
+		args := append([]string{"--port", net.JoinHostPort(host, strconv.Itoa(port)), "--quiet"}, tlsArgs...)
 		args = append(args, "posix", root)
 		if lastErr = s.run(bin, args); lastErr != nil {
 			continue
@@ -292,8 +299,8 @@ func (s *Server) Client() *s3.Client {
 	})
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
