@@ -16,6 +16,11 @@ type AddOn struct {
 	Name string
 	// Args is the command line; Args[0] must be an absolute path.
 	Args []string
+	// Env are extra environment variables (NAME=value) for secrets that must not show in the
+	// command line. They are not recorded in state.json nor compared: a running add-on with
+	// the same Args is kept even if Env changed, so put something that identifies the secret
+	// (a key ID) in Args.
+	Env []string
 	// Probe tells when it is ready and whether it is healthy.
 	Probe Probe
 	// ReadyTimeout bounds the wait for the probe (default 60 s).
@@ -47,7 +52,7 @@ func (cp *ControlPlane) EnsureAddOn(ctx context.Context, a AddOn) (started bool,
 		}
 		cp.remove(a.Name)
 	}
-	p, err := startProcess(a.Name, a.Args, cp.logPath(a.Name), cp.Dir)
+	p, err := startProcess(a.Name, a.Args, a.Env, cp.logPath(a.Name), cp.Dir)
 	if err != nil {
 		return false, err
 	}
@@ -106,4 +111,27 @@ func (cp *ControlPlane) Health(ctx context.Context) []Health {
 		out = append(out, h)
 	}
 	return out
+}
+
+// RemoveAddOn stops the add-on called name, when one is recorded, and forgets it. It reports
+// whether a running process was stopped.
+func (cp *ControlPlane) RemoveAddOn(name string) (stopped bool, err error) {
+	unlock, err := lockDir(cp.Dir)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	p := cp.Process(name)
+	if p == nil {
+		return false, nil
+	}
+	wasAlive := p.Alive()
+	if err := p.Stop(cp.stopTimeout); err != nil {
+		return false, fmt.Errorf("stopping %s: %w", name, err)
+	}
+	cp.remove(name)
+	if err := cp.state.save(cp.Dir); err != nil {
+		return wasAlive, err
+	}
+	return wasAlive, nil
 }

@@ -9,6 +9,8 @@
 //	DIR/kubeconfigs/        one kubeconfig per component
 //	DIR/etcd/               etcd data (kept by Stop; survives restarts)
 //	DIR/logs/<name>.log     output of each process
+//	DIR/s3/                 objects of the S3 server (EnsureS3), DIR/s3/<bucket>/<key>
+//	DIR/s3-credentials.json its root credentials, generated once
 //
 // The processes outlive the command that starts them (their own session), so `dolphin local
 // up` can return; Stop finds them again through state.json, verifying each PID's command line
@@ -236,7 +238,7 @@ func (cp *ControlPlane) startGroup(ctx context.Context, opts Options, names []st
 	procs := make([]*Process, 0, len(names))
 	for _, name := range names {
 		spec := cp.spec(name)
-		p, err := startProcess(name, spec.Args, cp.logPath(name), cp.Dir)
+		p, err := startProcess(name, spec.Args, nil, cp.logPath(name), cp.Dir)
 		if err != nil {
 			return err
 		}

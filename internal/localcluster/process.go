@@ -39,8 +39,9 @@ type Process struct {
 
 // startProcess starts args detached from this process: a new session (no terminal signals, no
 // death with the parent), standard input from /dev/null and output appended to logPath. The
+// child gets this process's environment plus env (NAME=value; never logged or recorded). The
 // child is reaped by a goroutine while this process lives; after that init adopts it.
-func startProcess(name string, args []string, logPath, workDir string) (*Process, error) {
+func startProcess(name string, args, env []string, logPath, workDir string) (*Process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", name, err)
@@ -52,6 +53,9 @@ func startProcess(name string, args []string, logPath, workDir string) (*Process
 	// process that would stop when it exits.
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = workDir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
