@@ -53,6 +53,10 @@ type localUpOptions struct {
 	dir, binDir, crdDir string
 	podCIDR, bridge     string
 	timeout             time.Duration
+	// s3 runs an S3 server for backups (versitygw) on the pods' gateway address, s3Port.
+	s3        bool
+	s3Port    int
+	versitygw string
 }
 
 func newLocalUpCmd() *cobra.Command {
@@ -66,7 +70,15 @@ func newLocalUpCmd() *cobra.Command {
 			"The binaries come from --bin-dir, else KUBEBUILDER_ASSETS, else the folder that\n" +
 			"hack/control-plane.sh builds into; when they are missing and ./hack/control-plane.sh\n" +
 			"exists (run from the repository), it is run to build them (~8 min once).\n\n" +
-			"The local node (pods as host processes) needs root: run `sudo dolphin local up`.",
+			"The local node (pods as host processes) needs root: run `sudo dolphin local up`.\n\n" +
+			"--s3 also runs an S3 server for backups, versitygw (built by hack/versitygw.sh or\n" +
+			"`make versitygw`; --versitygw or DOLPHIN_VERSITYGW name another binary), listening on the\n" +
+			"pods' gateway address (the first address of --pod-cidr: http://10.244.0.1:7070 by default),\n" +
+			"storing under <dir>/s3. It has a bucket `dolphin`; its credentials, generated once into\n" +
+			"<dir>/s3-credentials.json, are in the Secret default/dolphin-s3 (keys access-key-id and\n" +
+			"secret-access-key), for spec.backup.store.s3 of clusters in namespace default. `up` prints\n" +
+			"a spec.backup to use. An `up` without --s3 stops an S3 server that an earlier --s3 started\n" +
+			"(its objects stay in <dir>/s3 until `down --wipe`).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return localUp(cmd.Context(), cmd.OutOrStdout(), o) },
 	}
@@ -77,6 +89,9 @@ func newLocalUpCmd() *cobra.Command {
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "Give up when the whole stack is not ready within this time.")
 	fs.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "Pod addresses (reachable from this host only).")
 	fs.StringVar(&o.bridge, "bridge", "dolphin0", "Host bridge for the pods (use another one, with another --pod-cidr, for a second local cluster).")
+	fs.BoolVar(&o.s3, "s3", false, "Also run an S3 server for backups (versitygw) on the pods' gateway address, with bucket dolphin and Secret default/dolphin-s3 (see above).")
+	fs.IntVar(&o.s3Port, "s3-port", localcluster.DefaultS3Port, "Port of the S3 server (--s3) on the pods' gateway address.")
+	fs.StringVar(&o.versitygw, "versitygw", "", "The versitygw binary for --s3 (default: $"+localcluster.EnvVersitygw+", else where hack/versitygw.sh builds it).")
 	return cmd
 }
 
@@ -91,6 +106,20 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 			return fmt.Errorf("--crd-dir %s is not a folder", o.crdDir)
 		}
 		crds = os.DirFS(o.crdDir)
+	}
+	// Everything --s3 needs is checked before anything starts.
+	var s3Binary, s3Host string
+	if o.s3 {
+		if o.s3Port < 1 || o.s3Port > 65535 {
+			return fmt.Errorf("--s3-port %d is not a TCP port", o.s3Port)
+		}
+		var err error
+		if s3Binary, err = localcluster.FindVersitygw(o.versitygw); err != nil {
+			return err
+		}
+		if s3Host, err = localcluster.GatewayAddress(o.podCIDR); err != nil {
+			return fmt.Errorf("--pod-cidr: %w", err)
+		}
 	}
 	binDir, err := findOrBuildBinDir(ctx, out, o.binDir)
 	if err != nil {
@@ -137,6 +166,22 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	}
 	fmt.Fprintf(out, "  %-24s %s (%.1fs)\n", "node + service proxy", map[bool]string{true: "ready", false: "already running"}[nodeStarted], time.Since(step).Seconds())
 
+	// The S3 server listens on the pods' gateway address, which exists once the node is up.
+	var s3srv *localcluster.S3Server
+	step = time.Now()
+	if o.s3 {
+		if s3srv, err = ensureLocalS3(ctx, cp, s3Binary, s3Host, o.s3Port); err != nil {
+			return fmt.Errorf("starting the S3 server (--s3): %w", err)
+		}
+		fmt.Fprintf(out, "  %-24s %s (%.1fs): %s, bucket %s, Secret %s/%s\n", "s3 (backups)",
+			map[bool]string{true: "ready", false: "already running"}[s3srv.Started], time.Since(step).Seconds(),
+			s3srv.Endpoint, s3srv.Bucket, localS3Namespace, localS3Secret)
+	} else if stopped, err := cp.RemoveAddOn(localcluster.S3Process); err != nil {
+		return fmt.Errorf("stopping the S3 server (no --s3): %w", err)
+	} else if stopped {
+		fmt.Fprintf(out, "  %-24s stopped: no --s3 (its objects stay in %s)\n", "s3 (backups)", localcluster.S3DataDir(cp.Dir))
+	}
+
 	step = time.Now()
 	port, err := probePort(cp, operatorName)
 	if err != nil {
@@ -172,6 +217,11 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	fmt.Fprintf(out, "  kubectl apply -f config/samples/mysqlcluster.yaml\n")
 	fmt.Fprintf(out, "  kubectl wait --for=condition=Ready mysqlcluster/demo --timeout=120s\n")
 	fmt.Fprintf(out, "  dolphin local status --dir %s   # lists the 127.0.0.1 ports of the primary and replica Services\n\n", cp.Dir)
+	if s3srv != nil {
+		if err := printLocalS3(out, s3srv); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "kubectl %s is in %s. Logs: %s. Stop: dolphin local down --dir %s [--wipe]\n",
 		localcluster.KubernetesVersion, binDir, filepath.Join(cp.Dir, "logs"), cp.Dir)
 	return nil
@@ -243,7 +293,7 @@ func newLocalDownCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return localDown(cmd.OutOrStdout(), dir, wipe) },
 	}
 	cmd.Flags().StringVar(&dir, "dir", defaultLocalDir(), "Folder of the local cluster.")
-	cmd.Flags().BoolVar(&wipe, "wipe", false, "Delete the folder (etcd data, certificates, logs) after stopping.")
+	cmd.Flags().BoolVar(&wipe, "wipe", false, "Delete the folder (etcd data, certificates, logs, S3 objects) after stopping.")
 	return cmd
 }
 
@@ -330,8 +380,17 @@ func localStatus(ctx context.Context, out io.Writer, dir string) error {
 			}
 		}
 	}
+	endpoint, s3Running := cp.S3Endpoint()
+	if s3Running {
+		fmt.Fprintf(out, "\nS3 for backups: %s, bucket %s, credentials in Secret %s/%s\n",
+			endpoint, localcluster.S3Bucket, localS3Namespace, localS3Secret)
+	}
 	if len(health) == 0 || unhealthy > 0 {
-		return fmt.Errorf("%d of %d processes not healthy: run `dolphin local up --dir %s`", unhealthy, len(health), cp.Dir)
+		again := ""
+		if endpoint != "" {
+			again = " --s3" // an `up` without --s3 would stop it
+		}
+		return fmt.Errorf("%d of %d processes not healthy: run `dolphin local up --dir %s%s`", unhealthy, len(health), cp.Dir, again)
 	}
 	return nil
 }
