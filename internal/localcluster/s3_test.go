@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -280,8 +281,8 @@ func TestEnsureS3(t *testing.T) {
 	}
 }
 
-// TestEnsureS3Fails checks that a server that cannot listen fails EnsureS3 with its log, and
-// is not left recorded as running.
+// TestEnsureS3Fails checks that a server that cannot listen fails EnsureS3 at once with its
+// log, and is not left running.
 func TestEnsureS3Fails(t *testing.T) {
 	s3test.RequireVersitygw(t)
 	bin, err := FindVersitygw("")
@@ -296,10 +297,15 @@ func TestEnsureS3Fails(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.Stop() })
-	// 192.0.2.1 (TEST-NET-1) is no address of this machine.
-	_, err = cp.EnsureS3(ctx, S3Options{Binary: bin, Host: "192.0.2.1", Port: 7070})
+	// The port is taken, as the gateway's would be by another program.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = cp.EnsureS3(ctx, S3Options{Binary: bin, Host: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port})
 	if err == nil {
-		t.Fatal("EnsureS3 on an address of no interface succeeded")
+		t.Fatal("EnsureS3 on a port in use succeeded")
 	}
 	t.Logf("error: %v", err)
 	if !strings.Contains(err.Error(), "s3.log") {
