@@ -7,8 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
@@ -44,13 +42,13 @@ func localS3Patch(endpoint string) (string, error) {
 	return string(b), nil
 }
 
-// localS3YAML is spec.backup as YAML, under a `backup:` key, to paste into a MySQLCluster's spec.
-func localS3YAML(endpoint string) (string, error) {
-	b, err := yaml.Marshal(map[string]any{"backup": localS3Backup(endpoint)})
-	if err != nil {
-		return "", fmt.Errorf("encoding spec.backup: %w", err)
-	}
-	return string(b), nil
+// localS3YAML is spec.backup as YAML, under a `backup:` key, to paste into a MySQLCluster's
+// spec; written by hand to keep the fields in the API's order (TestLocalS3Snippets checks it
+// against the API types).
+func localS3YAML(endpoint string) string {
+	s := localS3Backup(endpoint).Store.S3
+	return fmt.Sprintf("backup:\n  store:\n    s3:\n      endpoint: %s\n      bucket: %s\n      prefix: %s\n"+
+		"      forcePathStyle: %t\n      credentialsSecret: %s\n", s.Endpoint, s.Bucket, s.Prefix, s.ForcePathStyle, s.CredentialsSecret)
 }
 
 // ensureLocalS3 starts (or keeps) the S3 server on host:port with the bucket, then creates or
@@ -75,10 +73,7 @@ func printLocalS3(out io.Writer, srv *localcluster.S3Server) error {
 	if err != nil {
 		return err
 	}
-	snippet, err := localS3YAML(srv.Endpoint)
-	if err != nil {
-		return err
-	}
+	snippet := localS3YAML(srv.Endpoint)
 	fmt.Fprintf(out, "S3 for backups: %s, bucket %s, credentials in Secret %s/%s (objects in %s).\n",
 		srv.Endpoint, srv.Bucket, localS3Namespace, localS3Secret, srv.Dir)
 	fmt.Fprintf(out, "Back up the sample cluster there (the README shows backup and restore):\n\n")

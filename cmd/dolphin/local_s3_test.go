@@ -85,10 +85,7 @@ func TestLocalS3Snippets(t *testing.T) {
 		t.Errorf("patch spec.backup %+v, want store.s3 %+v", c.Spec.Backup, want)
 	}
 
-	snippet, err := localS3YAML(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snippet := localS3YAML(endpoint)
 	var spec dolphinv1.MySQLClusterSpec
 	if err := yaml.UnmarshalStrict([]byte(snippet), &spec); err != nil {
 		t.Fatalf("the YAML snippet is not a MySQLCluster spec: %v\n%s", err, snippet)
