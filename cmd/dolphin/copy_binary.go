@@ -21,7 +21,7 @@ func newCopyBinaryCmd() *cobra.Command {
 			"directory, the copy is DEST/dolphin.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := os.Executable()
+			src, err := runningExecutable()
 			if err != nil {
 				return fmt.Errorf("finding the running executable: %w", err)
 			}
@@ -78,4 +78,15 @@ func copyBinary(src, dest string) (_ string, err error) {
 		_ = d.Close()
 	}
 	return dest, nil
+}
+
+// runningExecutable is a path that opens this process's executable: /proc/self/exe where it
+// exists (it opens even when the user may not traverse the folders of the real path, as on
+// the local node, whose binary may sit in a folder only root reads), else os.Executable.
+func runningExecutable() (string, error) {
+	if f, err := os.Open("/proc/self/exe"); err == nil {
+		_ = f.Close()
+		return "/proc/self/exe", nil
+	}
+	return os.Executable()
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -242,17 +242,13 @@ func (r *MySQLBackupReconciler) record(ctx context.Context, b *dolphinv1.MySQLBa
 		b.Status.Phase = dolphinv1.BackupSucceeded
 		b.Status.GTIDPosition = m.GTIDPosition
 		b.Status.StoredBytes = m.StoredBytes()
-		b.Status.StoredSize = resource.NewQuantity(b.Status.StoredBytes, resource.BinarySI).String()
+		b.Status.StoredSize = humanBytes(b.Status.StoredBytes)
 		b.Status.Objects = int32(len(m.Objects))
 		b.Status.CompletionTime = &done
 		if b.Status.StartTime != nil {
 			b.Status.Duration = done.Sub(b.Status.StartTime.Time).Round(time.Second).String()
 		}
-		if sc, err := resolveStore(ctx, r.APIReader, b.Namespace, b.Status.Store); err == nil {
-			if s, err := r.openStore(ctx, sc); err == nil {
-				b.Status.Manifest = s.Describe() + b.Status.Path + "manifest.json"
-			}
-		}
+		b.Status.Manifest = manifestURL(b.Status.Store, b.Status.Path)
 		setBackupCondition(b, metav1.ConditionTrue, "Succeeded", fmt.Sprintf("backup of %s at GTID %s stored (%s)", b.Status.SourceInstance, m.GTIDPosition, b.Status.StoredSize))
 		if err := r.Client.Status().Update(ctx, b); err != nil {
 			return reconcile.Result{}, fmt.Errorf("recording the backup's success: %w", err)
@@ -267,7 +263,7 @@ func (r *MySQLBackupReconciler) record(ctx context.Context, b *dolphinv1.MySQLBa
 	}
 	if st.StoredBytes != b.Status.StoredBytes {
 		b.Status.StoredBytes = st.StoredBytes
-		b.Status.StoredSize = resource.NewQuantity(st.StoredBytes, resource.BinarySI).String()
+		b.Status.StoredSize = humanBytes(st.StoredBytes)
 		if err := r.Client.Status().Update(ctx, b); err != nil {
 			return reconcile.Result{}, fmt.Errorf("recording backup progress: %w", err)
 		}
@@ -426,6 +422,32 @@ func deleteBackupObjects(ctx context.Context, s objectstore.Store, prefix string
 		return fmt.Errorf("deleting %d objects: %w", len(keys), err)
 	}
 	return nil
+}
+
+// humanBytes writes n in binary units with one decimal, e.g. "655.1Ki", "1.5Gi".
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ci", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// manifestURL is where a backup's manifest is, as s3://bucket/prefix/path/manifest.json.
+func manifestURL(s *dolphinv1.BackupStore, path string) string {
+	if s == nil || s.S3 == nil {
+		return ""
+	}
+	prefix := s.S3.Prefix
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return "s3://" + s.S3.Bucket + "/" + prefix + path + "manifest.json"
 }
 
 func setBackupCondition(b *dolphinv1.MySQLBackup, status metav1.ConditionStatus, reason, message string) {

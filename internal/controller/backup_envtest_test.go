@@ -247,7 +247,7 @@ func TestEnvtestBackupLifecycle(t *testing.T) {
 	f.reconcile(key)
 	b = f.get(key)
 	wantBackupCondition(t, b, dolphinv1.BackupSucceeded, "Succeeded", "0-1-42")
-	if b.Status.GTIDPosition != "0-1-42" || b.Status.StoredSize != "3Mi" || b.Status.Objects != 1 || b.Status.Duration == "" ||
+	if b.Status.GTIDPosition != "0-1-42" || b.Status.StoredSize != "3.0Mi" || b.Status.Objects != 1 || b.Status.Duration == "" ||
 		!strings.HasSuffix(b.Status.Manifest, b.Status.Path+"manifest.json") {
 		t.Fatalf("status %+v", b.Status)
 	}

@@ -144,3 +144,15 @@ func TestSummarizeBackups(t *testing.T) {
 		t.Fatal("a condition without any finished backup")
 	}
 }
+
+func TestHumanBytesAndManifestURL(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 1023: "1023", 1024: "1.0Ki", 670842: "655.1Ki", 3 << 20: "3.0Mi", 1536 << 20: "1.5Gi"} {
+		if got := humanBytes(n); got != want {
+			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	s := &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Bucket: "b", Prefix: "prod"}}
+	if got := manifestURL(s, "ns/db/x/"); got != "s3://b/prod/ns/db/x/manifest.json" {
+		t.Errorf("manifestURL = %q", got)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -87,18 +86,17 @@ func shim(specFile string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making / private: %w", err)
 	}
-	// The program may live under a folder a mount covers (the node's dolphin binary under
-	// /tmp, and the pod's /tmp emptyDir): hold it open and run it through its descriptor.
-	for _, m := range s.Mounts {
-		if t := filepath.Clean(m.Target) + "/"; strings.HasPrefix(s.Path, t) {
-			fd, err := unix.Open(s.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return fmt.Errorf("opening %s: %w", s.Path, err)
-			}
-			s.Path = fmt.Sprintf("/proc/self/fd/%d", fd)
-			break
-		}
+	// Open the program now, as root and before any mount: it may live under a folder a mount
+	// covers (the node's dolphin binary under /tmp, and the pod's /tmp emptyDir) or that the
+	// container's user may not traverse (a test's 0700 temporary folder), where an image's
+	// program would be neither. It runs through its descriptor, which is left open (not
+	// close-on-exec) so that a script's interpreter can open it too; execute permission on the
+	// file itself is still checked for the container's user.
+	fd, err := unix.Open(s.Path, unix.O_PATH, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", s.Path, err)
 	}
+	s.Path = fmt.Sprintf("/proc/self/fd/%d", fd)
 	// Hold every source open before mounting anything: a mount may cover another's source
 	// (a pod's /tmp emptyDir over a node folder under /tmp), which would then vanish.
 	for i, m := range s.Mounts {

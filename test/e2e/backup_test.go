@@ -115,8 +115,8 @@ func TestLocalBackupAndRestore(t *testing.T) {
 	dstWriter := s.startAppWriter("dst")
 	time.Sleep(time.Second)
 	dstWriter.finish()
-	if n, _ := dstWriter.ackedIDs(); len(n) == 0 {
-		t.Fatal("no write acknowledged by the restored cluster")
+	if n, failed := dstWriter.ackedIDs(); len(n) == 0 {
+		t.Fatalf("no write acknowledged by the restored cluster (%d failed, last: %v)", failed, dstWriter.lastErr)
 	}
 	dstPrimary := s.sqlDBAs("dolphin", dstPass, "127.0.0.1:"+strconv.Itoa(s.servicePort("dst-primary")))
 	var after string

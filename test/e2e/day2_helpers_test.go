@@ -43,6 +43,7 @@ type appWriter struct {
 	mu         sync.Mutex
 	acked      map[int64]bool
 	failed     int
+	lastErr    error
 	last       time.Time
 	gap        time.Duration
 }
@@ -74,6 +75,7 @@ func (s *stack) startAppWriter(cluster string) *appWriter {
 				w.last = time.Now()
 			} else {
 				w.failed++
+				w.lastErr = err
 			}
 			w.mu.Unlock()
 			if err != nil {
