@@ -276,13 +276,27 @@ func TestEnvtestSamplesAreValid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var obj dolphinv1.MySQLCluster
-		if err := yaml.UnmarshalStrict(b, &obj); err != nil {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(b, &meta); err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
-		obj.Namespace = ns
-		if err := c.Create(context.Background(), &obj, client.DryRunAll); err != nil {
+		var obj client.Object
+		switch meta.Kind {
+		case "MySQLCluster":
+			obj = &dolphinv1.MySQLCluster{}
+		case "MySQLBackup":
+			obj = &dolphinv1.MySQLBackup{}
+		default:
+			t.Errorf("%s: kind %q has no case here", f, meta.Kind)
+			continue
+		}
+		if err := yaml.UnmarshalStrict(b, obj); err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		obj.SetNamespace(ns)
+		if err := c.Create(context.Background(), obj, client.DryRunAll); err != nil {
 			t.Errorf("%s rejected: %v", f, err)
 		}
 	}
