@@ -45,25 +45,25 @@ func ReadManifest(ctx context.Context, store objectstore.Store, prefix string) (
 	key := prefix + ManifestKey
 	rc, err := store.Open(ctx, key)
 	if errors.Is(err, objectstore.ErrNotFound) {
-		return nil, fmt.Errorf("backup %s%s: %w", store.Describe(), prefix, ErrIncomplete)
+		return nil, fmt.Errorf("backup %s: %w", objectstore.Locate(store, prefix), ErrIncomplete)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("backup %s%s: reading the manifest: %w", store.Describe(), prefix, err)
+		return nil, fmt.Errorf("backup %s: reading the manifest: %w", objectstore.Locate(store, prefix), err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, maxManifestSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("backup %s%s: reading the manifest: %w", store.Describe(), prefix, err)
+		return nil, fmt.Errorf("backup %s: reading the manifest: %w", objectstore.Locate(store, prefix), err)
 	}
 	if len(b) > maxManifestSize {
-		return nil, fmt.Errorf("backup %s%s: %w: manifest is larger than %d bytes", store.Describe(), prefix, ErrCorrupt, maxManifestSize)
+		return nil, fmt.Errorf("backup %s: %w: manifest is larger than %d bytes", objectstore.Locate(store, prefix), ErrCorrupt, maxManifestSize)
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("backup %s%s: %w: manifest: %w", store.Describe(), prefix, ErrCorrupt, err)
+		return nil, fmt.Errorf("backup %s: %w: manifest: %w", objectstore.Locate(store, prefix), ErrCorrupt, err)
 	}
 	if err := m.check(); err != nil {
-		return nil, fmt.Errorf("backup %s%s: %w: manifest: %w", store.Describe(), prefix, ErrCorrupt, err)
+		return nil, fmt.Errorf("backup %s: %w: manifest: %w", objectstore.Locate(store, prefix), ErrCorrupt, err)
 	}
 	return &m, nil
 }

@@ -48,7 +48,7 @@ type RestoreOptions struct {
 // A backup without a manifest fails with an error wrapping ErrIncomplete.
 func Restore(ctx context.Context, store objectstore.Store, prefix string, opts RestoreOptions) (*Manifest, error) {
 	prefix = normPrefix(prefix)
-	where := store.Describe() + prefix
+	where := objectstore.Locate(store, prefix)
 	m, err := ReadManifest(ctx, store, prefix)
 	if err != nil {
 		return nil, err
@@ -265,7 +265,7 @@ func Verify(ctx context.Context, store objectstore.Store, prefix string) (*Manif
 		return nil, err
 	}
 	if err := verifyObjects(ctx, store, prefix, m); err != nil {
-		return nil, fmt.Errorf("verifying %s%s: %w", store.Describe(), prefix, err)
+		return nil, fmt.Errorf("verifying %s: %w", objectstore.Locate(store, prefix), err)
 	}
 	return m, nil
 }

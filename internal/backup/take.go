@@ -80,7 +80,7 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	prefix := normPrefix(opts.Prefix)
-	where := store.Describe() + prefix
+	where := objectstore.Locate(store, prefix)
 	tool, err := findTool(opts.Tool, "mariadb-backup")
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", where, err)

@@ -229,7 +229,7 @@ func (r *MySQLBackupReconciler) record(ctx context.Context, b *dolphinv1.MySQLBa
 	delete(r.unreachableSince, b.UID)
 	switch st.Phase {
 	case agent.BackupFailed:
-		return r.fail(ctx, b, c, "the backup tool failed: "+st.Error)
+		return r.fail(ctx, b, c, "the backup failed: "+st.Error)
 	case agent.BackupSucceeded:
 		if st.Manifest == nil {
 			return r.fail(ctx, b, c, "the agent reported success without a manifest")

@@ -245,6 +245,11 @@ func (s *s3Store) Describe() string {
 	return "s3://" + s.bucket + "/" + s.prefix + " at " + s.endpoint
 }
 
+// locate names one key (see Locate).
+func (s *s3Store) locate(key string) string {
+	return "s3://" + s.bucket + "/" + s.prefix + key + " at " + s.endpoint
+}
+
 // Create starts an upload; it does not contact the server before the first part is full (or
 // Commit, for an object smaller than a part).
 func (s *s3Store) Create(ctx context.Context, key string) (Upload, error) {

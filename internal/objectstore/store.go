@@ -55,3 +55,12 @@ type ObjectInfo struct {
 	// Modified is when the object was last written.
 	Modified time.Time
 }
+
+// Locate names the object (or key prefix) key of s for messages, e.g.
+// "s3://bucket/prefix/key at https://endpoint" or "file:///backups/key"; never credentials.
+func Locate(s Store, key string) string {
+	if l, ok := s.(interface{ locate(key string) string }); ok {
+		return l.locate(key)
+	}
+	return s.Describe() + key
+}

@@ -42,7 +42,7 @@ func (o *Options) extract(ctx context.Context) (*backup.Manifest, string, error)
 	if err != nil {
 		return nil, "", fmt.Errorf("restore: opening the backup store: %w", err)
 	}
-	where := store.Describe()
+	where := objectstore.Locate(store, o.Path)
 	m, err := backup.ReadManifest(ctx, store, o.Path)
 	switch {
 	case errors.Is(err, backup.ErrIncomplete) || errors.Is(err, backup.ErrCorrupt):
@@ -51,9 +51,9 @@ func (o *Options) extract(ctx context.Context) (*backup.Manifest, string, error)
 		return nil, where, fmt.Errorf("restore: %w: check the store's address, credentials and the backup's path", err)
 	}
 	if m.Flavor != "" && m.Flavor != FlavorMariaDB {
-		return nil, where, fmt.Errorf("restore: backup %s%s is of a %s server: restoring it is %w", where, o.Path, m.Flavor, ErrNotSupported)
+		return nil, where, fmt.Errorf("restore: backup %s is of a %s server: restoring it is %w", where, m.Flavor, ErrNotSupported)
 	}
-	log("restoring %s: %d bytes in %d object(s) from %s%s", describe(m), m.StoredBytes(), len(m.Objects), where, o.Path)
+	log("restoring %s: %d bytes in %d object(s) from %s", describe(m), m.StoredBytes(), len(m.Objects), where)
 
 	staging := filepath.Join(o.DataDir, StagingDir)
 	if err := os.RemoveAll(staging); err != nil {
