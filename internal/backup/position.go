@@ -1,7 +1,9 @@
 package backup
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -82,20 +84,22 @@ func parseToolReport(text string) toolReport {
 }
 
 // Binlog info files in a backup: MariaDB 11 writes mariadb_backup_binlog_info, 10.11 (and
-// earlier) xtrabackup_binlog_info. Restore reads the first that exists.
+// earlier) xtrabackup_binlog_info. ReadBinlogInfo reads the first that exists.
 var binlogInfoFiles = []string{"mariadb_backup_binlog_info", "xtrabackup_binlog_info"}
 
-// binlogInfo is the content of a backup's binlog info file.
-type binlogInfo struct {
+// BinlogInfo is the content of a backup's binlog info file: the position the data holds.
+type BinlogInfo struct {
+	// File and Position are the source's own binary log coordinates.
 	File     string
 	Position uint64
-	GTID     string
+	// GTID is the source's gtid_current_pos at the backup's lock point (may be empty).
+	GTID string
 }
 
 // parseBinlogInfo parses a binlog info file: one line per binary log copied into the backup,
 // "<file>\t<position>[\t<gtid>]", where only the last line describes the backup's position
 // (earlier ones, written by versions that copy binary logs, carry "[]" as GTID).
-func parseBinlogInfo(content string) (binlogInfo, error) {
+func parseBinlogInfo(content string) (BinlogInfo, error) {
 	var last string
 	for l := range strings.Lines(content) {
 		if l = strings.TrimSpace(l); l != "" {
@@ -103,17 +107,17 @@ func parseBinlogInfo(content string) (binlogInfo, error) {
 		}
 	}
 	if last == "" {
-		return binlogInfo{}, fmt.Errorf("binlog info is empty")
+		return BinlogInfo{}, fmt.Errorf("binlog info is empty")
 	}
 	f := strings.Split(last, "\t")
 	if len(f) < 2 || len(f) > 3 {
-		return binlogInfo{}, fmt.Errorf("binlog info line %q: want <file>\\t<position>[\\t<gtid>]", last)
+		return BinlogInfo{}, fmt.Errorf("binlog info line %q: want <file>\\t<position>[\\t<gtid>]", last)
 	}
 	pos, err := strconv.ParseUint(f[1], 10, 64)
 	if err != nil {
-		return binlogInfo{}, fmt.Errorf("binlog info line %q: position: %w", last, err)
+		return BinlogInfo{}, fmt.Errorf("binlog info line %q: position: %w", last, err)
 	}
-	bi := binlogInfo{File: f[0], Position: pos}
+	bi := BinlogInfo{File: f[0], Position: pos}
 	if len(f) == 3 {
 		bi.GTID = strings.TrimSpace(f[2])
 	}
@@ -188,3 +192,28 @@ func parseToolVersion(out string) string {
 }
 
 var toolVersionRE = regexp.MustCompile(`(\S+) based on MariaDB server (\S+)`)
+
+// ReadBinlogInfo reads the binlog info file of a backup extracted into dir
+// (mariadb_backup_binlog_info, or xtrabackup_binlog_info as 10.11 names it) and returns it
+// with the file's name. The error wraps os.ErrNotExist when dir holds neither.
+func ReadBinlogInfo(dir string) (BinlogInfo, string, error) {
+	for _, name := range binlogInfoFiles {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return BinlogInfo{}, name, err
+		}
+		bi, err := parseBinlogInfo(string(b))
+		if err != nil {
+			return BinlogInfo{}, name, fmt.Errorf("%s: %w", name, err)
+		}
+		if _, err := normalizeGTID(bi.GTID); err != nil {
+			return BinlogInfo{}, name, fmt.Errorf("%s: %w", name, err)
+		}
+		return bi, name, nil
+	}
+	last := binlogInfoFiles[len(binlogInfoFiles)-1]
+	return BinlogInfo{}, last, fmt.Errorf("the extracted data holds no %s nor %s: %w", binlogInfoFiles[0], last, os.ErrNotExist)
+}

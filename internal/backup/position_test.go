@@ -56,15 +56,15 @@ func TestParseToolReport(t *testing.T) {
 func TestParseBinlogInfo(t *testing.T) {
 	for _, tc := range []struct {
 		in      string
-		want    binlogInfo
+		want    BinlogInfo
 		wantErr bool
 	}{
-		{"binlog.000001\t172524\t0-1-3\n", binlogInfo{"binlog.000001", 172524, "0-1-3"}, false},                  // 10.11.14
-		{"binlog.000001\t329\n", binlogInfo{"binlog.000001", 329, ""}, false},                                    // no GTID
-		{"b.000001\t900\t[]\nb.000002\t344\t0-1-9,1-1-2\n\n", binlogInfo{"b.000002", 344, "0-1-9,1-1-2"}, false}, // 11.x, binlogs copied
-		{"", binlogInfo{}, true},
-		{"binlog.000001 172524 0-1-3\n", binlogInfo{}, true},
-		{"binlog.000001\tx\t0-1-3\n", binlogInfo{}, true},
+		{"binlog.000001\t172524\t0-1-3\n", BinlogInfo{"binlog.000001", 172524, "0-1-3"}, false},                  // 10.11.14
+		{"binlog.000001\t329\n", BinlogInfo{"binlog.000001", 329, ""}, false},                                    // no GTID
+		{"b.000001\t900\t[]\nb.000002\t344\t0-1-9,1-1-2\n\n", BinlogInfo{"b.000002", 344, "0-1-9,1-1-2"}, false}, // 11.x, binlogs copied
+		{"", BinlogInfo{}, true},
+		{"binlog.000001 172524 0-1-3\n", BinlogInfo{}, true},
+		{"binlog.000001\tx\t0-1-3\n", BinlogInfo{}, true},
 	} {
 		got, err := parseBinlogInfo(tc.in)
 		if (err != nil) != tc.wantErr || got != tc.want {

@@ -145,27 +145,10 @@ func extract(ctx context.Context, store objectstore.Store, prefix string, o Obje
 	}
 	defer rc.Close()
 	src := &digestReader{r: rc, d: newDigest(), progress: progress}
-	dec, err := newDecoder(src)
+	u, err := unpack(ctx, src, mbstream, target)
 	if err != nil {
 		return err
 	}
-
-	cmd := exec.CommandContext(ctx, mbstream, "-x", "-C", target)
-	cmd.WaitDelay = waitDelay
-	out := &toolOutput{}
-	cmd.Stderr, cmd.Stdout = out, out
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		dec.Close()
-		return fmt.Errorf("starting %s: %w", mbstream, err)
-	}
-	_, copyErr := io.CopyBuffer(stdin, dec, make([]byte, copyBuffer))
-	stdin.Close()
-	waitErr := cmd.Wait()
-	dec.Close() // no decoder goroutine reads src after this
 	if ctx.Err() == nil && src.err == nil {
 		// Read what the decoder or mbstream left, so that the digest covers the object.
 		_, _ = io.CopyN(io.Discard, src, max(o.Size-src.d.n, 0)+1)
@@ -180,12 +163,46 @@ func extract(ctx context.Context, store objectstore.Store, prefix string, o Obje
 		return err
 	}
 	switch {
-	case copyErr != nil:
-		return exitError("decoding "+key+" into mbstream", copyErr, out)
-	case waitErr != nil:
-		return exitError("mbstream -x", waitErr, out)
+	case u.copyErr != nil:
+		return exitError("decoding "+key+" into mbstream", u.copyErr, u.out)
+	case u.waitErr != nil:
+		return exitError("mbstream -x", u.waitErr, u.out)
 	}
 	return nil
+}
+
+// unpacked is how a run of unpack ended.
+type unpacked struct {
+	// copyErr is the decoder's error (a damaged frame, or src's read error) or the pipe's
+	// (mbstream exited early); waitErr mbstream's exit.
+	copyErr, waitErr error
+	out              *toolOutput
+}
+
+// unpack zstd-decodes src into `mbstream -x -C target` and waits for mbstream. The error is
+// a failure to start; how the extraction went is in unpacked. The decoder is closed when it
+// returns: nothing reads src after that.
+func unpack(ctx context.Context, src io.Reader, mbstream, target string) (unpacked, error) {
+	u := unpacked{out: &toolOutput{}}
+	dec, err := newDecoder(src)
+	if err != nil {
+		return u, err
+	}
+	defer dec.Close()
+	cmd := exec.CommandContext(ctx, mbstream, "-x", "-C", target)
+	cmd.WaitDelay = waitDelay
+	cmd.Stderr, cmd.Stdout = u.out, u.out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return u, err
+	}
+	if err := cmd.Start(); err != nil {
+		return u, fmt.Errorf("starting %s: %w", mbstream, err)
+	}
+	_, u.copyErr = io.CopyBuffer(stdin, dec, make([]byte, copyBuffer))
+	stdin.Close()
+	u.waitErr = cmd.Wait()
+	return u, nil
 }
 
 // compareObject checks what was read of key against the manifest's entry.
@@ -228,29 +245,22 @@ func prepare(ctx context.Context, tool, target string, opts RestoreOptions) erro
 
 // checkBinlogInfo compares the prepared directory's binlog info file with the manifest.
 func checkBinlogInfo(target string, m *Manifest) error {
-	for _, name := range binlogInfoFiles {
-		b, err := os.ReadFile(filepath.Join(target, name))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		bi, err := parseBinlogInfo(string(b))
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		same, err := sameGTID(bi.GTID, m.GTIDPosition)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if !same {
-			return fmt.Errorf("%w: the restored data's %s holds GTID position %q, the manifest says %q",
-				ErrCorrupt, name, bi.GTID, m.GTIDPosition)
-		}
-		return nil
+	bi, name, err := ReadBinlogInfo(target)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	return fmt.Errorf("%w: the restored data holds no %s", ErrCorrupt, binlogInfoFiles[len(binlogInfoFiles)-1])
+	if err != nil {
+		return err
+	}
+	same, err := sameGTID(bi.GTID, m.GTIDPosition)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if !same {
+		return fmt.Errorf("%w: the restored data's %s holds GTID position %q, the manifest says %q",
+			ErrCorrupt, name, bi.GTID, m.GTIDPosition)
+	}
+	return nil
 }
 
 // Verify reads the manifest of the backup under prefix, then downloads every object and

@@ -53,13 +53,14 @@ func (d *digest) add(p []byte) { d.h.Write(p); d.n += int64(len(p)) }
 // sum is the hex sha256 of what passed so far.
 func (d *digest) sum() string { return hex.EncodeToString(d.h.Sum(nil)) }
 
-// storeWriter is what the encoder writes to: the upload, with a digest of what the upload
-// accepted and a progress callback. It remembers the upload's first error, so that Take can
-// tell a store failure from the tool's.
+// storeWriter is what the encoder writes to: the upload (or Stream's writer), with a count
+// and (when d is set) a digest of what it accepted, and a progress callback. It remembers the
+// first write error, so that a sink failure is told from the tool's.
 type storeWriter struct {
 	w        io.Writer
-	d        *digest
+	d        *digest // optional
 	progress func(int64)
+	n        int64
 
 	mu  sync.Mutex
 	err error
@@ -67,7 +68,10 @@ type storeWriter struct {
 
 func (s *storeWriter) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
-	s.d.add(p[:n])
+	if s.d != nil {
+		s.d.add(p[:n])
+	}
+	s.n += int64(n)
 	if err == nil && n < len(p) {
 		err = io.ErrShortWrite
 	}
@@ -80,7 +84,7 @@ func (s *storeWriter) Write(p []byte) (int, error) {
 		return n, err
 	}
 	if s.progress != nil {
-		s.progress(s.d.n)
+		s.progress(s.n)
 	}
 	return n, nil
 }

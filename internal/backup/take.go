@@ -2,18 +2,9 @@ package backup
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
@@ -108,7 +99,8 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 	m.BinlogFile, m.BinlogPosition = report.BinlogFile, report.BinlogPosition
 	m.Objects = []Object{obj}
 	// Asked after the tool, so that a connection problem is reported by the tool, in its words.
-	m.ServerVersion, err = opts.serverVersion(ctx)
+	so := opts.streamOptions()
+	m.ServerVersion, err = so.serverVersion(ctx)
 	if err != nil && report.ServerVersion != "" && ctx.Err() == nil {
 		m.ServerVersion, err = report.ServerVersion, nil
 	}
@@ -139,88 +131,26 @@ func (o *TakeOptions) defaults() error {
 	if o.Flavor != "mariadb" {
 		return fmt.Errorf("flavor %q: physical backups are implemented for mariadb only", o.Flavor)
 	}
-	if o.DataDir == "" {
-		return errors.New("TakeOptions.DataDir is required")
+	so := o.streamOptions()
+	if err := so.defaults(); err != nil {
+		return err
 	}
-	if o.User == "" {
-		return errors.New("TakeOptions.User is required")
-	}
-	if o.Socket == "" && o.Host == "" {
-		return errors.New("TakeOptions: Socket or Host is required")
-	}
-	if o.Port == 0 {
-		o.Port = 3306
-	}
-	if o.TmpDir == "" {
-		o.TmpDir = os.TempDir()
-	}
-	if o.DefaultsFile != "" {
-		abs, err := filepath.Abs(o.DefaultsFile) // !include wants a full path
-		if err != nil {
-			return err
-		}
-		o.DefaultsFile = abs
-	}
+	o.Port, o.TmpDir, o.DefaultsFile = so.Port, so.TmpDir, so.DefaultsFile
 	return nil
 }
 
-// serverVersion asks the server for SELECT VERSION() with the connection parameters
-// mariadb-backup gets. Take falls back on the version the tool printed when this fails.
-func (o *TakeOptions) serverVersion(ctx context.Context) (string, error) {
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd = o.User, o.Password
-	if o.Socket != "" {
-		cfg.Net, cfg.Addr = "unix", o.Socket
-	} else {
-		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+// streamOptions are the options of the tool's run.
+func (o *TakeOptions) streamOptions() StreamOptions {
+	return StreamOptions{
+		Socket: o.Socket, Host: o.Host, Port: o.Port, User: o.User, Password: o.Password,
+		DataDir: o.DataDir, DefaultsFile: o.DefaultsFile, Tool: o.Tool, TmpDir: o.TmpDir,
+		ExtraArgs: o.ExtraArgs, Progress: o.Progress,
 	}
-	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 10*time.Second, 30*time.Second, 30*time.Second
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return "", err
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
-	var v string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
-		return "", fmt.Errorf("SELECT VERSION() on %s: %w", cfg.Addr, err)
-	}
-	return v, nil
-}
-
-// args returns mariadb-backup's arguments for a run that reads its password from pwFile.
-func (o *TakeOptions) args(pwFile, targetDir string) []string {
-	first := "--defaults-extra-file=" + pwFile
-	if o.DefaultsFile != "" {
-		first = "--defaults-file=" + pwFile // which includes DefaultsFile
-	}
-	a := []string{first,
-		"--backup", "--stream=mbstream", "--slave-info",
-		"--target-dir=" + targetDir, "--tmpdir=" + o.TmpDir, "--datadir=" + o.DataDir, "--user=" + o.User}
-	// A [client] host in an option file would make the client ignore --socket: host
-	// "localhost" means the socket (--protocol=socket with an IP host is refused).
-	if o.Socket != "" {
-		a = append(a, "--host=localhost", "--socket="+o.Socket)
-	} else {
-		a = append(a, "--protocol=tcp", "--host="+o.Host, "--port="+strconv.Itoa(o.Port))
-	}
-	return append(a, o.ExtraArgs...)
 }
 
 // stream runs the tool into the object key and commits it; it fills m's StartTime and
 // EndTime.
 func (o *TakeOptions) stream(ctx context.Context, tool string, store objectstore.Store, key string, m *Manifest) (obj Object, report toolReport, err error) {
-	pwFile, err := writePasswordFile(o.TmpDir, o.Password, o.DefaultsFile)
-	if err != nil {
-		return obj, report, fmt.Errorf("writing the password file in %s: %w", o.TmpDir, err)
-	}
-	defer os.Remove(pwFile)
-	targetDir, err := os.MkdirTemp(o.TmpDir, ".dolphin-backup-target-")
-	if err != nil {
-		return obj, report, err
-	}
-	defer os.RemoveAll(targetDir)
-
 	up, err := store.Create(ctx, key)
 	if err != nil {
 		return obj, report, fmt.Errorf("creating %s: %w", key, err)
@@ -234,68 +164,29 @@ func (o *TakeOptions) stream(ctx context.Context, tool string, store objectstore
 		}
 	}()
 
-	runCtx, kill := context.WithCancel(ctx)
-	defer kill()
-	cmd := exec.CommandContext(runCtx, tool, o.args(pwFile, targetDir)...)
-	cmd.WaitDelay = waitDelay
-	stderr := &toolOutput{onLine: report.line}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return obj, report, err
-	}
 	stored := newDigest()
 	sw := &storeWriter{w: up, d: stored, progress: o.Progress}
-	enc, err := newEncoder(sw)
+	so := o.streamOptions()
+	run, err := so.run(ctx, tool, sw, "uploading "+key)
+	m.StartTime, m.EndTime = run.start, run.end
 	if err != nil {
-		return obj, report, err
-	}
-	raw := &countWriter{w: enc}
-
-	m.StartTime = time.Now().UTC().Truncate(time.Second)
-	if err := cmd.Start(); err != nil {
-		enc.Close()
-		return obj, report, fmt.Errorf("starting %s: %w", tool, err)
-	}
-	_, copyErr := io.CopyBuffer(raw, stdout, make([]byte, copyBuffer))
-	if copyErr != nil {
-		kill() // the upload failed or ctx is done: stop the tool, then let it exit
-		_, _ = io.Copy(io.Discard, stdout)
-	}
-	closeErr := enc.Close()
-	waitErr := cmd.Wait()
-	stderr.flush()
-	m.EndTime = time.Now().UTC().Truncate(time.Second)
-
-	switch {
-	case ctx.Err() != nil:
-		return obj, report, fmt.Errorf("cancelled while mariadb-backup was running: %w", ctx.Err())
-	case sw.failure() != nil:
-		return obj, report, fmt.Errorf("uploading %s: %w (mariadb-backup was stopped)", key, sw.failure())
-	case waitErr != nil:
-		return obj, report, exitError("mariadb-backup", waitErr, stderr)
-	case copyErr != nil:
-		return obj, report, fmt.Errorf("reading mariadb-backup's output: %w", copyErr)
-	case closeErr != nil:
-		return obj, report, fmt.Errorf("compressing %s: %w", key, closeErr)
-	case !report.Completed:
-		return obj, report, exitError("mariadb-backup", fmt.Errorf("it exited 0 without printing %q", completedLine), stderr)
-	case !report.HasBinlog:
-		return obj, report, exitError("mariadb-backup", errors.New("it printed no binlog position (is the binary log enabled?)"), stderr)
-	case raw.n == 0:
-		return obj, report, exitError("mariadb-backup", errors.New("it wrote nothing to its output"), stderr)
-	}
-	if _, err := normalizeGTID(report.GTID); err != nil {
-		return obj, report, fmt.Errorf("mariadb-backup's position: %w", err)
+		return obj, run.report, err
 	}
 
 	info, err := up.Commit()
 	committed = true // a failed Commit leaves no object either
 	if err != nil {
-		return obj, report, fmt.Errorf("committing %s: %w", key, err)
+		return obj, run.report, fmt.Errorf("committing %s: %w", key, err)
 	}
 	if info.Size != 0 && info.Size != stored.n {
-		return obj, report, fmt.Errorf("%s: the store holds %d bytes, %d were written", key, info.Size, stored.n)
+		return obj, run.report, fmt.Errorf("%s: the store holds %d bytes, %d were written", key, info.Size, stored.n)
 	}
-	return Object{Key: DataObjectKey, Size: stored.n, SHA256: stored.sum(), RawSize: raw.n}, report, nil
+	return Object{Key: DataObjectKey, Size: stored.n, SHA256: stored.sum(), RawSize: run.raw}, run.report, nil
+}
+
+// args returns mariadb-backup's arguments for a run that reads its password from pwFile
+// (StreamOptions.args with these options).
+func (o *TakeOptions) args(pwFile, targetDir string) []string {
+	so := o.streamOptions()
+	return so.args(pwFile, targetDir)
 }
