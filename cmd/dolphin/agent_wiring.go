@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -18,10 +17,6 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
-
-// errNotWired is what the agent answers to a clone request: seeding replicas from a peer is
-// not built yet.
-var errNotWired = errors.New("clone is not built yet: replicas are seeded by replication from the primary")
 
 // agentWiring holds the flags that say where the data and the server of this pod are. The pod
 // spec (internal/resources/agent.go) passes them.
@@ -65,9 +60,24 @@ func (w *agentWiring) functions(log logr.Logger) (agent.BackupFunc, agent.CloneF
 			Progress: progress,
 		}, store)
 	}
-	// Clone (seeding a replica from a peer) is not built yet: it answers with an error.
-	cloneFn := func(context.Context, agent.CloneRequest, io.Writer) error {
-		return errNotWired
+	// Clone streams this instance's backup to a new instance (restore.FromPeer).
+	cloneFn := func(ctx context.Context, req agent.CloneRequest, out io.Writer) error {
+		if w.flavor != "mariadb" {
+			return fmt.Errorf("flavor %q: clones are implemented for mariadb only", w.flavor)
+		}
+		socket := req.DB.Socket
+		if socket == "" && req.DB.Host == "" {
+			socket = w.socket
+		}
+		rep, err := backup.Stream(ctx, backup.StreamOptions{
+			Socket: socket, Host: req.DB.Host, Port: req.DB.Port, User: req.DB.User, Password: req.DB.Password,
+			DataDir: w.dataDir,
+		}, out)
+		if err != nil {
+			return err
+		}
+		log.Info("Clone stream complete", "gtidPosition", rep.GTIDPosition, "rawBytes", rep.RawBytes, "bytes", rep.Bytes)
+		return nil
 	}
 	return backupFn, cloneFn, nil
 }

@@ -17,18 +17,31 @@ import (
 
 // Marker is the content of RestoredMarker.
 type Marker struct {
-	// Path of the backup in its store, as given in Options.Path.
-	Path string `json:"path"`
+	// Source says where the data came from: "backup <store and path>" or "clone from <url>".
+	Source string `json:"source,omitempty"`
+	// Path of the backup in its store, as given in Options.Path; empty for a clone.
+	Path string `json:"path,omitempty"`
 	// Store describes the store (objectstore.Store.Describe: no credentials).
-	Store string `json:"store"`
+	Store string `json:"store,omitempty"`
 	// Name of the backup, from its manifest.
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 	// GTIDPosition the restored data continues from.
 	GTIDPosition string `json:"gtidPosition"`
 	// RestoredAt is when the restore completed.
 	RestoredAt time.Time `json:"restoredAt"`
 	// Manifest of the backup.
 	Manifest *backup.Manifest `json:"manifest,omitempty"`
+}
+
+// describe names what the marker says was restored, for the log.
+func (mk *Marker) describe() string {
+	switch {
+	case mk.Source != "":
+		return mk.Source
+	case mk.Path != "":
+		return "backup " + mk.Path
+	}
+	return "the data"
 }
 
 // progressEvery is how often the restore logs how much it has read.
@@ -165,11 +178,12 @@ func writeMarkers(dataDir string, mk Marker) error {
 	if err := writeDurably(filepath.Join(dataDir, RestoredMarker), append(b, '\n')); err != nil {
 		return err
 	}
-	return writeInitialized(dataDir)
+	return writeInitialized(dataDir, &mk)
 }
 
-func writeInitialized(dataDir string) error {
-	return writeDurably(filepath.Join(dataDir, InitializedMarker), []byte("restored from a backup, see "+RestoredMarker+"\n"))
+// writeInitialized writes InitializedMarker, saying what mk says was restored.
+func writeInitialized(dataDir string, mk *Marker) error {
+	return writeDurably(filepath.Join(dataDir, InitializedMarker), []byte("seeded from "+mk.describe()+", see "+RestoredMarker+"\n"))
 }
 
 // writeDurably writes path through a temporary file renamed over it, synced with its

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/dolphin-operator/dolphin/internal/backup"
 )
 
 // Fix-up statements, run in this order on one session of the temporary server. `?` are
@@ -36,8 +34,9 @@ const (
 	connectionColumn = "Connection_name"
 )
 
-// fixUp makes the restored data directory the new cluster's, on a temporary server.
-func (o *Options) fixUp(ctx context.Context, m *backup.Manifest) (err error) {
+// fixUp makes the restored data directory the new cluster's, on a temporary server: its
+// accounts, no replication connection and position as its GTID state.
+func (o *Options) fixUp(ctx context.Context, position string) (err error) {
 	log := o.logf()
 	srv, err := o.startTempServer(ctx)
 	if err != nil {
@@ -106,17 +105,17 @@ func (o *Options) fixUp(ctx context.Context, m *backup.Manifest) (err error) {
 		args []any
 	}{
 		{resetMaster, nil},
-		{setBinlogState, []any{m.GTIDPosition}},
-		{setSlavePos, []any{m.GTIDPosition}},
+		{setBinlogState, []any{position}},
+		{setSlavePos, []any{position}},
 	} {
 		if err := exec(s.q, s.args...); err != nil {
 			return err
 		}
 	}
-	if err := checkState(ctx, conn, m.GTIDPosition); err != nil {
+	if err := checkState(ctx, conn, position); err != nil {
 		return err
 	}
-	log("binary log reset; gtid_binlog_state and gtid_slave_pos set to %q", m.GTIDPosition)
+	log("binary log reset; gtid_binlog_state and gtid_slave_pos set to %q", position)
 	if err := srv.shutdown(ctx, conn, o.StopTimeout); err != nil {
 		return err
 	}

@@ -108,11 +108,14 @@ type Result struct {
 	// Skipped is true when the data directory was initialised already (it holds
 	// InitializedMarker) and was left untouched.
 	Skipped bool
-	// Manifest of the backup restored; nil when Skipped.
+	// Manifest of the backup restored; nil when Skipped or cloned.
 	Manifest *backup.Manifest
-	// GTIDPosition the restored server continues from: the backup's, which is now its
-	// gtid_binlog_pos, gtid_slave_pos and gtid_current_pos.
+	// GTIDPosition the restored server continues from: the backup's (or the peer's), which
+	// is now its gtid_binlog_pos, gtid_slave_pos and gtid_current_pos.
 	GTIDPosition string
+	// Source says where the data came from, as RestoredMarker records it: "backup <where>"
+	// or "clone from <url>"; empty when Skipped.
+	Source string
 }
 
 // IntoDataDir restores the backup opts.Path of opts.Store into opts.DataDir, unless DataDir
@@ -135,83 +138,102 @@ type Result struct {
 // A corrupt backup fails with an error wrapping backup.ErrCorrupt that names the object, and
 // leaves no restored data; so does any other failure. Errors say what to do.
 func IntoDataDir(ctx context.Context, opts Options) (Result, error) {
-	if opts.DataDir == "" {
-		return Result{}, errors.New("restore: no data directory given")
+	mysql := fmt.Errorf("restoring a MySQL cluster from a backup is %w: only MariaDB clusters can be bootstrapped from a backup", ErrNotSupported)
+	return opts.seed(ctx, "restore", mysql, []field{{"the backup's path", opts.Path}}, func(ctx context.Context) (Marker, error) {
+		m, where, err := opts.extract(ctx)
+		if err != nil {
+			return Marker{}, err
+		}
+		return Marker{Source: "backup " + where, Path: opts.Path, Store: where, Name: m.Name,
+			GTIDPosition: m.GTIDPosition, Manifest: m}, nil
+	})
+}
+
+// field is an option's name and value, for the list of missing ones.
+type field struct{ name, v string }
+
+// seed is what IntoDataDir and FromPeer share. Unless DataDir is initialised already, it
+// checks the options (mysql is the error for the MySQL flavor; required are options of the
+// caller's that must be set), empties DataDir of a failed attempt's leftovers and calls fill,
+// which puts the prepared data into DataDir and describes it; then it fixes the data up at
+// the marker's GTID position and writes the markers. what names the operation in errors.
+func (o *Options) seed(ctx context.Context, what string, mysql error, required []field, fill func(context.Context) (Marker, error)) (Result, error) {
+	if o.DataDir == "" {
+		return Result{}, fmt.Errorf("%s: no data directory given", what)
 	}
-	dataDir, err := filepath.Abs(opts.DataDir)
+	dataDir, err := filepath.Abs(o.DataDir)
 	if err != nil {
-		return Result{}, fmt.Errorf("restore: %w", err)
+		return Result{}, fmt.Errorf("%s: %w", what, err)
 	}
-	opts.DataDir = dataDir
-	opts.Log = serialized(opts.logf())
-	log := opts.Log
+	o.DataDir = dataDir
+	o.Log = serialized(o.logf())
+	log := o.Log
 	switch _, err := os.Stat(filepath.Join(dataDir, InitializedMarker)); {
 	case err == nil:
 		log("%s holds %s: the instance has its data already, nothing to restore", dataDir, InitializedMarker)
 		return Result{Skipped: true}, nil
 	case !errors.Is(err, os.ErrNotExist):
-		return Result{}, fmt.Errorf("restore: checking %s: %w", dataDir, err)
+		return Result{}, fmt.Errorf("%s: checking %s: %w", what, dataDir, err)
 	}
-	if err := opts.check(); err != nil {
-		return Result{}, fmt.Errorf("restore: %w", err)
+	if err := o.check(mysql, required); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
-		return Result{}, fmt.Errorf("restore: creating the data directory: %w", err)
+		return Result{}, fmt.Errorf("%s: creating the data directory: %w", what, err)
 	}
 
 	// Restored and fixed up, but the last marker is missing: only that is left to do.
 	if mk, err := readMarker(dataDir); err == nil {
-		log("%s says %s was restored already (at %s); writing %s", RestoredMarker, mk.Path,
+		log("%s says %s was restored already (at %s); writing %s", RestoredMarker, mk.describe(),
 			mk.RestoredAt.Format(time.RFC3339), InitializedMarker)
-		if err := writeInitialized(dataDir); err != nil {
-			return Result{}, fmt.Errorf("restore: %w", err)
+		if err := writeInitialized(dataDir, mk); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", what, err)
 		}
-		return Result{Manifest: mk.Manifest, GTIDPosition: mk.GTIDPosition}, nil
+		return Result{Manifest: mk.Manifest, GTIDPosition: mk.GTIDPosition, Source: mk.Source}, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return Result{}, fmt.Errorf("restore: %w; remove the file (or the whole data volume) to restore again", err)
+		return Result{}, fmt.Errorf("%s: %w; remove the file (or the whole data volume) to restore again", what, err)
 	}
 
 	removed, err := removeLeftovers(dataDir)
 	if err != nil {
-		return Result{}, fmt.Errorf("restore: removing what a failed attempt left in %s: %w", dataDir, err)
+		return Result{}, fmt.Errorf("%s: removing what a failed attempt left in %s: %w", what, dataDir, err)
 	}
 	if len(removed) > 0 {
 		log("removed what a failed attempt left in %s (it had no %s): %s", dataDir, InitializedMarker, summarize(removed))
 	}
 
-	m, where, err := opts.extract(ctx)
+	mk, err := fill(ctx)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := opts.fixUp(ctx, m); err != nil {
-		return Result{}, fmt.Errorf("restore: fixing up the restored data: %w; the next attempt starts over", err)
+	if err := o.fixUp(ctx, mk.GTIDPosition); err != nil {
+		return Result{}, fmt.Errorf("%s: fixing up the restored data: %w; the next attempt starts over", what, err)
 	}
-	if err := writeMarkers(dataDir, Marker{
-		Path: opts.Path, Store: where, Name: m.Name, GTIDPosition: m.GTIDPosition,
-		RestoredAt: time.Now().UTC().Truncate(time.Second), Manifest: m,
-	}); err != nil {
-		return Result{}, fmt.Errorf("restore: %w", err)
+	mk.RestoredAt = time.Now().UTC().Truncate(time.Second)
+	if err := writeMarkers(dataDir, mk); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", what, err)
 	}
-	log("restore complete: %s continues from GTID position %q", dataDir, m.GTIDPosition)
-	return Result{Manifest: m, GTIDPosition: m.GTIDPosition}, nil
+	log("%s complete: %s continues from GTID position %q", what, dataDir, mk.GTIDPosition)
+	return Result{Manifest: mk.Manifest, GTIDPosition: mk.GTIDPosition, Source: mk.Source}, nil
 }
 
-// check validates the options and fills the defaults.
-func (o *Options) check() error {
+// check validates the options and fills the defaults. mysql is the error for the MySQL
+// flavor; required are the caller's own options that must be set.
+func (o *Options) check(mysql error, required []field) error {
 	switch o.Flavor {
 	case "", FlavorMariaDB:
 		o.Flavor = FlavorMariaDB
 	case FlavorMySQL:
-		return fmt.Errorf("restoring a MySQL cluster from a backup is %w: only MariaDB clusters can be bootstrapped from a backup", ErrNotSupported)
+		return mysql
 	default:
 		return fmt.Errorf("unknown flavor %q: want %q", o.Flavor, FlavorMariaDB)
 	}
 	var missing []string
-	for _, f := range []struct{ name, v string }{
-		{"the backup's path", o.Path}, {"the server's option file", o.DefaultsFile},
-		{"the operator user", o.OperatorUser}, {"the operator password", o.OperatorPassword},
-		{"the root password", o.RootPassword},
-	} {
+	for _, f := range append(required,
+		field{"the server's option file", o.DefaultsFile},
+		field{"the operator user", o.OperatorUser}, field{"the operator password", o.OperatorPassword},
+		field{"the root password", o.RootPassword},
+	) {
 		if f.v == "" {
 			missing = append(missing, f.name)
 		}

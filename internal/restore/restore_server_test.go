@@ -169,7 +169,7 @@ func testIntoEmptyDataDir(t *testing.T, src *source) {
 // backup: mariadb-backup copies no master.info) has two replication connections.
 func testFixUpOnSource(t *testing.T, src *source) {
 	opts := src.options(t, src.inst, backupPrefix)
-	if err := opts.check(); err != nil {
+	if err := opts.check(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := dirEntries(t, src.inst.DataDir)
@@ -178,7 +178,7 @@ func testFixUpOnSource(t *testing.T, src *source) {
 			t.Fatalf("the source's data directory has no %s: %q", f, before)
 		}
 	}
-	if err := opts.fixUp(t.Context(), src.manifest); err != nil {
+	if err := opts.fixUp(t.Context(), src.manifest.GTIDPosition); err != nil {
 		t.Fatalf("fixUp: %v", err)
 	}
 	after := dirEntries(t, src.inst.DataDir)
