@@ -16,6 +16,10 @@
 //	POST   /v1/clone         CloneRequest → 200 application/octet-stream: the instance's backup
 //	                         stream, ending with the trailers Dolphin-Clone-Status (ok|error),
 //	                         Dolphin-Clone-Error and Dolphin-Clone-Bytes
+//	POST   /v1/seed          SeedRequest → 202 SeedStatus (200 once Succeeded: nothing runs
+//	                         again; 409 while an instruction runs; 422 when this instance
+//	                         cannot seed that way); only on `dolphin seed` (ServerOptions.Seed)
+//	GET    /v1/seed          → 200 SeedStatus (Waiting, Running, Succeeded or Failed)
 //	GET    /healthz          → 200 "ok", no token needed
 //
 // Errors are an ErrorResponse with a 4xx/5xx status.
@@ -76,7 +80,10 @@ type DBConn struct {
 // String describes the connection without its password.
 func (c DBConn) String() string {
 	addr := c.Socket
-	if addr == "" {
+	switch {
+	case addr == "" && c.Host == "":
+		addr = "(the agent's socket)"
+	case addr == "":
 		addr = fmt.Sprintf("%s:%d", c.Host, c.Port)
 	}
 	return fmt.Sprintf("%s@%s", c.User, addr)

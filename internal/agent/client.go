@@ -153,6 +153,23 @@ func (c *Client) CancelBackup(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/backups/"+url.PathEscape(id), nil, nil, http.StatusOK, http.StatusAccepted)
 }
 
+// Seed sends the operator's instruction to `dolphin seed` and returns the status it started
+// (Running), or the final one when the instance was seeded already (Succeeded). The error
+// wraps ErrSeedRunning when an instruction runs; a StatusError with 422 says the instance
+// cannot seed that way, 400 that the request is malformed.
+func (c *Client) Seed(ctx context.Context, req SeedRequest) (SeedStatus, error) {
+	var st SeedStatus
+	err := c.call(ctx, http.MethodPost, "/v1/seed", req, &st, http.StatusOK, http.StatusAccepted)
+	return st, err
+}
+
+// SeedStatus returns where the instance's seeding is (GET /v1/seed).
+func (c *Client) SeedStatus(ctx context.Context) (SeedStatus, error) {
+	var st SeedStatus
+	err := c.call(ctx, http.MethodGet, "/v1/seed", nil, &st, http.StatusOK)
+	return st, err
+}
+
 // Healthy reports whether the agent answers GET /healthz.
 func (c *Client) Healthy(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/healthz", nil, nil, http.StatusOK)
@@ -200,6 +217,9 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, ok 
 		return nil
 	}
 	serr := c.statusError(op, resp)
+	if path == "/v1/seed" && resp.StatusCode == http.StatusConflict {
+		serr.kind = ErrSeedRunning
+	}
 	if strings.HasPrefix(path, "/v1/backups") {
 		switch resp.StatusCode {
 		case http.StatusNotFound:

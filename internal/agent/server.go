@@ -31,7 +31,8 @@ type CloneFunc func(ctx context.Context, req CloneRequest, w io.Writer) error
 // the running backup job to end.
 const DefaultShutdownTimeout = 20 * time.Second
 
-// ServerOptions configure a Server. TokenFile, CertFile, KeyFile, Backup and Clone are required.
+// ServerOptions configure a Server. TokenFile, CertFile and KeyFile are required, and Backup and
+// Clone (the instance agent) or Seed (`dolphin seed`, before the server starts).
 type ServerOptions struct {
 	// TokenFile holds the bearer token every request but GET /healthz must carry. It is
 	// re-read when it changes, so a rotated Secret takes effect without a restart.
@@ -43,6 +44,15 @@ type ServerOptions struct {
 	Backup BackupFunc
 	// Clone serves POST /v1/clone.
 	Clone CloneFunc
+	// Seed, when set, enables POST and GET /v1/seed: it carries out the operator's
+	// instruction, one at a time. Backup and Clone may then be nil (their endpoints answer 404).
+	Seed SeedFunc
+	// SeedCheck, when set, refuses an instruction this instance cannot carry out (422) before
+	// anything runs, e.g. a mode its flavor does not support.
+	SeedCheck func(SeedRequest) error
+	// SeedDone, when set, is called with the final status and error of each instruction once
+	// it ended (from the instruction's goroutine).
+	SeedDone func(SeedStatus, error)
 	// Logger receives the agent's log; passwords and store configurations never reach it.
 	Logger logr.Logger
 	// ShutdownTimeout bounds the graceful shutdown (DefaultShutdownTimeout when zero).
@@ -61,6 +71,7 @@ type Server struct {
 	base context.Context
 	stop context.CancelCauseFunc
 	jobs jobTable
+	seed seedState
 }
 
 // errShutdown is the cause of the base context's end.
@@ -73,13 +84,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, errors.New("agent: a token file is required")
 	case opts.CertFile == "" || opts.KeyFile == "":
 		return nil, errors.New("agent: a TLS certificate and key are required")
-	case opts.Backup == nil || opts.Clone == nil:
+	case opts.Seed == nil && (opts.Backup == nil || opts.Clone == nil):
 		return nil, errors.New("agent: the Backup and Clone functions are required")
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger}
+	s.seed.status.Phase = SeedWaiting
 	var err error
 	if s.token, err = newReloading(s.log.WithName("token"), parseToken, opts.TokenFile); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -92,7 +104,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 }
 
 // Serve listens on addr (e.g. ":9443") and serves until ctx is done, then shuts down
-// gracefully: it stops accepting, cancels the running backup job and waits up to
+// gracefully: it stops accepting, cancels the running backup job (or seed) and waits up to
 // ShutdownTimeout for requests and the job to end. It returns nil after a shutdown caused by
 // ctx.
 func (s *Server) Serve(ctx context.Context, addr string) error {
@@ -152,10 +164,18 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 // handler routes the API, token checks included.
 func (s *Server) handler() http.Handler {
 	api := http.NewServeMux()
-	api.HandleFunc("POST /v1/backups", s.startBackup)
-	api.HandleFunc("GET /v1/backups/{id}", s.getBackup)
-	api.HandleFunc("DELETE /v1/backups/{id}", s.cancelBackup)
-	api.HandleFunc("POST /v1/clone", s.clone)
+	if s.opts.Backup != nil {
+		api.HandleFunc("POST /v1/backups", s.startBackup)
+		api.HandleFunc("GET /v1/backups/{id}", s.getBackup)
+		api.HandleFunc("DELETE /v1/backups/{id}", s.cancelBackup)
+	}
+	if s.opts.Clone != nil {
+		api.HandleFunc("POST /v1/clone", s.clone)
+	}
+	if s.opts.Seed != nil {
+		api.HandleFunc("POST /v1/seed", s.startSeed)
+		api.HandleFunc("GET /v1/seed", s.getSeed)
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
