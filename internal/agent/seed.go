@@ -11,21 +11,18 @@ import (
 	"time"
 )
 
-// SeedMode says how an uninitialised instance gets its data.
-type SeedMode string
-
-// The seed modes.
+// The modes of SeedRequest: how an uninitialised instance gets its data.
 const (
-	// SeedEmpty initialises an empty data directory (a new cluster's first instance).
-	SeedEmpty SeedMode = "empty"
-	// SeedBackup restores the backup the instance's flags name (spec.bootstrap).
-	SeedBackup SeedMode = "backup"
-	// SeedClone clones a healthy peer through its agent (POST /v1/clone).
-	SeedClone SeedMode = "clone"
+	// SeedModeEmpty initialises an empty data directory (a new cluster's first instance).
+	SeedModeEmpty = "empty"
+	// SeedModeBackup restores the backup the instance's flags name (spec.bootstrap).
+	SeedModeBackup = "backup"
+	// SeedModeClone clones a healthy peer through its agent (POST /v1/clone).
+	SeedModeClone = "clone"
 )
 
-// SeedPeer is the agent a clone is taken from.
-type SeedPeer struct {
+// SeedClone is the peer a clone is taken from.
+type SeedClone struct {
 	// URL is the peer's agent, "https://<pod IP>:9443".
 	URL string `json:"url"`
 	// ServerName is the name its certificate carries (AgentServerName); empty means URL's
@@ -35,9 +32,10 @@ type SeedPeer struct {
 
 // SeedRequest is the body of POST /v1/seed: the operator's instruction.
 type SeedRequest struct {
-	Mode SeedMode `json:"mode"`
+	// Mode is SeedModeEmpty, SeedModeBackup or SeedModeClone.
+	Mode string `json:"mode"`
 	// Clone is the peer to clone (mode clone).
-	Clone *SeedPeer `json:"clone,omitempty"`
+	Clone *SeedClone `json:"clone,omitempty"`
 	// SourceDB is the account the peer's agent backs its server up with (mode clone): user
 	// and password, the peer's agent knowing its server's socket.
 	SourceDB DBConn `json:"sourceDB,omitzero"`
@@ -45,7 +43,7 @@ type SeedRequest struct {
 
 // String describes the request without its password.
 func (r SeedRequest) String() string {
-	s := "seed " + string(r.Mode)
+	s := "seed " + r.Mode
 	if r.Clone != nil {
 		s += fmt.Sprintf(" from %s (server name %q) as %s", r.Clone.URL, r.Clone.ServerName, r.SourceDB.User)
 	}
@@ -58,9 +56,9 @@ func (r SeedRequest) MarshalLog() any { return r.String() }
 // check validates the request's shape.
 func (r SeedRequest) check() error {
 	switch r.Mode {
-	case SeedEmpty, SeedBackup:
+	case SeedModeEmpty, SeedModeBackup:
 		return nil
-	case SeedClone:
+	case SeedModeClone:
 	case "":
 		return errors.New(`the mode is required: "empty", "backup" or "clone"`)
 	default:
@@ -94,7 +92,7 @@ const (
 type SeedStatus struct {
 	Phase SeedPhase `json:"phase"`
 	// Mode of the instruction running or last run; empty while Waiting.
-	Mode SeedMode `json:"mode,omitempty"`
+	Mode string `json:"mode,omitempty"`
 	// Error says why the last instruction failed, when Failed.
 	Error string `json:"error,omitempty"`
 	// Bytes received (or read from the store) so far.
@@ -170,7 +168,7 @@ func (s *Server) startSeed(w http.ResponseWriter, r *http.Request) {
 func (s *Server) runSeed(req SeedRequest) {
 	defer s.jobs.wg.Done()
 	st := &s.seed
-	log := s.log.WithValues("mode", string(req.Mode))
+	log := s.log.WithValues("mode", req.Mode)
 	log.Info("Seeding started", "request", req)
 	err := func() (err error) {
 		defer func() {

@@ -21,7 +21,7 @@ func startSeedAgent(t *testing.T, change func(*ServerOptions)) *testAgent {
 	return a
 }
 
-var cloneReq = SeedRequest{Mode: SeedClone, Clone: &SeedPeer{URL: "https://10.0.0.7:9443", ServerName: "db-agent.ns.dolphin.internal"},
+var cloneReq = SeedRequest{Mode: SeedModeClone, Clone: &SeedClone{URL: "https://10.0.0.7:9443", ServerName: "db-agent.ns.dolphin.internal"},
 	SourceDB: DBConn{User: "dolphin", Password: "secret-pw"}}
 
 func TestAgentSeedOneInstructionAtATime(t *testing.T) {
@@ -44,11 +44,11 @@ func TestAgentSeedOneInstructionAtATime(t *testing.T) {
 		t.Fatalf("SeedStatus before an instruction = %+v, %v; want Waiting", st, err)
 	}
 	st, err := c.Seed(ctx, cloneReq)
-	if err != nil || st.Phase != SeedRunning || st.Mode != SeedClone || st.StartedAt.IsZero() {
+	if err != nil || st.Phase != SeedRunning || st.Mode != SeedModeClone || st.StartedAt.IsZero() {
 		t.Fatalf("Seed = %+v, %v; want Running", st, err)
 	}
 	eventually(t, "the progress", func() bool { st, _ := c.SeedStatus(ctx); return st.Bytes == 12345 })
-	if _, err := c.Seed(ctx, SeedRequest{Mode: SeedEmpty}); !errors.Is(err, ErrSeedRunning) {
+	if _, err := c.Seed(ctx, SeedRequest{Mode: SeedModeEmpty}); !errors.Is(err, ErrSeedRunning) {
 		t.Errorf("a second instruction while one runs = %v, want ErrSeedRunning", err)
 	}
 	if got.Clone.URL != cloneReq.Clone.URL || got.SourceDB.Password != "secret-pw" {
@@ -71,7 +71,7 @@ func TestAgentSeedOneInstructionAtATime(t *testing.T) {
 		t.Errorf("SeedDone got %+v, want Succeeded", st)
 	}
 	// Seeded: an instruction changes nothing.
-	if st, err := c.Seed(ctx, SeedRequest{Mode: SeedEmpty}); err != nil || st.Phase != SeedSucceeded || st.Mode != SeedClone {
+	if st, err := c.Seed(ctx, SeedRequest{Mode: SeedModeEmpty}); err != nil || st.Phase != SeedSucceeded || st.Mode != SeedModeClone {
 		t.Errorf("Seed after success = %+v, %v; want the Succeeded clone", st, err)
 	}
 	if n := runs.Load(); n != 2 {
@@ -87,7 +87,7 @@ func TestAgentSeedRefusesBadRequests(t *testing.T) {
 	a := startSeedAgent(t, func(o *ServerOptions) {
 		o.Seed = func(context.Context, SeedRequest, func(int64)) error { return errors.New("must not run") }
 		o.SeedCheck = func(req SeedRequest) error {
-			if req.Mode == SeedBackup {
+			if req.Mode == SeedModeBackup {
 				return errors.New("restoring a backup is not supported for mysql")
 			}
 			return nil
@@ -101,10 +101,10 @@ func TestAgentSeedRefusesBadRequests(t *testing.T) {
 	}{
 		{SeedRequest{}, http.StatusBadRequest, "the mode is required"},
 		{SeedRequest{Mode: "magic"}, http.StatusBadRequest, "unknown mode"},
-		{SeedRequest{Mode: SeedClone}, http.StatusBadRequest, "clone.url"},
-		{SeedRequest{Mode: SeedClone, Clone: &SeedPeer{URL: "http://x:1"}, SourceDB: DBConn{User: "u"}}, http.StatusBadRequest, "not https"},
-		{SeedRequest{Mode: SeedClone, Clone: &SeedPeer{URL: "https://x:1"}}, http.StatusBadRequest, "sourceDB.user"},
-		{SeedRequest{Mode: SeedBackup}, http.StatusUnprocessableEntity, "not supported for mysql"},
+		{SeedRequest{Mode: SeedModeClone}, http.StatusBadRequest, "clone.url"},
+		{SeedRequest{Mode: SeedModeClone, Clone: &SeedClone{URL: "http://x:1"}, SourceDB: DBConn{User: "u"}}, http.StatusBadRequest, "not https"},
+		{SeedRequest{Mode: SeedModeClone, Clone: &SeedClone{URL: "https://x:1"}}, http.StatusBadRequest, "sourceDB.user"},
+		{SeedRequest{Mode: SeedModeBackup}, http.StatusUnprocessableEntity, "not supported for mysql"},
 	} {
 		_, err := c.Seed(t.Context(), c2.req)
 		var se *StatusError
@@ -119,7 +119,7 @@ func TestAgentSeedRefusesBadRequests(t *testing.T) {
 	for _, call := range []func() error{
 		func() error { _, err := a.client("wrong-token").SeedStatus(t.Context()); return err },
 		func() error {
-			_, err := a.client("wrong-token").Seed(t.Context(), SeedRequest{Mode: SeedEmpty})
+			_, err := a.client("wrong-token").Seed(t.Context(), SeedRequest{Mode: SeedModeEmpty})
 			return err
 		},
 	} {
@@ -139,7 +139,7 @@ func TestAgentSeedShutdownCancels(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	if _, err := a.client(testToken).Seed(t.Context(), SeedRequest{Mode: SeedEmpty}); err != nil {
+	if _, err := a.client(testToken).Seed(t.Context(), SeedRequest{Mode: SeedModeEmpty}); err != nil {
 		t.Fatal(err)
 	}
 	<-started
@@ -151,7 +151,7 @@ func TestAgentSeedShutdownCancels(t *testing.T) {
 	if _, err := NewServer(ServerOptions{TokenFile: a.tokenFile, CertFile: a.pki.certFile, KeyFile: a.pki.keyFile}); err == nil {
 		t.Error("NewServer without Backup, Clone or Seed succeeded")
 	}
-	if (SeedRequest{Mode: SeedClone, Clone: &SeedPeer{URL: "https://p"}, SourceDB: DBConn{User: "u", Password: "pw"}}).String() != `seed clone from https://p (server name "") as u` {
+	if (SeedRequest{Mode: SeedModeClone, Clone: &SeedClone{URL: "https://p"}, SourceDB: DBConn{User: "u", Password: "pw"}}).String() != `seed clone from https://p (server name "") as u` {
 		t.Error("SeedRequest.String shows the wrong thing")
 	}
 }

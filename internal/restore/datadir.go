@@ -75,6 +75,9 @@ func (o *Options) extract(ctx context.Context) (*backup.Manifest, string, error)
 	total := m.StoredBytes()
 	began, last := time.Now(), time.Now()
 	progress := func(n int64) {
+		if o.Progress != nil {
+			o.Progress(n)
+		}
 		if time.Since(last) >= progressEvery {
 			last = time.Now()
 			log("read %d of %d bytes (%d%%) in %v", n, total, n*100/max(total, 1), time.Since(began).Round(time.Second))

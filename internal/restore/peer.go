@@ -31,12 +31,13 @@ type PeerOptions struct {
 	SourceDB agent.DBConn
 
 	// DataDir, DefaultsFile, ServerBinary, BackupTool, MBStream, Flavor, OperatorUser,
-	// OperatorPassword, RootPassword, TmpDir, UseMemory, StartTimeout, StopTimeout, Log and
-	// Logger are as in Options.
+	// OperatorPassword, RootPassword, TmpDir, UseMemory, StartTimeout, StopTimeout, Progress
+	// (the bytes received), Log and Logger are as in Options.
 	DataDir, DefaultsFile, ServerBinary, BackupTool, MBStream, Flavor string
 	OperatorUser, OperatorPassword, RootPassword                      string
 	TmpDir, UseMemory                                                 string
 	StartTimeout, StopTimeout                                         time.Duration
+	Progress                                                          func(bytes int64)
 	Log                                                               func(format string, args ...any)
 	Logger                                                            logr.Logger
 }
@@ -48,7 +49,7 @@ func (p *PeerOptions) options() Options {
 		BackupTool: p.BackupTool, MBStream: p.MBStream, Flavor: p.Flavor,
 		OperatorUser: p.OperatorUser, OperatorPassword: p.OperatorPassword, RootPassword: p.RootPassword,
 		TmpDir: p.TmpDir, UseMemory: p.UseMemory, StartTimeout: p.StartTimeout, StopTimeout: p.StopTimeout,
-		Log: p.Log, Logger: p.Logger,
+		Progress: p.Progress, Log: p.Log, Logger: p.Logger,
 	}
 }
 
@@ -104,6 +105,9 @@ func (o *Options) clone(ctx context.Context, p *PeerOptions) (Marker, error) {
 	bi, err := backup.RestoreStream(sctx, rc, backup.RestoreOptions{
 		TargetDir: staging, Tool: o.BackupTool, MBStream: o.MBStream, UseMemory: o.UseMemory, DefaultsFile: o.DefaultsFile,
 		Progress: func(n int64) {
+			if o.Progress != nil {
+				o.Progress(n)
+			}
 			if time.Since(last) >= progressEvery {
 				last = time.Now()
 				log("received %d bytes in %v", n, time.Since(began).Round(time.Second))

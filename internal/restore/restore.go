@@ -97,6 +97,9 @@ type Options struct {
 	// StopTimeout how long its clean shutdown may take before it is killed. Defaults
 	// DefaultStartTimeout and DefaultStopTimeout.
 	StartTimeout, StopTimeout time.Duration
+	// Progress, when set, is called with the bytes read from the store so far (FromPeer:
+	// received from the peer), from the goroutine that reads them.
+	Progress func(bytes int64)
 	// Log, when set, receives progress messages (never passwords), one call at a time.
 	// Logger, when set instead, gets them at V(0). Neither: silence.
 	Log    func(format string, args ...any)
