@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
@@ -80,8 +81,14 @@ func (f *restoreFlags) command() *cobra.Command {
 			return err
 		},
 	}
-	fs := cmd.Flags()
-	fs.StringVar(&f.path, "path", "", "the backup's path in the store, the prefix holding its manifest.json (required)")
+	f.addFlags(cmd.Flags())
+	return cmd
+}
+
+// addFlags registers the flags of the data directory, the server and the backup's store on
+// fs (`dolphin restore` and `dolphin seed`).
+func (f *restoreFlags) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.path, "path", "", "the backup's path in the store, the prefix holding its manifest.json (required to restore)")
 	fs.StringVar(&f.dataDir, "datadir", mycnf.DataDir, "the server's data directory")
 	fs.StringVar(&f.defaultsFile, "defaults-file", path.Join(mycnf.ConfigDir, "my.cnf"), "the server's option file")
 	fs.StringVar(&f.tmpDir, "tmp-dir", "/tmp", "directory for the temporary server's socket and pid file")
@@ -95,7 +102,6 @@ func (f *restoreFlags) command() *cobra.Command {
 	fs.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address the bucket as <endpoint>/<bucket> (most S3-compatible servers)")
 	fs.StringVar(&f.s3PartSize, "s3-part-size", "", "multipart part size of the store, e.g. 16Mi (default 16Mi)")
 	fs.StringVar(&f.s3CAFile, "s3-ca-file", "", "PEM file of certificate authorities for the endpoint (a private CA)")
-	return cmd
 }
 
 // run restores with the flags and the environment, logging to w.
@@ -177,12 +183,15 @@ func (f *restoreFlags) options(getenv func(string) string, readFile func(string)
 
 // reportFailure writes err to w: in full when it spans lines, then as one last line
 // restoreLogPrefix + the error on a single line, at most maxLastLine bytes.
-func reportFailure(w io.Writer, err error) {
+func reportFailure(w io.Writer, err error) { reportFailureAs(w, restoreLogPrefix, err) }
+
+// reportFailureAs is reportFailure with another prefix.
+func reportFailureAs(w io.Writer, prefix string, err error) {
 	msg := err.Error()
 	if strings.Contains(msg, "\n") {
-		_, _ = fmt.Fprintf(w, "%sfailed:\n%s\n", restoreLogPrefix, msg)
+		_, _ = fmt.Fprintf(w, "%sfailed:\n%s\n", prefix, msg)
 	}
-	_, _ = fmt.Fprintln(w, restoreLogPrefix+lastLine(msg))
+	_, _ = fmt.Fprintln(w, prefix+lastLine(msg))
 }
 
 // lastLine puts msg on one line ("a:\nb\nc" → "a: b | c") and, when it is longer than

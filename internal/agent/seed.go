@@ -200,6 +200,9 @@ func (s *Server) runSeed(req SeedRequest) {
 	}
 }
 
+// SeedStatus is what GET /v1/seed answers now.
+func (s *Server) SeedStatus() SeedStatus { return s.seed.snapshot() }
+
 // getSeed serves GET /v1/seed.
 func (s *Server) getSeed(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.seed.snapshot())
