@@ -92,7 +92,7 @@ func (f *restoreFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.dataDir, "datadir", mycnf.DataDir, "the server's data directory")
 	fs.StringVar(&f.defaultsFile, "defaults-file", path.Join(mycnf.ConfigDir, "my.cnf"), "the server's option file")
 	fs.StringVar(&f.tmpDir, "tmp-dir", "/tmp", "directory for the temporary server's socket and pid file")
-	fs.StringVar(&f.flavor, "flavor", restore.FlavorMariaDB, `database flavor: "mariadb" ("mysql" is not supported yet)`)
+	fs.StringVar(&f.flavor, "flavor", restore.FlavorMariaDB, `database flavor: "mariadb" or "mysql" (restores and clones are implemented for mariadb only)`)
 	fs.StringVar(&f.useMemory, "use-memory", "", "memory for mariadb-backup --prepare, e.g. 256M (default: the tool's)")
 	fs.StringVar(&f.directory, "directory", "", "a directory store (a mounted volume) holding the backup, instead of S3")
 	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "URL of the S3 API (default: Amazon S3 for the region)")

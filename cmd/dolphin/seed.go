@@ -203,6 +203,14 @@ func (f *seedFlags) check(req agent.SeedRequest) error {
 func (f *seedFlags) seed(ctx context.Context, req agent.SeedRequest, progress func(int64), logf func(string, ...any), w io.Writer) error {
 	switch req.Mode {
 	case agent.SeedModeEmpty:
+		// What a failed clone or restore left must not be mistaken for an install's result.
+		removed, err := restore.ClearUninitialized(f.restore.dataDir)
+		if err != nil {
+			return fmt.Errorf("clearing the data directory before the install script: %w", err)
+		}
+		if len(removed) > 0 {
+			logf("removed what a failed attempt left in %s (it had no %s): %s", f.restore.dataDir, restore.InitializedMarker, strings.Join(removed, ", "))
+		}
 		return f.install(ctx, w)
 	case agent.SeedModeBackup:
 		opts, err := f.restore.options(os.Getenv, os.ReadFile)

@@ -174,6 +174,10 @@ func TestSeedCmdEmpty(t *testing.T) {
 	pki := writeSeedPKI(t)
 	data, addr := t.TempDir(), freeAddr(t)
 	t.Setenv(envOperatorUser, "op-from-env")
+	// Leftovers of a failed clone are removed before the install script runs.
+	if err := os.WriteFile(filepath.Join(data, "ibdata1"), []byte("half a clone"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	c := pki.client(t, addr, pki.token)
 	// MySQL: only empty is possible.
 	r := startSeed(t, c, append(pki.serverArgs(addr), "--datadir", data, "--flavor", "mysql",
@@ -223,6 +227,9 @@ func TestSeedCmdEmpty(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(data, restore.InitializedMarker)); err != nil {
 		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "ibdata1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the leftover ibdata1 is still there: %v", err)
 	}
 }
 

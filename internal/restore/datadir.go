@@ -115,6 +115,23 @@ func describe(m *backup.Manifest) string {
 	return s + fmt.Sprintf(" (%s, completed %s, GTID position %q)", m.ServerVersion, m.EndTime.Format(time.RFC3339), m.GTIDPosition)
 }
 
+// ClearUninitialized empties dataDir of what a failed attempt at seeding it left (every
+// entry but lost+found), and returns the names removed; a missing dataDir is no error. It
+// refuses a dataDir that holds InitializedMarker: that one holds an instance's data. Run it
+// before initialising an uninitialised data directory some other way (the install script).
+func ClearUninitialized(dataDir string) ([]string, error) {
+	switch _, err := os.Stat(filepath.Join(dataDir, InitializedMarker)); {
+	case err == nil:
+		return nil, fmt.Errorf("%s holds %s: it is initialised, and is not cleared", dataDir, InitializedMarker)
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	}
+	if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return removeLeftovers(dataDir)
+}
+
 // removeLeftovers removes every entry of dataDir but lost+found, and returns their names.
 // It is called only when dataDir has neither marker: no restore into it completed and no
 // server ever ran on it, so what it holds is what a failed attempt left.
