@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,14 @@ func TestAgentCmdServes(t *testing.T) {
 	}
 	if _, err := c.BackupStatus(ctx, "unknown"); !errors.Is(err, agent.ErrUnknownBackup) {
 		t.Errorf("BackupStatus unknown = %v, want ErrUnknownBackup", err)
+	}
+
+	// A clone is backup.Stream on the --socket: without a server there, it fails before the
+	// first byte, with mariadb-backup's reason (real clones: internal/restore, seed tests).
+	var se *agent.StatusError
+	if _, err := c.Clone(ctx, agent.CloneRequest{DB: agent.DBConn{User: "root"}}); !errors.As(err, &se) ||
+		se.StatusCode != http.StatusInternalServerError || !strings.Contains(se.Message, "mariadb-backup") {
+		t.Errorf("Clone without a server = %v, want a 500 from mariadb-backup", err)
 	}
 
 	cancel()

@@ -212,11 +212,12 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 	if err != nil {
 		return res, err
 	}
-	enc, err := newEncoder(sink)
+	gate := &gateWriter{w: sink}
+	enc, err := newEncoder(gate)
 	if err != nil {
 		return res, err
 	}
-	raw := &countWriter{w: enc}
+	raw := &countWriter{w: enc, gate: gate}
 
 	res.start = time.Now().UTC().Truncate(time.Second)
 	if err := cmd.Start(); err != nil {

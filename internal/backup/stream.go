@@ -6,6 +6,7 @@ import (
 	"hash"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -117,14 +118,34 @@ func (r *digestReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// countWriter counts the raw bytes of the tool's stream.
+// countWriter counts the raw bytes of the tool's stream; it opens gate (when set) before the
+// first byte.
 type countWriter struct {
-	w io.Writer
-	n int64
+	w    io.Writer
+	n    int64
+	gate *gateWriter
 }
 
 func (c *countWriter) Write(p []byte) (int, error) {
+	if c.gate != nil && len(p) > 0 && !c.gate.open.Load() {
+		c.gate.open.Store(true)
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// gateWriter passes writes to w once opened and drops them before, so that the frame the
+// encoder writes when it is closed without data does not reach the sink: a tool that wrote
+// nothing leaves the sink untouched (a clone then fails with an error, not a stream).
+type gateWriter struct {
+	w    io.Writer
+	open atomic.Bool
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	if !g.open.Load() {
+		return len(p), nil
+	}
+	return g.w.Write(p)
 }

@@ -113,6 +113,13 @@ func TestStreamWriterFails(t *testing.T) {
 	if !errors.Is(err, errWriter) || !strings.Contains(err.Error(), "writing the stream") || !strings.Contains(err.Error(), "mariadb-backup was stopped") {
 		t.Errorf("Stream into a failing writer: %v", err)
 	}
+	// A tool that fails before writing anything leaves the writer untouched.
+	var out bytes.Buffer
+	failing := fakeBackupTool(t, t.TempDir(), "echo 'Failed to connect to the server' >&2; exit 1")
+	_, err = Stream(t.Context(), StreamOptions{Socket: "/no.sock", User: "u", DataDir: "/d", Tool: failing, TmpDir: t.TempDir()}, &out)
+	if err == nil || !strings.Contains(err.Error(), "Failed to connect") || out.Len() != 0 {
+		t.Errorf("Stream with a failing tool: %v, %d bytes written", err, out.Len())
+	}
 	if _, err := Stream(t.Context(), StreamOptions{User: "u", DataDir: "/d"}, io.Discard); err == nil || !strings.Contains(err.Error(), "socket or host") {
 		t.Errorf("Stream without a server: %v", err)
 	}
