@@ -124,3 +124,20 @@ bench-day2: control-plane mariadb ## On dolphin local (root): client-view cost o
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchDay2$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
+
+BACKUP_GIB ?= 1
+# BACKUP_VERDICT ends the bench-backup recipe as BENCH_VERDICT ends the others, for a summary
+# without lost_acked_writes: it prints the figures and fails (non-zero exit) when the test
+# failed or wrote no summary line "backup bytes=… backup_ratio=…".
+BACKUP_VERDICT = rc=$$(cat $$rcfile); rm -f $$rcfile; \
+	  if [ -s $$out ]; then cat $$out; else echo "bench: no figures written (the test stopped before the end)"; fi; \
+	  summary=$$(grep -E '^backup bytes=[0-9]+ backup_ratio=' $$out | tail -n 1); rm -f $$out; \
+	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; exit $$rc; fi; \
+	  if [ -z "$$summary" ]; then echo "bench: FAIL: no summary line 'backup bytes=… backup_ratio=…'"; exit 1; fi
+.PHONY: bench-backup
+bench-backup: mariadb versitygw ## Backup (real agent → versitygw), restore and clone of a generated BACKUP_GIB GiB dataset: ratios to mariadb-backup, agent peak RSS; fails on a failed or mismatching restore.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_BACKUP_GIB=$(BACKUP_GIB) DOLPHIN_BENCH_OUT=$$out DOLPHIN_VERSITYGW=$(VERSITYGW) \
+	    $(GO) test -count=1 -timeout 40m -run '^TestBenchBackup$$' -v ./internal/backup/; echo $$? >$$rcfile; } \
+	    | grep -E '_test\.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
+	  $(BACKUP_VERDICT)
