@@ -1,12 +1,21 @@
 package restore
 
 import (
+	"bytes"
+	"crypto/tls"
 	"errors"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 )
@@ -70,5 +79,68 @@ func TestClearUninitialized(t *testing.T) {
 	}
 	if ents := dirEntries(t, dir); len(ents) != 2 {
 		t.Errorf("an initialised directory was touched: %q", ents)
+	}
+}
+
+// TestFromPeerBadOutcome clones from impostor agents that send a valid stream but end it
+// without saying it is complete: with the wrong byte count, with an error, without trailers.
+// Everything extracted is removed and nothing is started.
+func TestFromPeerBadOutcome(t *testing.T) {
+	mbstream, err := exec.LookPath("mbstream")
+	if err != nil {
+		t.Skipf("mbstream is not installed: %v", err)
+	}
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "ibdata1"), bytes.Repeat([]byte("data"), 100000), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := exec.Command(mbstream, "-c", "-C", src, "ibdata1").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	enc, _ := zstd.NewWriter(&stream)
+	_, _ = enc.Write(raw)
+	_ = enc.Close()
+
+	ca, cert, key, err := agent.NewAgentPKI("db", "ns", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, trailers := range map[string]map[string]string{
+		"wrong byte count": {agent.CloneStatusTrailer: "ok", agent.CloneBytesTrailer: strconv.Itoa(stream.Len() + 1)},
+		"error":            {agent.CloneStatusTrailer: "error", agent.CloneErrorTrailer: "mariadb-backup died"},
+		"no outcome":       {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Trailer", agent.CloneStatusTrailer+", "+agent.CloneErrorTrailer+", "+agent.CloneBytesTrailer)
+				_, _ = w.Write(stream.Bytes())
+				for k, v := range trailers {
+					w.Header().Set(k, v)
+				}
+			})}
+			go func() { _ = srv.Serve(l) }()
+			t.Cleanup(func() { _ = srv.Close() })
+			data := filepath.Join(t.TempDir(), "data")
+			_, err = FromPeer(t.Context(), PeerOptions{URL: "https://" + l.Addr().(*net.TCPAddr).String(), ServerName: agent.AgentServerName("db", "ns"),
+				Token: "t", CACertPEM: ca, SourceDB: agent.DBConn{User: "u"}, DataDir: data, DefaultsFile: "/nonexistent/my.cnf",
+				ServerBinary: "/nonexistent/mariadbd", OperatorUser: "dolphin", OperatorPassword: "op", RootPassword: "root", TmpDir: t.TempDir()})
+			if !errors.Is(err, agent.ErrCloneFailed) || !strings.Contains(err.Error(), "nothing was cloned") {
+				t.Fatalf("FromPeer = %v, want ErrCloneFailed and nothing cloned", err)
+			}
+			t.Log(err)
+			if ents := dirEntries(t, data); len(ents) != 0 {
+				t.Errorf("the data directory holds %q", ents)
+			}
+		})
 	}
 }
