@@ -27,6 +27,21 @@ type BackupSpec struct {
 	// Retention deletes old backups, objects included. Without it, every backup is kept.
 	// +optional
 	Retention *BackupRetention `json:"retention,omitempty"`
+
+	// Verification restores the newest successful backup into a throwaway server on a
+	// schedule, checks its checksums, GTID position and tables (CHECK TABLE), and records the
+	// result in the backup's status.verification. Any backup can also be verified on demand
+	// by annotating it mysql.dolphin.dev/verify=<any new value>.
+	// +optional
+	Verification *BackupVerification `json:"verification,omitempty"`
+}
+
+// BackupVerification schedules restore checks.
+type BackupVerification struct {
+	// Schedule of the checks (cron and time zone, as for backups); each check verifies the
+	// newest successful backup not verified yet.
+	// +required
+	Schedule BackupSchedule `json:"schedule"`
 }
 
 // BackupTarget chooses the instance a backup is taken on.
@@ -164,6 +179,12 @@ type BackupStatus struct {
 	// last success.
 	// +optional
 	LastFailedBackup string `json:"lastFailedBackup,omitempty"`
+	// LastVerifiedBackup names the newest MySQLBackup whose restore check passed, and
+	// LastVerifiedTime when it passed. A backup never restored is unverified.
+	// +optional
+	LastVerifiedBackup string `json:"lastVerifiedBackup,omitempty"`
+	// +optional
+	LastVerifiedTime *metav1.Time `json:"lastVerifiedTime,omitempty"`
 }
 
 // ConditionLastBackupSucceeded is a MySQLCluster condition: False when the newest backup

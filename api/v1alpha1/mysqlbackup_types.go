@@ -16,6 +16,7 @@ import (
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase",description="Pending, Running, Succeeded or Failed"
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=".status.sourceInstance",description="Instance the backup was taken on"
 // +kubebuilder:printcolumn:name="Size",type=string,JSONPath=".status.storedSize",description="Bytes stored (compressed)"
+// +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=".status.verification.phase",description="Restore check: Unverified, Running, Verified or Failed"
 // +kubebuilder:printcolumn:name="GTID",type=string,JSONPath=".status.gtidPosition",priority=1,description="GTID position the backup contains"
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=".status.duration",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
@@ -124,7 +125,50 @@ type MySQLBackupStatus struct {
 	// Error says why the backup failed and what to change.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// Verification is the last restore check of this backup; Unverified until one ran.
+	// +optional
+	Verification *BackupVerificationStatus `json:"verification,omitempty"`
 }
+
+// VerificationPhase is the state of a backup's restore check.
+// +kubebuilder:validation:Enum=Unverified;Running;Verified;Failed
+type VerificationPhase string
+
+const (
+	// VerificationUnverified: the backup has never been restored.
+	VerificationUnverified VerificationPhase = "Unverified"
+	// VerificationRunning: a throwaway pod is restoring and checking it.
+	VerificationRunning VerificationPhase = "Running"
+	// VerificationVerified: it restored, its GTID position matched and every table checked OK.
+	VerificationVerified VerificationPhase = "Verified"
+	// VerificationFailed: the check failed; message says why.
+	VerificationFailed VerificationPhase = "Failed"
+)
+
+// BackupVerificationStatus is the result of a backup's last restore check.
+type BackupVerificationStatus struct {
+	// Phase: Unverified, Running, Verified or Failed.
+	Phase VerificationPhase `json:"phase"`
+	// Request is the value of the mysql.dolphin.dev/verify annotation the check answered.
+	// +optional
+	Request string `json:"request,omitempty"`
+	// Pod runs the check.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// StartTime and CompletionTime of the check.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Message is the check's result line: the GTID position, tables and rows checked, or why
+	// it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// VerifyAnnotation on a MySQLBackup asks for a restore check; any value not yet answered
+// (status.verification.request) starts one.
+const VerifyAnnotation = "mysql.dolphin.dev/verify"
 
 // ConditionBackupComplete is the MySQLBackup condition that turns True when the backup ended
 // (reason Succeeded or Failed).

@@ -28,7 +28,7 @@ type SecretAgentConnector struct {
 }
 
 // Agent returns a client for pod's agent.
-func (s *SecretAgentConnector) Agent(ctx context.Context, c *dolphinv1.MySQLCluster, pod *corev1.Pod) (BackupAgent, error) {
+func (s *SecretAgentConnector) Agent(ctx context.Context, c *dolphinv1.MySQLCluster, pod *corev1.Pod) (InstanceAgent, error) {
 	if pod.Status.PodIP == "" {
 		return nil, fmt.Errorf("pod %s has no IP yet", pod.Name)
 	}

@@ -51,9 +51,22 @@ type BackupAgent interface {
 	CancelBackup(ctx context.Context, id string) error
 }
 
+// SeedAgent is what the operator needs of an instance's seed container (agent.Client).
+type SeedAgent interface {
+	Seed(ctx context.Context, req agent.SeedRequest) (agent.SeedStatus, error)
+	SeedStatus(ctx context.Context) (agent.SeedStatus, error)
+}
+
+// InstanceAgent is an instance pod's agent: backups from the sidecar, seeding from the init
+// container (both serve the same port with the same certificate and token).
+type InstanceAgent interface {
+	BackupAgent
+	SeedAgent
+}
+
 // AgentConnector reaches the agent of one instance pod of a cluster.
 type AgentConnector interface {
-	Agent(ctx context.Context, c *dolphinv1.MySQLCluster, pod *corev1.Pod) (BackupAgent, error)
+	Agent(ctx context.Context, c *dolphinv1.MySQLCluster, pod *corev1.Pod) (InstanceAgent, error)
 }
 
 // MySQLBackupReconciler takes the backups that MySQLBackup resources ask for: it picks the
@@ -71,6 +84,8 @@ type MySQLBackupReconciler struct {
 	Agents AgentConnector
 	// OpenStore opens a backup store (objectstore.New); used to delete a backup's objects.
 	OpenStore func(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error)
+	// Build holds the operator-wide builder inputs (the agent image of verification pods).
+	Build resources.BuildOptions
 
 	// unreachableSince remembers, per running backup, since when its agent did not answer.
 	unreachableSince map[types.UID]time.Time
@@ -85,6 +100,7 @@ func (r *MySQLBackupReconciler) SetupWithManager(mgr manager.Manager, opts contr
 	r.unreachableSince = map[types.UID]time.Time{}
 	return builder.ControllerManagedBy(mgr).
 		For(&dolphinv1.MySQLBackup{}).
+		Owns(&corev1.Pod{}). // verification pods
 		Named("mysqlbackup").
 		WithOptions(opts).
 		Complete(r)
@@ -100,7 +116,9 @@ func (r *MySQLBackupReconciler) Reconcile(ctx context.Context, req reconcile.Req
 		return reconcile.Result{}, r.deleteObjects(ctx, &b)
 	}
 	switch b.Status.Phase {
-	case dolphinv1.BackupSucceeded, dolphinv1.BackupFailed:
+	case dolphinv1.BackupSucceeded:
+		return r.verify(ctx, &b)
+	case dolphinv1.BackupFailed:
 		return reconcile.Result{}, nil
 	}
 	if controllerutil.AddFinalizer(&b, BackupObjectsFinalizer) {

@@ -35,9 +35,10 @@ type fakeAgent struct {
 	status    agent.BackupStatus
 	statusErr error
 	cancelled []string
+	seeds     []agent.SeedRequest
 }
 
-func (f *fakeAgent) Agent(_ context.Context, _ *dolphinv1.MySQLCluster, pod *corev1.Pod) (BackupAgent, error) {
+func (f *fakeAgent) Agent(_ context.Context, _ *dolphinv1.MySQLCluster, pod *corev1.Pod) (InstanceAgent, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pods = append(f.pods, pod.Name)
@@ -67,6 +68,17 @@ func (f *fakeAgent) CancelBackup(_ context.Context, id string) error {
 	f.cancelled = append(f.cancelled, id)
 	f.status.Phase = agent.BackupFailed
 	return nil
+}
+
+func (f *fakeAgent) Seed(_ context.Context, req agent.SeedRequest) (agent.SeedStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seeds = append(f.seeds, req)
+	return agent.SeedStatus{Phase: agent.SeedRunning, Mode: req.Mode}, nil
+}
+
+func (f *fakeAgent) SeedStatus(context.Context) (agent.SeedStatus, error) {
+	return agent.SeedStatus{Phase: agent.SeedWaiting}, nil
 }
 
 func (f *fakeAgent) set(st agent.BackupStatus, err error) {
@@ -430,4 +442,80 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestEnvtestBackupVerification(t *testing.T) {
+	needEnvtest(t)
+	ctx := context.Background()
+	f := newBackupFixture(t, true)
+	f.observeTopology()
+	key := f.newBackup("checked")
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupRunning}, nil)
+	f.reconcile(key)
+	m := &backup.Manifest{GTIDPosition: "0-1-42", EndTime: time.Now(), Objects: []backup.Object{{Key: "data.mbstream.zst", Size: 10, SHA256: "ab"}}}
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupSucceeded, Manifest: m}, nil)
+	f.reconcile(key)
+	f.reconcile(key)
+	b := f.get(key)
+	if b.Status.Verification == nil || b.Status.Verification.Phase != dolphinv1.VerificationUnverified {
+		t.Fatalf("a backup never restored is %+v, want Unverified", b.Status.Verification)
+	}
+
+	// On demand: the annotation starts a check in a throwaway pod.
+	verifyOnce := func(request string, outcome corev1.PodPhase, message string) *dolphinv1.MySQLBackup {
+		t.Helper()
+		b := f.get(key)
+		if b.Annotations == nil {
+			b.Annotations = map[string]string{}
+		}
+		b.Annotations[dolphinv1.VerifyAnnotation] = request
+		if err := f.c.Update(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		f.reconcile(key)
+		b = f.get(key)
+		if b.Status.Verification.Phase != dolphinv1.VerificationRunning || b.Status.Verification.Request != request {
+			t.Fatalf("verification %+v, want Running for %q", b.Status.Verification, request)
+		}
+		var pod corev1.Pod
+		if err := f.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: resources.VerifyPodName(b)}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		cmd := strings.Join(pod.Spec.Containers[0].Command, " ")
+		if !strings.Contains(cmd, "verify") || !strings.Contains(cmd, "--path "+b.Status.Path) || pod.Spec.RestartPolicy != corev1.RestartPolicyNever ||
+			pod.Labels[resources.LabelInstance] != "" || len(pod.OwnerReferences) != 1 || pod.OwnerReferences[0].UID != b.UID {
+			t.Fatalf("verification pod: command %q, restart %s, labels %v, owners %v", cmd, pod.Spec.RestartPolicy, pod.Labels, pod.OwnerReferences)
+		}
+		pod.Status.Phase = outcome
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.ContainerVerify,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: map[bool]int32{true: 0, false: 1}[outcome == corev1.PodSucceeded], Message: message}}}}
+		if err := f.c.Status().Update(ctx, &pod); err != nil {
+			t.Fatal(err)
+		}
+		f.reconcile(key)
+		if err := f.c.Get(ctx, client.ObjectKeyFromObject(&pod), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			// Deleted (envtest has no kubelet, so without finalizers it is gone at once).
+			t.Fatalf("the verification pod is still there: %v", err)
+		}
+		return f.get(key)
+	}
+	b = verifyOnce("1", corev1.PodFailed, "restoring\ndolphin-verify: table app.rows: Corrupt")
+	if v := b.Status.Verification; v.Phase != dolphinv1.VerificationFailed || v.Message != "dolphin-verify: table app.rows: Corrupt" {
+		t.Fatalf("failed check recorded as %+v", v)
+	}
+	b = verifyOnce("2", corev1.PodSucceeded, "dolphin-verify: ok gtid=0-1-42 tables=2 rows=10 seconds=1")
+	if v := b.Status.Verification; v.Phase != dolphinv1.VerificationVerified || v.Message != "ok gtid=0-1-42 tables=2 rows=10 seconds=1" || v.CompletionTime == nil {
+		t.Fatalf("passed check recorded as %+v", v)
+	}
+	// The same request is not run twice.
+	f.reconcile(key)
+	if v := f.get(key).Status.Verification; v.Phase != dolphinv1.VerificationVerified {
+		t.Fatalf("answered request ran again: %+v", v)
+	}
+	if err := reconcileOnce(t, f.c, f.cluster); err != nil {
+		t.Fatal(err)
+	}
+	if cl := getCluster(t, f.c, f.cluster); cl.Status.Backup == nil || cl.Status.Backup.LastVerifiedBackup != "checked" || cl.Status.Backup.LastVerifiedTime == nil {
+		t.Fatalf("cluster status.backup %+v", cl.Status.Backup)
+	}
 }

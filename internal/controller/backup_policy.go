@@ -167,13 +167,29 @@ func summarizeBackups(backups []dolphinv1.MySQLBackup) (st *dolphinv1.BackupStat
 			}
 		}
 	}
+	var lastVerified *dolphinv1.MySQLBackup
+	for i := range backups {
+		v := backups[i].Status.Verification
+		if v == nil || v.Phase != dolphinv1.VerificationVerified || v.CompletionTime == nil {
+			continue
+		}
+		if lastVerified == nil || v.CompletionTime.After(lastVerified.Status.Verification.CompletionTime.Time) {
+			lastVerified = &backups[i]
+		}
+	}
+	if lastVerified != nil {
+		st.LastVerifiedBackup = lastVerified.Name
+		st.LastVerifiedTime = lastVerified.Status.Verification.CompletionTime.DeepCopy()
+	}
 	if lastOK != nil {
 		st.LastSuccessfulBackup = lastOK.Name
 		t := metav1.NewTime(backupEnded(lastOK))
 		st.LastSuccessTime = &t
 	}
 	switch {
-	case lastFailed != nil && (lastOK == nil || backupEnded(lastFailed).After(backupEnded(lastOK))):
+	// Completion times have one-second precision: a failure in the same second as the last
+	// success is reported (the condition errs towards saying something is wrong).
+	case lastFailed != nil && (lastOK == nil || !backupEnded(lastFailed).Before(backupEnded(lastOK))):
 		st.LastFailedBackup = lastFailed.Name
 		msg := fmt.Sprintf("backup %s failed: %s", lastFailed.Name, lastFailed.Status.Error)
 		if lastOK != nil {

@@ -56,6 +56,22 @@ func (r *MySQLClusterReconciler) reconcileBackupSchedule(ctx context.Context, c 
 	if err := r.applyRetention(ctx, c, backups); err != nil {
 		return 0, err
 	}
+	verifyNext, err := r.scheduleVerification(ctx, c, backups)
+	if err != nil {
+		return 0, err
+	}
+	next, err := r.scheduleBackup(ctx, c, backups)
+	if err != nil {
+		return 0, err
+	}
+	if next == 0 || (verifyNext > 0 && verifyNext < next) {
+		next = verifyNext
+	}
+	return next, nil
+}
+
+// scheduleBackup creates the backup that is due and returns how long until the next slot.
+func (r *MySQLClusterReconciler) scheduleBackup(ctx context.Context, c *dolphinv1.MySQLCluster, backups []dolphinv1.MySQLBackup) (time.Duration, error) {
 	s := c.Spec.Backup.Schedule
 	if s == nil || s.Suspend {
 		return 0, nil
@@ -112,4 +128,46 @@ func (r *MySQLClusterReconciler) applyRetention(ctx context.Context, c *dolphinv
 	}
 	r.event(c, corev1.EventTypeNormal, "BackupsExpired", "Retention", "deleted %d backups that retention no longer keeps: %s", len(names), strings.Join(names, ", "))
 	return nil
+}
+
+// verifySlotPrefix starts the mysql.dolphin.dev/verify value the verification schedule sets.
+const verifySlotPrefix = "scheduled-"
+
+// scheduleVerification asks for a restore check of the newest successful backup at each slot
+// of spec.backup.verification.schedule, by annotating it; the MySQLBackup reconciler runs it.
+// The slots already asked for are read back from those annotations.
+func (r *MySQLClusterReconciler) scheduleVerification(ctx context.Context, c *dolphinv1.MySQLCluster, backups []dolphinv1.MySQLBackup) (time.Duration, error) {
+	v := c.Spec.Backup.Verification
+	if v == nil || v.Schedule.Suspend {
+		return 0, nil
+	}
+	sched, loc, err := parseSchedule(&v.Schedule)
+	if err != nil {
+		r.event(c, corev1.EventTypeWarning, "InvalidVerificationSchedule", "Schedule", "%s", strings.ReplaceAll(err.Error(), "spec.backup.schedule", "spec.backup.verification.schedule"))
+		return 0, nil
+	}
+	last := c.CreationTimestamp.Time
+	var newest *dolphinv1.MySQLBackup
+	for i := range backups {
+		b := &backups[i]
+		if t, err := time.Parse(time.RFC3339, strings.TrimPrefix(b.Annotations[dolphinv1.VerifyAnnotation], verifySlotPrefix)); err == nil && t.After(last) {
+			last = t
+		}
+		if b.Status.Phase == dolphinv1.BackupSucceeded && b.DeletionTimestamp == nil && (newest == nil || backupEnded(b).After(backupEnded(newest))) {
+			newest = b
+		}
+	}
+	d := decideSchedule(sched, loc, last, time.Now())
+	if !d.Due.IsZero() && newest != nil {
+		patch := client.MergeFrom(newest.DeepCopy())
+		if newest.Annotations == nil {
+			newest.Annotations = map[string]string{}
+		}
+		newest.Annotations[dolphinv1.VerifyAnnotation] = verifySlotPrefix + d.Due.UTC().Format(time.RFC3339)
+		if err := r.Client.Patch(ctx, newest, patch); err != nil {
+			return 0, fmt.Errorf("asking for a restore check of %s: %w", newest.Name, err)
+		}
+		r.event(c, corev1.EventTypeNormal, "VerificationScheduled", "Schedule", "asked for a restore check of backup %s for the slot %s", newest.Name, d.Due.Format(time.RFC3339))
+	}
+	return time.Until(d.Next) + time.Second, nil
 }

@@ -116,7 +116,7 @@ func TestEnvtestBootstrapChecksTheBackupBeforeAnything(t *testing.T) {
 	}
 	var restore *corev1.Container
 	for i, ic := range sts.Spec.Template.Spec.InitContainers {
-		if ic.Name == resources.ContainerRestore {
+		if ic.Name == resources.ContainerSeed {
 			restore = &sts.Spec.Template.Spec.InitContainers[i]
 		}
 	}
@@ -137,7 +137,7 @@ func TestEnvtestBootstrapChecksTheBackupBeforeAnything(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "copy-0", Namespace: ns, Labels: resources.CommonLabels(cl)},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mysqld", Image: "mariadb"}}}}
 	mustCreate(t, c, pod)
-	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: resources.ContainerRestore,
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: resources.ContainerSeed,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
 			Message: "extracting\ndolphin-restore: object data.mbstream.zst: sha256 mismatch: restore another backup"}}}}

@@ -21,7 +21,7 @@ func restoreFailure(pods []corev1.Pod) (pod, message string) {
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	for _, p := range pods {
 		for _, s := range p.Status.InitContainerStatuses {
-			if s.Name != resources.ContainerRestore {
+			if s.Name != resources.ContainerSeed {
 				continue
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
@@ -81,7 +81,7 @@ func restoredCondition(o observation) *metav1.Condition {
 	done := 0
 	for _, p := range o.Pods {
 		for _, s := range p.Status.InitContainerStatuses {
-			if s.Name == resources.ContainerRestore && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 {
+			if s.Name == resources.ContainerSeed && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 {
 				done++
 			}
 		}

@@ -62,6 +62,9 @@ type MySQLClusterReconciler struct {
 	Build resources.BuildOptions
 	// OpenStore opens a backup store (objectstore.New when nil); tests pass their own.
 	OpenStore func(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error)
+	// Agents reaches instance pods' agents and seed containers; nil seeds nothing (a pod's
+	// seed container then waits).
+	Agents AgentConnector
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.
@@ -111,6 +114,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}()
 	logger := log.FromContext(ctx)
+	ctx, stepRequeue := withRequeue(ctx)
 
 	var c dolphinv1.MySQLCluster
 	if err := r.Client.Get(ctx, req.NamespacedName, &c); err != nil {
@@ -189,6 +193,9 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		logger.Info("waiting for the user to fix the cluster", "reason", ue.Reason, "message", ue.Message)
 		waitingForUser = true
 		return ctrl.Result{RequeueAfter: userErrorRequeueAfter(stepErr)}, nil
+	}
+	if d := stepRequeue(); d > 0 && (next == 0 || d < next) {
+		next = d
 	}
 	return ctrl.Result{RequeueAfter: next}, stepErr
 }

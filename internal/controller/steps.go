@@ -40,6 +40,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"services", r.reconcileServices},
 		{"bootstrap", r.reconcileBootstrap},
 		{"statefulset", r.reconcileStatefulSet},
+		{"seed", r.reconcileSeeds},
 		{"rollout", r.reconcileRollout},
 		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
 		{"storage", r.reconcileStorage},

@@ -108,10 +108,7 @@ func (r *podRunner) runOnce(c *ctrState, vols map[string]string) (code int32, ok
 	}
 	stopProbes()
 	code, reason := proc.exitCode()
-	message := ""
-	if code != 0 && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
-		message = logTail(filepath.Join(r.dir, c.spec.Name+".log"))
-	}
+	message := terminationMessage(r.dir, c.spec, code)
 	r.mu.Lock()
 	c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: code, Reason: reason, Message: message, StartedAt: started, FinishedAt: metav1.Now(),
@@ -188,7 +185,43 @@ func (r *podRunner) launch(c *ctrState, vols map[string]string) (*process, error
 		}
 		ls.Mounts = append(ls.Mounts, mount{Source: src, Target: target, ReadOnly: vm.ReadOnly})
 	}
+	// The termination message file, as the kubelet provides it: a file of the node mounted at
+	// terminationMessagePath, read when the container ends.
+	if tp := spec.TerminationMessagePath; tp != "" && path.IsAbs(tp) {
+		file := terminationFile(r.dir, spec.Name)
+		if err := os.WriteFile(file, nil, 0o666); err != nil {
+			return nil, fmt.Errorf("termination message file: %w", err)
+		}
+		if err := os.Chmod(file, 0o666); err != nil { // not subject to the umask
+			return nil, fmt.Errorf("termination message file: %w", err)
+		}
+		if err := r.p.mounts.ensure(path.Clean(tp), false); err != nil {
+			return nil, err
+		}
+		ls.Mounts = append(ls.Mounts, mount{Source: file, Target: path.Clean(tp)})
+	}
 	return startProcess(ls, filepath.Join(r.dir, "run", spec.Name+".json"), filepath.Join(r.dir, spec.Name+".log"))
+}
+
+// terminationFile is the node's file behind a container's terminationMessagePath.
+func terminationFile(podDir, container string) string {
+	return filepath.Join(podDir, container+".termination-log")
+}
+
+// terminationMessage is what the kubelet reports as a terminated container's message: the
+// termination message file (at most 4096 bytes), else, with FallbackToLogsOnError and a
+// failure, the end of its log.
+func terminationMessage(podDir string, spec *corev1.Container, code int32) string {
+	if b, err := os.ReadFile(terminationFile(podDir, spec.Name)); err == nil && len(b) > 0 {
+		if len(b) > 4096 {
+			b = b[:4096]
+		}
+		return string(b)
+	}
+	if code != 0 && spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+		return logTail(filepath.Join(podDir, spec.Name+".log"))
+	}
+	return ""
 }
 
 // containerID is the ID reported in containerStatuses.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestLogTail(t *testing.T) {
@@ -30,5 +32,27 @@ func TestLogTail(t *testing.T) {
 	}
 	if logTail(filepath.Join(dir, "missing.log")) != "" {
 		t.Fatal("a missing log gave a message")
+	}
+}
+
+func TestTerminationMessage(t *testing.T) {
+	dir := t.TempDir()
+	spec := &corev1.Container{Name: "verify", TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}
+	if err := os.WriteFile(filepath.Join(dir, "verify.log"), []byte("progress\ndolphin-verify: boom\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := terminationMessage(dir, spec, 1); got != "progress\ndolphin-verify: boom" {
+		t.Fatalf("failure without a message file: %q, want the log's end", got)
+	}
+	if got := terminationMessage(dir, spec, 0); got != "" {
+		t.Fatalf("success without a message file: %q, want nothing", got)
+	}
+	if err := os.WriteFile(terminationFile(dir, "verify"), []byte("dolphin-verify: ok gtid=0-1-5"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []int32{0, 1} {
+		if got := terminationMessage(dir, spec, code); got != "dolphin-verify: ok gtid=0-1-5" {
+			t.Fatalf("exit %d with a message file: %q", code, got)
+		}
 	}
 }

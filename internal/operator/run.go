@@ -76,6 +76,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := mgr.Add(engines); err != nil {
 		return fmt.Errorf("adding the topology engines: %w", err)
 	}
+	agents := &controller.SecretAgentConnector{Client: mgr.GetClient()}
 	r := &controller.MySQLClusterReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -83,6 +84,7 @@ func Run(ctx context.Context, opts Options) error {
 		Recorder:  mgr.GetEventRecorder(EventSource),
 		Topology:  engines,
 		Build:     resources.BuildOptions{AgentImage: opts.AgentImage},
+		Agents:    agents,
 	}
 	if err := r.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
 		return fmt.Errorf("setting up the MySQLCluster controller: %w", err)
@@ -92,7 +94,8 @@ func Run(ctx context.Context, opts Options) error {
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    mgr.GetScheme(),
 		Recorder:  mgr.GetEventRecorder(EventSource),
-		Agents:    &controller.SecretAgentConnector{Client: mgr.GetClient()},
+		Agents:    agents,
+		Build:     resources.BuildOptions{AgentImage: opts.AgentImage},
 	}
 	if err := backups.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
 		return fmt.Errorf("setting up the MySQLBackup controller: %w", err)

@@ -20,7 +20,7 @@ import (
 )
 
 // TestInitScriptOperatorAccountOnMariaDB runs the generated MariaDB init script (the
-// ConfigMap's init.sh and my.cnf, with the pod's paths moved into a temporary directory) on
+// ConfigMap's init.sh, install.sh and my.cnf, with the pod's paths moved into a temporary directory) on
 // a real mariadbd, with a password holding everything the escaping must survive, and logs
 // in as Dolphin's operator over TCP, as the engine does from another host. (The MySQL
 // script has only its exact-text test: no MySQL server can be installed here.)
@@ -51,21 +51,27 @@ func TestInitScriptOperatorAccountOnMariaDB(t *testing.T) {
 	if os.Geteuid() == 0 {
 		cnf += "user=root\n" // as root, mariadbd refuses to run without it
 	}
-	script := strings.NewReplacer(
+	paths := strings.NewReplacer(
 		mycnf.InstanceConfigFile, instanceCnf,
 		filepath.Join(mycnf.ConfigDir, MyCnfKey), myCnf,
 		mycnf.DataDir, filepath.Join(dir, "data"),
-	).Replace(cm.Data[InitShKey])
-	for name, content := range map[string]string{myCnf: cnf, filepath.Join(dir, "init.sh"): script} {
+	)
+	files := map[string]string{myCnf: cnf,
+		filepath.Join(dir, InitShKey): paths.Replace(cm.Data[InitShKey]), filepath.Join(dir, InstallShKey): paths.Replace(cm.Data[InstallShKey])}
+	for name, content := range files {
 		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	initCmd := exec.Command("sh", filepath.Join(dir, "init.sh"))
-	initCmd.Env = append(os.Environ(), "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "POD_NAME=orders-0", "POD_NAMESPACE=shop",
-		"DOLPHIN_OPERATOR_USER="+OperatorUser, "DOLPHIN_OPERATOR_PASSWORD="+password)
-	if out, err := initCmd.CombinedOutput(); err != nil {
-		t.Fatalf("init.sh: %v\n%s", err, out)
+	// As in the pod: the init container writes the instance config, then the seed container
+	// runs the install script (the operator said "empty").
+	for _, script := range []string{InitShKey, InstallShKey} {
+		cmd := exec.Command("sh", filepath.Join(dir, script))
+		cmd.Env = append(os.Environ(), "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "POD_NAME=orders-0", "POD_NAMESPACE=shop",
+			"DOLPHIN_OPERATOR_USER="+OperatorUser, "DOLPHIN_OPERATOR_PASSWORD="+password)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

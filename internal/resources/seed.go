@@ -11,11 +11,13 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
-// ContainerRestore is the init container that fills an empty data directory from the backup
-// of spec.bootstrap (`dolphin restore`, run in the database image, which has mbstream and
-// mariadb-backup). It runs after the init container, which writes the per-instance config and
-// leaves the data directory to it.
-const ContainerRestore = "restore"
+// ContainerSeed is the init container that fills an empty data directory the way the operator
+// tells it (`dolphin seed`, run in the database image, which has mbstream and
+// mariadb-backup): empty (InstallScript), from the backup of spec.bootstrap, or cloned from a
+// healthy peer's agent. It runs after the init container, which writes the per-instance
+// config, and serves the agent's HTTPS port (same certificate and token) until the operator's
+// instruction is done; on an initialised data directory it exits at once.
+const ContainerSeed = "seed"
 
 // Where the restore container finds the CA of a backup store with a private CA.
 const (
@@ -33,18 +35,55 @@ func restoring(c *dolphinv1.MySQLCluster) bool {
 	return c.Spec.Bootstrap != nil && c.Status.RestoredFrom != nil && c.Status.RestoredFrom.Store.S3 != nil
 }
 
-// restoreContainer runs `dolphin restore` for the backup in c.Status.RestoredFrom. The
-// location comes from status, never from a MySQLBackup looked up again, so the pod template
-// does not change when that MySQLBackup is deleted.
-func restoreContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
-	from := c.Status.RestoredFrom
-	s3 := from.Store.S3
-	args := []string{"restore",
-		"--path", from.Path,
+// seedContainer runs `dolphin seed`. For a cluster restored from a backup it carries the
+// backup's location from c.Status.RestoredFrom — from status, never from a MySQLBackup looked
+// up again, so the pod template does not change when that MySQLBackup is deleted.
+func seedContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
+	secret := func(key string) string { return path.Join(AgentSecretDir, key) }
+	args := []string{"seed",
+		"--listen", ":" + strconv.Itoa(AgentPort),
+		"--token-file", secret(AgentTokenKey),
+		"--tls-cert", secret(AgentCertKey),
+		"--tls-key", secret(AgentKeyKey),
 		"--datadir", mycnf.DataDir,
 		"--defaults-file", path.Join(mycnf.ConfigDir, MyCnfKey),
+		"--install-script", path.Join(mycnf.ConfigDir, InstallShKey),
 		"--tmp-dir", "/tmp",
 		"--flavor", string(c.Spec.Engine.Flavor),
+	}
+	secretEnv := func(name, secret, key string) *corev1ac.EnvVarApplyConfiguration {
+		return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
+			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(secret).WithKey(key)))
+	}
+	env := append(podIdentityEnv(),
+		corev1ac.EnvVar().WithName("DOLPHIN_OPERATOR_USER").WithValue(OperatorUser),
+		secretEnv("DOLPHIN_OPERATOR_PASSWORD", CredentialsSecretName(c), OperatorPasswordKey),
+		secretEnv("DOLPHIN_ROOT_PASSWORD", CredentialsSecretName(c), RootPasswordKey))
+	mounts := append(volumeMounts(),
+		corev1ac.VolumeMount().WithName(volumeDolphinBin).WithMountPath(path.Dir(AgentBinary)).WithReadOnly(true),
+		corev1ac.VolumeMount().WithName(volumeAgentSecret).WithMountPath(AgentSecretDir).WithReadOnly(true))
+	if restoring(c) {
+		a, e, m := storeArgs(c.Status.RestoredFrom.Store, c.Status.RestoredFrom.Path)
+		args, env, mounts = append(args, a...), append(env, e...), append(mounts, m...)
+	}
+	return corev1ac.Container().
+		WithName(ContainerSeed).
+		WithImage(Image(c)).
+		WithCommand(append([]string{AgentBinary}, args...)...).
+		WithEnv(env...).
+		WithSecurityContext(containerSecurityContext()).
+		// The last lines of its log become the termination message, which the operator
+		// shows in the cluster's status when seeding fails.
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
+		WithVolumeMounts(mounts...)
+}
+
+// storeArgs are the flags, environment and mounts with which `dolphin seed`, `restore` and
+// `verify` read the backup at path in store.
+func storeArgs(store dolphinv1.BackupStore, backupPath string) ([]string, []*corev1ac.EnvVarApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
+	s3 := store.S3
+	args := []string{
+		"--path", backupPath,
 		"--s3-endpoint", s3.Endpoint,
 		"--s3-bucket", s3.Bucket,
 		"--s3-prefix", s3.Prefix,
@@ -61,31 +100,25 @@ func restoreContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigu
 		return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
 			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(secret).WithKey(key)))
 	}
-	mounts := append(volumeMounts(),
-		corev1ac.VolumeMount().WithName(volumeDolphinBin).WithMountPath(path.Dir(AgentBinary)).WithReadOnly(true))
+	env := []*corev1ac.EnvVarApplyConfiguration{
+		secretEnv("S3_ACCESS_KEY_ID", s3.CredentialsSecret, s3AccessKeyIDKey),
+		secretEnv("S3_SECRET_ACCESS_KEY", s3.CredentialsSecret, s3SecretAccessKeyKey),
+	}
+	var mounts []*corev1ac.VolumeMountApplyConfiguration
 	if s3.CASecret != "" {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(volumeRestoreCA).WithMountPath(restoreCADir).WithReadOnly(true))
 	}
-	return corev1ac.Container().
-		WithName(ContainerRestore).
-		WithImage(Image(c)).
-		WithCommand(append([]string{AgentBinary}, args...)...).
-		WithEnv(append(podIdentityEnv(),
-			secretEnv("S3_ACCESS_KEY_ID", s3.CredentialsSecret, s3AccessKeyIDKey),
-			secretEnv("S3_SECRET_ACCESS_KEY", s3.CredentialsSecret, s3SecretAccessKeyKey),
-			corev1ac.EnvVar().WithName("DOLPHIN_OPERATOR_USER").WithValue(OperatorUser),
-			secretEnv("DOLPHIN_OPERATOR_PASSWORD", CredentialsSecretName(c), OperatorPasswordKey),
-			secretEnv("DOLPHIN_ROOT_PASSWORD", CredentialsSecretName(c), RootPasswordKey))...).
-		WithSecurityContext(containerSecurityContext()).
-		// The last lines of its log become the termination message, which the operator
-		// shows in the cluster's status when the restore fails.
-		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
-		WithVolumeMounts(mounts...)
+	return args, env, mounts
 }
 
-// restoreVolumes are the pod volumes the restore container needs besides the usual ones.
+// restoreVolumes are the pod volumes the seed container needs to restore a backup.
 func restoreVolumes(c *dolphinv1.MySQLCluster) []*corev1ac.VolumeApplyConfiguration {
-	if s3 := c.Status.RestoredFrom.Store.S3; s3.CASecret != "" {
+	return storeVolumes(c.Status.RestoredFrom.Store)
+}
+
+// storeVolumes are the volumes storeArgs' mounts need.
+func storeVolumes(store dolphinv1.BackupStore) []*corev1ac.VolumeApplyConfiguration {
+	if s3 := store.S3; s3.CASecret != "" {
 		return []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().WithName(volumeRestoreCA).WithSecret(
 			corev1ac.SecretVolumeSource().WithSecretName(s3.CASecret).WithDefaultMode(0o444))}
 	}

@@ -95,7 +95,7 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 			WithFSGroup(mysqlUID).
 			WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-		WithInitContainers(agentToolsContainer(bo), initContainer(c)).
+		WithInitContainers(agentToolsContainer(bo), initContainer(c), seedContainer(c)).
 		WithContainers(mysqldContainer(c), agentContainer(c)).
 		WithVolumes(agentVolumes(c)...).
 		WithVolumes(
@@ -106,7 +106,7 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 			corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		)
 	if restoring(c) {
-		spec.WithInitContainers(restoreContainer(c)).WithVolumes(restoreVolumes(c)...)
+		spec.WithVolumes(restoreVolumes(c)...)
 	}
 	if n := nonEmpty(o.NodeSelector); n != nil {
 		spec.WithNodeSelector(n)
@@ -157,10 +157,7 @@ func initContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigurat
 		WithName(ContainerInit).
 		WithImage(Image(c)).
 		WithCommand("/bin/sh", path.Join(mycnf.ConfigDir, InitShKey)).
-		WithEnv(append(podIdentityEnv(),
-			corev1ac.EnvVar().WithName("DOLPHIN_OPERATOR_USER").WithValue(OperatorUser),
-			corev1ac.EnvVar().WithName("DOLPHIN_OPERATOR_PASSWORD").WithValueFrom(corev1ac.EnvVarSource().
-				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(CredentialsSecretName(c)).WithKey(OperatorPasswordKey))))...).
+		WithEnv(podIdentityEnv()...).
 		WithSecurityContext(containerSecurityContext()).
 		WithVolumeMounts(volumeMounts()...)
 }

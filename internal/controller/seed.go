@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// seedRetryInterval is how soon a reconcile looks again while an instance waits in its seed
+// container (its server may not listen yet, or no peer can serve a clone yet).
+const seedRetryInterval = 2 * time.Second
+
+// reconcileSeeds tells every instance whose seed init container waits how to fill its empty
+// data directory (decideSeed): empty, the bootstrap backup, or a clone of a peer's agent. The
+// instruction goes to the seed container's HTTPS server (the agent's certificate and token),
+// which carries it out and exits; an instance that already has data never waits.
+func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	if r.Agents == nil {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	logger := log.FromContext(ctx)
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !seedWaiting(pod) {
+			continue
+		}
+		requeueAfter(ctx, seedRetryInterval)
+		plan, wait := decideSeed(c, pods.Items, pod)
+		if wait != "" {
+			logger.Info("instance waits to be seeded", "pod", pod.Name, "why", wait)
+			continue
+		}
+		a, err := r.Agents.Agent(ctx, c, pod)
+		if err != nil {
+			logger.Info("seed container not reachable yet", "pod", pod.Name, "error", err.Error())
+			continue
+		}
+		st, err := a.SeedStatus(ctx)
+		if err != nil {
+			logger.Info("seed container not answering yet", "pod", pod.Name, "error", err.Error())
+			continue
+		}
+		if st.Phase == agent.SeedRunning || st.Phase == agent.SeedSucceeded {
+			continue
+		}
+		req := agent.SeedRequest{Mode: plan.Mode}
+		source := ""
+		if plan.Mode == SeedClone {
+			password, err := r.operatorPasswordFor(ctx, c)
+			if err != nil {
+				return err
+			}
+			req.Clone = &agent.SeedClone{
+				URL:        "https://" + net.JoinHostPort(plan.Source.Status.PodIP, strconv.Itoa(resources.AgentPort)),
+				ServerName: agent.AgentServerName(c.Name, c.Namespace),
+			}
+			req.SourceDB = agent.DBConn{User: resources.OperatorUser, Password: password}
+			source = " from " + plan.Source.Name
+		}
+		if _, err := a.Seed(ctx, req); err != nil && !errors.Is(err, agent.ErrSeedRunning) {
+			logger.Info("seed instruction not taken yet", "pod", pod.Name, "error", err.Error())
+			continue
+		}
+		r.event(c, corev1.EventTypeNormal, "Seeding", "Seed", "seeding %s: %s%s", pod.Name, plan.Mode, source)
+	}
+	return nil
+}
+
+// operatorPasswordFor is the current password of Dolphin's operator account of c.
+func (r *MySQLClusterReconciler) operatorPasswordFor(ctx context.Context, c *dolphinv1.MySQLCluster) (string, error) {
+	var s corev1.Secret
+	key := client.ObjectKey{Namespace: c.Namespace, Name: resources.CredentialsSecretName(c)}
+	if err := r.reader().Get(ctx, key, &s); err != nil {
+		return "", fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	return string(s.Data[resources.OperatorPasswordKey]), nil
+}
+
+// requeueKey carries, through a reconcile's context, the soonest time a step asked to look
+// again.
+type requeueKey struct{}
+
+// withRequeue returns a context in which steps can ask for a requeue, and a function reading
+// the shortest interval asked (0: none).
+func withRequeue(ctx context.Context) (context.Context, func() time.Duration) {
+	var d time.Duration
+	return context.WithValue(ctx, requeueKey{}, &d), func() time.Duration { return d }
+}
+
+// requeueAfter asks the running reconcile to look again within d.
+func requeueAfter(ctx context.Context, d time.Duration) {
+	if p, ok := ctx.Value(requeueKey{}).(*time.Duration); ok && (*p == 0 || d < *p) {
+		*p = d
+	}
+}

@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// Seed modes: how an instance with an empty data directory starts.
+const (
+	// SeedEmpty initialises a fresh data directory (a new cluster, and MySQL always).
+	SeedEmpty = "empty"
+	// SeedBackup restores the backup of spec.bootstrap (a cluster's first instances).
+	SeedBackup = "backup"
+	// SeedClone copies a healthy peer's data directory, streamed from its agent (an instance
+	// added to, or replaced in, a cluster that holds data).
+	SeedClone = "clone"
+)
+
+// seedPlan is what the operator tells an instance's seed container.
+type seedPlan struct {
+	Mode string
+	// Source is the peer to clone (SeedClone only).
+	Source *corev1.Pod
+}
+
+// decideSeed says how pod, whose data directory is empty, is seeded; a non-empty wait says
+// why it must wait instead. It is pure: the cluster's engine record and the pods decide.
+//   - MySQL: empty (clone is not built for it), then replication from the primary.
+//   - A cluster that never had a primary: empty, or the backup of spec.bootstrap.
+//   - A cluster with data: a clone of its healthiest peer (a replica preferred, as for
+//     backups), never of itself; it waits while no peer can serve one.
+func decideSeed(c *dolphinv1.MySQLCluster, pods []corev1.Pod, pod *corev1.Pod) (seedPlan, string) {
+	if c.Spec.Engine.Flavor == dolphinv1.FlavorMySQL {
+		return seedPlan{Mode: SeedEmpty}, ""
+	}
+	if c.Status.Topology == nil || c.Status.Topology.Primary == "" {
+		if c.Spec.Bootstrap == nil {
+			return seedPlan{Mode: SeedEmpty}, ""
+		}
+		if c.Status.RestoredFrom == nil {
+			return seedPlan{}, "the backup of spec.bootstrap is not resolved yet"
+		}
+		return seedPlan{Mode: SeedBackup}, ""
+	}
+	peers := make([]corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if p.Name != pod.Name {
+			peers = append(peers, p)
+		}
+	}
+	src, err := chooseBackupSource(c, peers, dolphinv1.BackupTargetPreferReplica)
+	if err != nil {
+		return seedPlan{}, fmt.Sprintf("no peer to clone %s from: %v", pod.Name, err)
+	}
+	return seedPlan{Mode: SeedClone, Source: src.Pod}, ""
+}
+
+// seedWaiting is true when pod's seed init container runs: it waits for an instruction, or
+// carries one out.
+func seedWaiting(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
+		return false
+	}
+	for _, s := range p.Status.InitContainerStatuses {
+		if s.Name == resources.ContainerSeed {
+			return s.State.Running != nil
+		}
+	}
+	return false
+}

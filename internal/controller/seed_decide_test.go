@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+func TestDecideSeed(t *testing.T) {
+	replica := func(name string) dolphinv1.InstanceTopology {
+		return dolphinv1.InstanceTopology{Name: name, Reachable: true, Replicating: true, ReplicationLagSeconds: ptr.To(int64(0))}
+	}
+	withData := func(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
+		c.Status.Topology = &dolphinv1.TopologyStatus{Primary: "db-0", Instances: []dolphinv1.InstanceTopology{
+			{Name: "db-0", Reachable: true}, replica("db-1"), {Name: "db-3"}}}
+		return c
+	}
+	fresh := func() *dolphinv1.MySQLCluster { return &dolphinv1.MySQLCluster{} }
+	restoredFresh := func(resolved bool) *dolphinv1.MySQLCluster {
+		c := fresh()
+		c.Spec.Bootstrap = &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "b"}}
+		if resolved {
+			c.Status.RestoredFrom = &dolphinv1.RestoreStatus{Path: "p/"}
+		}
+		return c
+	}
+	mysql := withData(fresh())
+	mysql.Spec.Engine.Flavor = dolphinv1.FlavorMySQL
+	pods := []corev1.Pod{sourcePod("db-0", true, true), sourcePod("db-1", true, true), sourcePod("db-3", false, false)}
+	newPod := &pods[2]
+	for _, tc := range []struct {
+		name    string
+		c       *dolphinv1.MySQLCluster
+		pods    []corev1.Pod
+		mode    string
+		source  string
+		waitFor string
+	}{
+		{"new cluster", fresh(), pods, SeedEmpty, "", ""},
+		{"new restored cluster", restoredFresh(true), pods, SeedBackup, "", ""},
+		{"restored, location not resolved", restoredFresh(false), pods, "", "", "not resolved"},
+		{"scale-up clones a replica", withData(fresh()), pods, SeedClone, "db-1", ""},
+		{"only the primary can serve", withData(fresh()), []corev1.Pod{sourcePod("db-0", true, true), sourcePod("db-1", true, false), pods[2]}, SeedClone, "db-0", ""},
+		{"nobody can serve", withData(fresh()), []corev1.Pod{sourcePod("db-0", false, true), pods[2]}, "", "", "no peer to clone db-3 from"},
+		{"mysql starts empty", mysql, pods, SeedEmpty, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, wait := decideSeed(tc.c, tc.pods, newPod)
+			if tc.waitFor != "" {
+				if !strings.Contains(wait, tc.waitFor) {
+					t.Fatalf("wait %q, want it to contain %q (plan %+v)", wait, tc.waitFor, plan)
+				}
+				return
+			}
+			if wait != "" || plan.Mode != tc.mode {
+				t.Fatalf("plan %+v wait %q, want mode %s", plan, wait, tc.mode)
+			}
+			if tc.source != "" && (plan.Source == nil || plan.Source.Name != tc.source) {
+				t.Fatalf("source %v, want %s", plan.Source, tc.source)
+			}
+			if plan.Source != nil && plan.Source.Name == newPod.Name {
+				t.Fatal("an instance is never cloned from itself")
+			}
+		})
+	}
+}

@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// TestEnvtestSeedInstructions: instances waiting in their seed container are told to start
+// empty in a new cluster, and to clone a healthy replica once the cluster holds data.
+func TestEnvtestSeedInstructions(t *testing.T) {
+	needEnvtest(t)
+	ctx := context.Background()
+	c := directClient(t, nil)
+	ns := newNamespace(t)
+	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Replicas: 3})
+	cl := getCluster(t, c, key)
+	fake := &fakeAgent{}
+	r := &MySQLClusterReconciler{Client: c, Scheme: envScheme, Agents: fake}
+	reconcile := func() {
+		t.Helper()
+		res, err := r.Reconcile(ctrl.LoggerInto(ctx, ctrl.Log), ctrl.Request{NamespacedName: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.RequeueAfter == 0 || res.RequeueAfter > seedRetryInterval {
+			t.Fatalf("requeue after %s while an instance waits to be seeded, want ≤ %s", res.RequeueAfter, seedRetryInterval)
+		}
+	}
+	mkPod := func(name, ip string, seeding bool) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: resources.CommonLabels(cl)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mysqld", Image: "mariadb"}}}}
+		mustCreate(t, c, p)
+		p.Status.PodIP = ip
+		if seeding {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: resources.ContainerSeed,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		} else {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: resources.ContainerMySQLD, Ready: true}, {Name: resources.ContainerAgent, Ready: true}}
+		}
+		if err := c.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A new cluster: every instance starts empty.
+	mkPod("db-0", "10.0.0.10", true)
+	mkPod("db-1", "10.0.0.11", true)
+	reconcile()
+	if len(fake.seeds) != 2 || fake.seeds[0].Mode != agent.SeedModeEmpty || fake.seeds[1].Mode != agent.SeedModeEmpty {
+		t.Fatalf("seed instructions %+v, want empty for both", fake.seeds)
+	}
+	// The cluster now holds data; a new instance clones the healthy replica.
+	for _, name := range []string{"db-0", "db-1"} {
+		if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkPod("db-0", "10.0.0.10", false)
+	mkPod("db-1", "10.0.0.11", false)
+	cl = getCluster(t, c, key)
+	cl.Status.Topology = &dolphinv1.TopologyStatus{Primary: "db-0", Instances: []dolphinv1.InstanceTopology{
+		{Name: "db-0", Reachable: true}, {Name: "db-1", Reachable: true, Replicating: true, ReplicationLagSeconds: new(int64)}}}
+	if err := c.Status().Update(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	mkPod("db-2", "10.0.0.12", true)
+	fake.seeds = nil
+	reconcile()
+	if len(fake.seeds) != 1 {
+		t.Fatalf("seed instructions %+v, want one for db-2", fake.seeds)
+	}
+	got := fake.seeds[0]
+	if got.Mode != agent.SeedModeClone || got.Clone == nil || got.Clone.URL != "https://10.0.0.11:9443" ||
+		got.Clone.ServerName != agent.AgentServerName("db", ns) || got.SourceDB.User != resources.OperatorUser || got.SourceDB.Password == "" {
+		t.Fatalf("instruction %+v (clone %+v), want a clone of db-1 as the operator", got, got.Clone)
+	}
+}
