@@ -376,6 +376,24 @@ type MySQLClusterStatus struct {
 	// RestoredFrom is the backup a cluster with spec.bootstrap was restored from.
 	// +optional
 	RestoredFrom *RestoreStatus `json:"restoredFrom,omitempty"`
+
+	// LastReclone records the last instance Dolphin discarded and re-cloned from a healthy
+	// peer (an errant replica, or one whose primary no longer has the binlogs it needs), with
+	// what was discarded.
+	// +optional
+	LastReclone *RecloneRecord `json:"lastReclone,omitempty"`
+}
+
+// RecloneRecord describes one re-clone of an instance.
+type RecloneRecord struct {
+	// Instance re-cloned.
+	Instance string `json:"instance"`
+	// Reason it was re-cloned.
+	Reason string `json:"reason"`
+	// Discarded is what was thrown away (its GTID position beyond the primary's).
+	Discarded string `json:"discarded"`
+	// Time the re-clone was decided.
+	Time metav1.Time `json:"time"`
 }
 
 // TopologyStatus is the database-side state of the cluster, written by the topology engine.

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
@@ -16,6 +18,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/restore"
 )
 
 // agentWiring holds the flags that say where the data and the server of this pod are. The pod
@@ -87,4 +90,17 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// reseedFunc writes restore.ReseedMarker (with the operator's reason) into the data
+// directory: the next seed container discards the data and seeds the instance again. The
+// running server is not touched.
+func (w *agentWiring) reseedFunc() agent.ReseedFunc {
+	return func(_ context.Context, reason string) error {
+		file := filepath.Join(w.dataDir, restore.ReseedMarker)
+		if err := os.WriteFile(file, []byte(reason+"\n"), 0o640); err != nil {
+			return fmt.Errorf("writing %s: %w", file, err)
+		}
+		return nil
+	}
 }

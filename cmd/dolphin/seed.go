@@ -92,6 +92,9 @@ type seedOutcome struct {
 func (f *seedFlags) run(ctx context.Context, w io.Writer) error {
 	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(w, seedLogPrefix+format+"\n", args...) }
 	marker := filepath.Join(f.restore.dataDir, restore.InitializedMarker)
+	if err := honourReseed(f.restore.dataDir, logf); err != nil {
+		return err
+	}
 	switch _, err := os.Stat(marker); {
 	case err == nil:
 		logf("%s exists: the instance has its data already, nothing to seed", marker)
@@ -292,4 +295,25 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// honourReseed turns a data directory the operator marked for re-seeding (restore.ReseedMarker,
+// written by the agent) into an uninitialised one: the markers go, so the data left is
+// removed as a failed attempt's leftovers by whichever seeding follows. The marker itself is
+// removed last, with the rest.
+func honourReseed(dataDir string, logf func(string, ...any)) error {
+	b, err := os.ReadFile(filepath.Join(dataDir, restore.ReseedMarker))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", restore.ReseedMarker, err)
+	}
+	logf("the operator asked to discard this instance's data and seed it again: %s", strings.TrimSpace(string(b)))
+	for _, m := range []string{restore.InitializedMarker, restore.RestoredMarker} {
+		if err := os.Remove(filepath.Join(dataDir, m)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("discarding %s: %w", m, err)
+		}
+	}
+	return nil
 }

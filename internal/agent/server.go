@@ -53,6 +53,8 @@ type ServerOptions struct {
 	// SeedDone, when set, is called with the final status and error of each instruction once
 	// it ended (from the instruction's goroutine).
 	SeedDone func(SeedStatus, error)
+	// Reseed, when set, enables POST /v1/reseed (ReseedFunc).
+	Reseed ReseedFunc
 	// Logger receives the agent's log; passwords and store configurations never reach it.
 	Logger logr.Logger
 	// ShutdownTimeout bounds the graceful shutdown (DefaultShutdownTimeout when zero).
@@ -171,6 +173,9 @@ func (s *Server) handler() http.Handler {
 	}
 	if s.opts.Clone != nil {
 		api.HandleFunc("POST /v1/clone", s.clone)
+	}
+	if s.opts.Reseed != nil {
+		api.HandleFunc("POST /v1/reseed", s.reseed)
 	}
 	if s.opts.Seed != nil {
 		api.HandleFunc("POST /v1/seed", s.startSeed)

@@ -62,6 +62,8 @@ type SeedAgent interface {
 type InstanceAgent interface {
 	BackupAgent
 	SeedAgent
+	// Reseed marks the instance's data to be discarded and seeded again at its next start.
+	Reseed(ctx context.Context, reason string) error
 }
 
 // AgentConnector reaches the agent of one instance pod of a cluster.

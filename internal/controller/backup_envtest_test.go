@@ -36,6 +36,7 @@ type fakeAgent struct {
 	statusErr error
 	cancelled []string
 	seeds     []agent.SeedRequest
+	reseeds   []string
 }
 
 func (f *fakeAgent) Agent(_ context.Context, _ *dolphinv1.MySQLCluster, pod *corev1.Pod) (InstanceAgent, error) {
@@ -75,6 +76,13 @@ func (f *fakeAgent) Seed(_ context.Context, req agent.SeedRequest) (agent.SeedSt
 	defer f.mu.Unlock()
 	f.seeds = append(f.seeds, req)
 	return agent.SeedStatus{Phase: agent.SeedRunning, Mode: req.Mode}, nil
+}
+
+func (f *fakeAgent) Reseed(_ context.Context, reason string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reseeds = append(f.reseeds, reason)
+	return nil
 }
 
 func (f *fakeAgent) SeedStatus(context.Context) (agent.SeedStatus, error) {

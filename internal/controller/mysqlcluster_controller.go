@@ -152,7 +152,8 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
-	c.Status.RestoredFrom = desired.Status.RestoredFrom // the bootstrap step may have set it
+	// The bootstrap and re-clone steps may have set their parts of the status.
+	c.Status.RestoredFrom, c.Status.LastReclone = desired.Status.RestoredFrom, desired.Status.LastReclone
 	obs, err := r.observe(ctx, &c, stepErr)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)

@@ -64,6 +64,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		Topology: o.Previous.Topology.DeepCopy(),
 		// The bootstrap step owns this part (bootstrap.go).
 		RestoredFrom: o.Previous.RestoredFrom.DeepCopy(),
+		// The re-clone step owns this part (reclone.go).
+		LastReclone: o.Previous.LastReclone.DeepCopy(),
 	}
 	set := func(typ string, status bool, reason, msg string) {
 		s := metav1.ConditionFalse

@@ -41,6 +41,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"bootstrap", r.reconcileBootstrap},
 		{"statefulset", r.reconcileStatefulSet},
 		{"seed", r.reconcileSeeds},
+		{"reclone", r.reconcileReclone},
 		{"rollout", r.reconcileRollout},
 		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
 		{"storage", r.reconcileStorage},

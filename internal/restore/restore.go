@@ -35,6 +35,10 @@ const (
 	// RestoredMarker records what was restored (JSON, see Marker). It is written after the
 	// fix-up and before InitializedMarker.
 	RestoredMarker = ".dolphin-restored"
+	// ReseedMarker, written by the agent when the operator decided to discard the instance's
+	// data (an errant replica, one whose primary purged the binlogs it needs), makes the next
+	// seed container treat the directory as uninitialised: it is emptied and seeded again.
+	ReseedMarker = ".dolphin-reseed"
 	// StagingDir is where the backup is extracted and prepared, inside the data volume so
 	// that moving the result into place is a rename.
 	StagingDir = ".dolphin-restore"

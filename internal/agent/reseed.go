@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// ReseedRequest is the body of POST /v1/reseed: the operator's reason for discarding this
+// instance's data (shown in the seed container's log).
+type ReseedRequest struct {
+	Reason string `json:"reason"`
+}
+
+// ReseedFunc marks the instance's data directory to be discarded and seeded again the next
+// time its pod starts (it writes a marker; the running server is not touched).
+type ReseedFunc func(ctx context.Context, reason string) error
+
+// reseed serves POST /v1/reseed.
+func (s *Server) reseed(w http.ResponseWriter, r *http.Request) {
+	var req ReseedRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "decoding the reseed request: " + err.Error()})
+		return
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		writeError(w, http.StatusBadRequest, ErrorResponse{Error: "a reason is required"})
+		return
+	}
+	if err := s.opts.Reseed(r.Context(), req.Reason); err != nil {
+		writeError(w, http.StatusInternalServerError, ErrorResponse{Error: err.Error()})
+		return
+	}
+	s.log.Info("The data directory will be seeded again at the next start", "reason", req.Reason)
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// Reseed asks the agent to mark its instance's data to be discarded and seeded again when its
+// pod next starts (the operator then deletes the pod).
+func (c *Client) Reseed(ctx context.Context, reason string) error {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/reseed", ReseedRequest{Reason: reason})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return c.statusError("POST /v1/reseed", resp)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}

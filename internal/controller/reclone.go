@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// recloneCooldown is the least time between two re-clones of the same instance: the new pod
+// must be seeded and observed before its old errant record is believed again.
+const recloneCooldown = 2 * time.Minute
+
+// reconcileReclone re-clones the instance decideReclone picks: its agent marks the data to be
+// discarded, status.lastReclone and a Warning event say what is thrown away, and its pod is
+// deleted; the StatefulSet re-creates it on the same volume, and its seed container empties the
+// directory and clones a healthy peer (reconcileSeeds).
+func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	if r.Agents == nil {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	plan, ok := decideReclone(c, pods.Items)
+	if !ok {
+		return nil
+	}
+	var pod *corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].Name == plan.Instance {
+			pod = &pods.Items[i]
+		}
+	}
+	if pod == nil || pod.DeletionTimestamp != nil || !containerReady(pod, resources.ContainerAgent) {
+		return nil
+	}
+	if last := c.Status.LastReclone; last != nil && last.Instance == plan.Instance && time.Since(last.Time.Time) < recloneCooldown {
+		return nil
+	}
+	a, err := r.Agents.Agent(ctx, c, pod)
+	if err != nil {
+		return fmt.Errorf("reaching the agent of %s to re-clone it: %w", pod.Name, err)
+	}
+	reason := plan.Reason + "; discarding " + plan.Discarded
+	if err := a.Reseed(ctx, reason); err != nil {
+		return fmt.Errorf("marking %s for re-cloning: %w", pod.Name, err)
+	}
+	rec := dolphinv1.RecloneRecord{Instance: plan.Instance, Reason: plan.Reason, Discarded: plan.Discarded, Time: metav1.Now()}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"lastReclone": rec}})
+	if err != nil {
+		return fmt.Errorf("encoding status.lastReclone: %w", err)
+	}
+	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("recording status.lastReclone: %w", err)
+	}
+	r.event(c, corev1.EventTypeWarning, "Recloning", "Reclone", "re-cloning %s from a healthy peer: %s", pod.Name, reason)
+	log.FromContext(ctx).Info("re-cloning an instance", "pod", pod.Name, "reason", reason)
+	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s to re-clone it: %w", pod.Name, err)
+	}
+	return nil
+}
