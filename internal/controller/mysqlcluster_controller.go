@@ -65,6 +65,13 @@ type MySQLClusterReconciler struct {
 	// Agents reaches instance pods' agents and seed containers; nil seeds nothing (a pod's
 	// seed container then waits).
 	Agents AgentConnector
+
+	// RecloneConfirmation is how long an instance must stay a re-clone candidate before it is
+	// re-cloned (15 s when zero; tests shorten it).
+	RecloneConfirmation time.Duration
+
+	// reclones confirms re-clone candidates over time (reclone.go).
+	reclones recloneWatch
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.
@@ -352,6 +359,15 @@ func (r *MySQLClusterReconciler) finalize(ctx context.Context, c *dolphinv1.MySQ
 func (r *MySQLClusterReconciler) event(c *dolphinv1.MySQLCluster, typ, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(c, nil, typ, reason, action, note, args...)
+	}
+}
+
+// eventAbout records an event on the cluster related to one of its objects (a pod): events of
+// the same reason about different pods stay apart (the recorder merges events by regarding,
+// related, reason and action, keeping the first note).
+func (r *MySQLClusterReconciler) eventAbout(c *dolphinv1.MySQLCluster, related runtime.Object, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(c, related, typ, reason, action, note, args...)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,50 @@ import (
 // must be seeded and observed before its old errant record is believed again.
 const recloneCooldown = 2 * time.Minute
 
+// recloneConfirmation is how long an instance must stay errant (or stopped by error 1236) in
+// the engine's observations before it is re-cloned: one observation can be a race (a replica
+// observed after the primary wrote more), and discarding a healthy replica is costly.
+const recloneConfirmation = 15 * time.Second
+
+// recloneWatch remembers since when each instance has been a re-clone candidate.
+type recloneWatch struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+// confirmed records that key is a candidate now and says whether it has been one for d; keys
+// of the cluster that are no longer candidates are forgotten.
+func (w *recloneWatch) confirmed(cluster, instance string, now time.Time, d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.since == nil {
+		w.since = map[string]time.Time{}
+	}
+	key := cluster + "/" + instance
+	for k := range w.since {
+		if strings.HasPrefix(k, cluster+"/") && k != key {
+			delete(w.since, k)
+		}
+	}
+	first, ok := w.since[key]
+	if !ok {
+		w.since[key] = now
+		return false
+	}
+	return now.Sub(first) >= d
+}
+
+// forget drops the cluster's candidates.
+func (w *recloneWatch) forget(cluster string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range w.since {
+		if strings.HasPrefix(k, cluster+"/") {
+			delete(w.since, k)
+		}
+	}
+}
+
 // reconcileReclone re-clones the instance decideReclone picks: its agent marks the data to be
 // discarded, status.lastReclone and a Warning event say what is thrown away, and its pod is
 // deleted; the StatefulSet re-creates it on the same volume, and its seed container empties the
@@ -32,8 +78,18 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
+	clusterKey := c.Namespace + "/" + c.Name
 	plan, ok := decideReclone(c, pods.Items)
 	if !ok {
+		r.reclones.forget(clusterKey)
+		return nil
+	}
+	confirm := r.RecloneConfirmation
+	if confirm <= 0 {
+		confirm = recloneConfirmation
+	}
+	if !r.reclones.confirmed(clusterKey, plan.Instance, time.Now(), confirm) {
+		requeueAfter(ctx, confirm/3+time.Millisecond)
 		return nil
 	}
 	var pod *corev1.Pod
@@ -64,7 +120,8 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("recording status.lastReclone: %w", err)
 	}
-	r.event(c, corev1.EventTypeWarning, "Recloning", "Reclone", "re-cloning %s from a healthy peer: %s", pod.Name, reason)
+	r.eventAbout(c, pod, corev1.EventTypeWarning, "Recloning", "Reclone", "re-cloning %s from a healthy peer: %s", pod.Name, reason)
+	r.reclones.forget(clusterKey)
 	log.FromContext(ctx).Info("re-cloning an instance", "pod", pod.Name, "reason", reason)
 	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting %s to re-clone it: %w", pod.Name, err)

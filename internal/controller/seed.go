@@ -76,7 +76,7 @@ func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv
 			logger.Info("seed instruction not taken yet", "pod", pod.Name, "error", err.Error())
 			continue
 		}
-		r.event(c, corev1.EventTypeNormal, "Seeding", "Seed", "seeding %s: %s%s", pod.Name, plan.Mode, source)
+		r.eventAbout(c, pod, corev1.EventTypeNormal, "Seeding", "Seed", "seeding %s: %s%s", pod.Name, plan.Mode, source)
 	}
 	return nil
 }

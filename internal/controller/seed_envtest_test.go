@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -98,7 +99,7 @@ func TestEnvtestRecloneErrantReplica(t *testing.T) {
 	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Replicas: 3})
 	cl := getCluster(t, c, key)
 	fake := &fakeAgent{}
-	r := &MySQLClusterReconciler{Client: c, Scheme: envScheme, Agents: fake}
+	r := &MySQLClusterReconciler{Client: c, Scheme: envScheme, Agents: fake, RecloneConfirmation: 300 * time.Millisecond}
 	for i, name := range []string{"db-0", "db-1", "db-2"} {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: resources.CommonLabels(cl)},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mysqld", Image: "mariadb"}}}}
@@ -116,6 +117,14 @@ func TestEnvtestRecloneErrantReplica(t *testing.T) {
 	if err := c.Status().Update(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
+	// One observation is not enough: the first reconcile only starts the confirmation.
+	if _, err := r.Reconcile(ctrl.LoggerInto(ctx, ctrl.Log), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fake.reseeds) != 0 {
+		t.Fatalf("re-cloned on the first errant observation: %q", fake.reseeds)
+	}
+	time.Sleep(400 * time.Millisecond)
 	if _, err := r.Reconcile(ctrl.LoggerInto(ctx, ctrl.Log), ctrl.Request{NamespacedName: key}); err != nil {
 		t.Fatal(err)
 	}
