@@ -143,6 +143,13 @@ func TestLocalBackupAndRestore(t *testing.T) {
 	s.backupAndWait("b3", "src", dolphinv1.BackupSucceeded)
 	s.wantClusterCondition(srcKey, dolphinv1.ConditionLastBackupSucceeded, metav1.ConditionTrue, "b3")
 
+	// A restore check of b1 in a throwaway pod.
+	b1 = s.verifyAndWait("b1", "1", dolphinv1.VerificationVerified)
+	t.Logf("b1 verified: %s", b1.Status.Verification.Message)
+	if !strings.Contains(b1.Status.Verification.Message, "gtid="+b1.Status.GTIDPosition) || !strings.Contains(b1.Status.Verification.Message, "tables=1") {
+		t.Fatalf("verification result %q does not name the backup's position and its table", b1.Status.Verification.Message)
+	}
+
 	// A corrupted object: the restore refuses with the object's name; no server starts.
 	obj := filepath.Join(srv.Dir, srv.Bucket, "e2e", b1.Status.Path, "data.mbstream.zst")
 	flipByte(t, obj)
@@ -168,6 +175,12 @@ func TestLocalBackupAndRestore(t *testing.T) {
 		t.Logf("bad: %s", ready.Message)
 		return nil
 	})
+	// The check of the corrupted backup fails and says why.
+	b1 = s.verifyAndWait("b1", "2", dolphinv1.VerificationFailed)
+	t.Logf("b1 check after the corruption: %s", b1.Status.Verification.Message)
+	if !strings.Contains(b1.Status.Verification.Message, "data.mbstream.zst") {
+		t.Fatalf("failed check %q does not name the object", b1.Status.Verification.Message)
+	}
 	for _, p := range s.clusterPods("bad") {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.Name == "mysqld" && (cs.State.Running != nil || cs.RestartCount > 0 || cs.LastTerminationState.Terminated != nil) {
@@ -317,4 +330,36 @@ func flipByte(t *testing.T, file string) {
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// verifyAndWait asks for a restore check of a backup and waits for its result.
+func (s *stack) verifyAndWait(name, request string, want dolphinv1.VerificationPhase) *dolphinv1.MySQLBackup {
+	s.t.Helper()
+	var b dolphinv1.MySQLBackup
+	key := client.ObjectKey{Namespace: s.ns, Name: name}
+	if err := s.c.Get(s.ctx, key, &b); err != nil {
+		s.t.Fatal(err)
+	}
+	patch := client.MergeFrom(b.DeepCopy())
+	if b.Annotations == nil {
+		b.Annotations = map[string]string{}
+	}
+	b.Annotations[dolphinv1.VerifyAnnotation] = request
+	if err := s.c.Patch(s.ctx, &b, patch); err != nil {
+		s.t.Fatal(err)
+	}
+	testenv.Eventually(s.t, 180*time.Second, "check of "+name+" "+string(want), func() error {
+		if err := s.c.Get(s.ctx, key, &b); err != nil {
+			return err
+		}
+		v := b.Status.Verification
+		if v == nil || v.Request != request || (v.Phase != dolphinv1.VerificationVerified && v.Phase != dolphinv1.VerificationFailed) {
+			return fmt.Errorf("verification %+v", v)
+		}
+		if v.Phase != want {
+			s.t.Fatalf("check of %s ended %s, want %s: %s", name, v.Phase, want, v.Message)
+		}
+		return nil
+	})
+	return &b
 }
