@@ -140,6 +140,20 @@ func TestLocalBackupAndRestore(t *testing.T) {
 	}
 	s.wantClusterCondition(srcKey, dolphinv1.ConditionLastBackupSucceeded, metav1.ConditionFalse, "b2")
 	s.createS3Secret("s3", srv.AccessKey, srv.SecretKey)
+
+	// A missing bucket and an unreachable endpoint fail the same way, each with its reason.
+	for _, tc := range []struct{ name, endpoint, bucket, want string }{
+		{"b2-nobucket", srv.Endpoint, "no-such-bucket", "the S3 bucket does not exist"},
+		{"b2-unreachable", "http://" + e2eGateway + ":1", srv.Bucket, "cannot reach the S3 endpoint"},
+	} {
+		s.setBackupStoreTo(srcKey, tc.endpoint, tc.bucket)
+		b := s.backupAndWait(tc.name, "src", dolphinv1.BackupFailed)
+		if !strings.Contains(b.Status.Error, tc.want) {
+			t.Fatalf("%s error %q, want it to say %q", tc.name, b.Status.Error, tc.want)
+		}
+		t.Logf("%s failed as it should: %.160s", tc.name, b.Status.Error)
+	}
+	s.setBackupStore(srcKey, srv)
 	s.backupAndWait("b3", "src", dolphinv1.BackupSucceeded)
 	s.wantClusterCondition(srcKey, dolphinv1.ConditionLastBackupSucceeded, metav1.ConditionTrue, "b3")
 
@@ -205,13 +219,19 @@ func (s *stack) createS3Secret(name, access, secret string) {
 // setBackupStore points a cluster's spec.backup at the S3 server.
 func (s *stack) setBackupStore(key client.ObjectKey, srv *s3test.Server) {
 	s.t.Helper()
+	s.setBackupStoreTo(key, srv.Endpoint, srv.Bucket)
+}
+
+// setBackupStoreTo points a cluster's spec.backup at an endpoint and bucket.
+func (s *stack) setBackupStoreTo(key client.ObjectKey, endpoint, bucket string) {
+	s.t.Helper()
 	var c dolphinv1.MySQLCluster
 	if err := s.c.Get(s.ctx, key, &c); err != nil {
 		s.t.Fatal(err)
 	}
 	patch := client.MergeFrom(c.DeepCopy())
 	c.Spec.Backup = &dolphinv1.BackupSpec{Store: dolphinv1.BackupStore{S3: &dolphinv1.S3Store{
-		Endpoint: srv.Endpoint, Bucket: srv.Bucket, Prefix: "e2e/", ForcePathStyle: true, CredentialsSecret: "s3"}}}
+		Endpoint: endpoint, Bucket: bucket, Prefix: "e2e/", ForcePathStyle: true, CredentialsSecret: "s3"}}}
 	if err := s.c.Patch(s.ctx, &c, patch); err != nil {
 		s.t.Fatal(err)
 	}
