@@ -26,7 +26,7 @@ const (
 
 func newEncoder(w io.Writer) (*zstd.Encoder, error) {
 	return zstd.NewWriter(w,
-		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderConcurrency(zstdConcurrency),
 		zstd.WithWindowSize(zstdWindow),
 		zstd.WithEncoderCRC(true))
