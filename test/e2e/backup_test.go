@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -156,6 +157,46 @@ func TestLocalBackupAndRestore(t *testing.T) {
 	s.setBackupStore(srcKey, srv)
 	s.backupAndWait("b3", "src", dolphinv1.BackupSucceeded)
 	s.wantClusterCondition(srcKey, dolphinv1.ConditionLastBackupSucceeded, metav1.ConditionTrue, "b3")
+
+	// The operator killed while a backup runs: the restarted operator resumes following the
+	// agent's job by its ID and records the result.
+	b4 := &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "b4"}, Spec: dolphinv1.MySQLBackupSpec{Cluster: "src"}}
+	if err := s.c.Create(s.ctx, b4); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "b4 running", func() error {
+		if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(b4), b4); err != nil {
+			return err
+		}
+		if b4.Status.Phase != dolphinv1.BackupRunning {
+			return fmt.Errorf("phase %q", b4.Status.Phase)
+		}
+		return nil
+	})
+	op := s.process("operator")
+	if err := exec.Command("kill", "-9", strconv.Itoa(op.PID)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	s.run("local", "up", "--dir", s.dir, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	if s.process("operator").PID == op.PID {
+		t.Fatal("the operator was not restarted")
+	}
+	testenv.Eventually(t, 120*time.Second, "b4 finished after the operator restart", func() error {
+		if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(b4), b4); err != nil {
+			return err
+		}
+		switch b4.Status.Phase {
+		case dolphinv1.BackupSucceeded:
+			return nil
+		case dolphinv1.BackupFailed:
+			t.Fatalf("b4 failed after the operator restart: %s", b4.Status.Error)
+		}
+		return fmt.Errorf("phase %q", b4.Status.Phase)
+	})
+	t.Logf("b4 survived an operator restart: GTID %s, %s, job %s", b4.Status.GTIDPosition, b4.Status.StoredSize, b4.Status.JobID)
+	if _, err := os.Stat(filepath.Join(srv.Dir, srv.Bucket, "e2e", b4.Status.Path, "manifest.json")); err != nil {
+		t.Fatalf("b4's manifest: %v", err)
+	}
 
 	// A restore check of b1 in a throwaway pod.
 	b1 = s.verifyAndWait("b1", "1", dolphinv1.VerificationVerified)
