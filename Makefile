@@ -96,8 +96,8 @@ stress-semisync: mariadb ## Restart a semi-sync replica's connection STALL_ROUND
 	  kill $$burners; rc=$$(cat $$rcfile); rm -f $$rcfile; exit $$rc
 
 .PHONY: test-e2e
-test-e2e: control-plane mariadb ## End-to-end suite on `dolphin local` (needs root).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -timeout 40m -v ./test/e2e/
+test-e2e: control-plane mariadb versitygw ## End-to-end suite on `dolphin local` (needs root).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) $(GO) test -count=1 -timeout 40m -v ./test/e2e/
 
 .PHONY: local-up
 local-up: control-plane mariadb build ## Start the whole stack on this machine (needs root): bin/dolphin local up.
