@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -116,6 +117,12 @@ func s3ClassifyErr(err error) (k s3Kind, ok bool) {
 		return s3Kind{ErrUnreachable, "no route to host", portsHint}, true
 	case errors.Is(err, syscall.ECONNRESET):
 		return s3Kind{ErrUnreachable, "connection reset",
+			"if the endpoint uses TLS, use https://; else " + portsHint}, true
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
+		strings.Contains(err.Error(), "Client sent an HTTP request to an HTTPS server"):
+		// What a TLS server does to a plain HTTP request depends on timing: a reset, a
+		// connection closed while the request body is sent, or a 400 with this text.
+		return s3Kind{ErrUnreachable, "connection reset (closed by the server)",
 			"if the endpoint uses TLS, use https://; else " + portsHint}, true
 	case errors.As(err, &netErr) && netErr.Timeout():
 		return s3Kind{ErrUnreachable, timeoutMsg,
