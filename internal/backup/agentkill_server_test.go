@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -111,6 +113,9 @@ func TestServerAgentKilledMidBackup(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("backup under way after %s", time.Since(began).Round(time.Millisecond))
+	if len(processesMatching(t, "mariadb-backup", src.SocketPath())) == 0 {
+		t.Fatal("no mariadb-backup process found while the backup runs: the check below could not fail")
+	}
 	before := writes.Load()
 	if err := ag.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -121,12 +126,12 @@ func TestServerAgentKilledMidBackup(t *testing.T) {
 	// backup locks for long).
 	toolGone := time.Now().Add(30 * time.Second)
 	for {
-		out, _ := exec.Command("pgrep", "-f", "mariadb-backup.*"+src.SocketPath()).Output()
-		if strings.TrimSpace(string(out)) == "" {
+		pids := processesMatching(t, "mariadb-backup", src.SocketPath())
+		if len(pids) == 0 {
 			break
 		}
 		if time.Now().After(toolGone) {
-			t.Fatalf("mariadb-backup (pid %s) still runs 30 s after its agent was killed", strings.TrimSpace(string(out)))
+			t.Fatalf("mariadb-backup (pids %v) still runs 30 s after its agent was killed", pids)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -157,4 +162,33 @@ func TestServerAgentKilledMidBackup(t *testing.T) {
 		t.Fatalf("writer: %d writes (%d before the kill), %d failures: the database paused", writes.Load(), before, failures.Load())
 	}
 	t.Logf("writer: %d writes, 0 failures", writes.Load())
+}
+
+// processesMatching lists the processes whose command line contains every one of parts, read
+// from /proc (no pgrep: a fresh machine may not have procps).
+func processesMatching(t *testing.T, parts ...string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(cmd, p)
+		}
+		if all {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
 }
