@@ -1,10 +1,7 @@
 package dbtest
 
 import (
-	"database/sql"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -77,72 +74,4 @@ func (i *Instance) StartAs(t testing.TB, user, password string, extraArgs ...str
 		t.Fatalf("dbtest: %v", err)
 	}
 	t.Logf("dbtest: %s (%s) started in %v", i.Name, i.Host, time.Since(began).Round(time.Millisecond))
-}
-
-// startReadyFor launches mariadbd like start, but waits until dsn answers.
-func (i *Instance) startReadyFor(extraArgs []string, dsn string) error {
-	bin, err := findBinaries()
-	if err != nil {
-		return err
-	}
-	i.mu.Lock()
-	if i.runningLocked() {
-		i.mu.Unlock()
-		return fmt.Errorf("%s is already running (pid %d)", i.Name, i.cmd.Process.Pid)
-	}
-	logf, err := os.OpenFile(filepath.Join(i.Dir, "mariadbd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		i.mu.Unlock()
-		return err
-	}
-	// --defaults-file must be the first argument, or /etc/mysql is read too.
-	args := append([]string{"--defaults-file=" + i.ConfigFile}, extraArgs...)
-	fmt.Fprintf(logf, "==== dbtest %s: %s %s\n", time.Now().Format(time.RFC3339Nano), bin.server, strings.Join(args, " "))
-	cmd := exec.Command(bin.server, args...)
-	cmd.Dir = i.Dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		i.mu.Unlock()
-		return fmt.Errorf("%s: starting mariadbd: %w", i.Name, err)
-	}
-	done := make(chan struct{})
-	i.cmd, i.done = cmd, done
-	i.mu.Unlock()
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
-	if err := i.waitReadyFor(cmd, done, dsn); err != nil {
-		return fmt.Errorf("%s (%s): %w\n%s", i.Name, i.Addr(), err, i.logTails(40))
-	}
-	return nil
-}
-
-// waitReadyFor polls dsn with "SELECT 1" until it answers, the process exits, or
-// readyTimeout passes.
-func (i *Instance) waitReadyFor(cmd *exec.Cmd, done chan struct{}, dsn string) error {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("mariadbd exited during startup: %v", cmd.ProcessState)
-		default:
-		}
-		lastErr := i.ping(db)
-		if lastErr == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after %v: %w", readyTimeout, lastErr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -194,8 +194,19 @@ func (i *Instance) runInstallDB() error {
 	return nil
 }
 
-// start launches mariadbd and waits until it is ready.
+// rootSocketDSN logs in as root over the Unix socket. The socket is used because the code
+// under test locks down the install-time root accounts over TCP; root@localhost stays.
+func (i *Instance) rootSocketDSN() string {
+	return "root@unix(" + i.socket() + ")/?timeout=1s&readTimeout=2s&writeTimeout=2s"
+}
+
+// start launches mariadbd and waits until it is ready (root answers over the socket).
 func (i *Instance) start(extraArgs []string) error {
+	return i.startReadyFor(extraArgs, i.rootSocketDSN())
+}
+
+// startReadyFor launches mariadbd and waits until dsn answers.
+func (i *Instance) startReadyFor(extraArgs []string, dsn string) error {
 	bin, err := findBinaries()
 	if err != nil {
 		return err
@@ -232,17 +243,16 @@ func (i *Instance) start(extraArgs []string) error {
 		logf.Close()
 		close(done)
 	}()
-	if err := i.waitReady(cmd, done); err != nil {
+	if err := i.waitReadyFor(cmd, done, dsn); err != nil {
 		return fmt.Errorf("%s (%s): %w\n%s", i.Name, i.Addr(), err, i.logTails(40))
 	}
 	return nil
 }
 
-// waitReady polls until the server answers "SELECT 1" as root over its Unix socket, the
-// process exits, or readyTimeout passes. The socket is used because the code under test
-// locks down the install-time root accounts over TCP; root@localhost stays.
-func (i *Instance) waitReady(cmd *exec.Cmd, done chan struct{}) error {
-	db, err := sql.Open("mysql", "root@unix("+i.socket()+")/?timeout=1s&readTimeout=2s&writeTimeout=2s")
+// waitReadyFor polls dsn with "SELECT 1" until it answers, the process exits, or
+// readyTimeout passes.
+func (i *Instance) waitReadyFor(cmd *exec.Cmd, done chan struct{}, dsn string) error {
+	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return err
 	}
