@@ -49,6 +49,11 @@ type RequestCounter struct {
 	next interface {
 		Do(*http.Request) (*http.Response, error)
 	}
+	// AfterCreate, when set, runs once the server has answered a CreateMultipartUpload; if the
+	// request's context is cancelled by then, the client gets the cancellation instead of the
+	// answer (as when a cancel lands while the response is on the wire).
+	AfterCreate func()
+
 	mu       sync.Mutex
 	maxParts int32
 	parts    int32
@@ -76,6 +81,15 @@ func (c *RequestCounter) Do(r *http.Request) (*http.Response, error) {
 		c.mu.Lock()
 		c.puts++
 		c.mu.Unlock()
+	}
+	if r.Method == http.MethodPost && q.Has("uploads") && c.AfterCreate != nil {
+		resp, err := c.next.Do(r)
+		c.AfterCreate()
+		if err == nil && r.Context().Err() != nil {
+			resp.Body.Close()
+			return nil, r.Context().Err()
+		}
+		return resp, err
 	}
 	return c.next.Do(r)
 }

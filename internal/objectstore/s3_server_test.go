@@ -259,6 +259,28 @@ func TestServerPartsGrow(t *testing.T) {
 	assertGone(t, srv, st, "too-big")
 }
 
+// TestServerCancelDuringCreateLeavesNothing: a cancel that lands while CreateMultipartUpload
+// is answered must not leave the upload the server created (its ID is needed to abort it).
+func TestServerCancelDuringCreateLeavesNothing(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	reqs := &objectstore.RequestCounter{AfterCreate: cancel}
+	st := newStore(t, srv.Config(""), objectstore.S3TestOptions{Requests: reqs})
+	u, err := st.Create(ctx, "cancelled-create")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = u.Write(make([]byte, 6<<20)) // more than a 5 MiB part: the upload is created
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write: %v, want context.Canceled", err)
+	}
+	if err := u.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, srv, st, "cancelled-create")
+}
+
 func assertGone(t *testing.T, srv *s3test.Server, st objectstore.Store, key string) {
 	t.Helper()
 	if _, err := st.Stat(context.Background(), key); !errors.Is(err, objectstore.ErrNotFound) {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 )
 
 var (
@@ -126,17 +127,9 @@ func (u *s3Upload) sendPart(last bool) error {
 		return u.failure()
 	}
 	if u.uploadID == "" {
-		out, err := u.s.client.CreateMultipartUpload(u.ctx, &s3.CreateMultipartUploadInput{
-			Bucket: &u.s.bucket,
-			Key:    &u.full,
-		})
-		if err != nil {
-			u.fail(u.s.classify(u.parent, "upload "+u.key, err))
-			return u.failure()
+		if err := u.createMultipart(); err != nil {
+			return err
 		}
-		u.mu.Lock()
-		u.uploadID = aws.ToString(out.UploadId)
-		u.mu.Unlock()
 	}
 	var next []byte
 	if !last || u.allocated == u.s.concurrency+1 {
@@ -169,6 +162,49 @@ func (u *s3Upload) sendPart(last bool) error {
 	u.nextPart++
 	return nil
 }
+
+// createMultipart starts the multipart upload. The request is not cancelled with the upload:
+// a request cancelled in flight may still create the upload on the server, and only its ID
+// lets the teardown abort it. So the request runs on a goroutine the teardown waits for
+// (bounded by createTimeout), and the caller stops waiting at the first failure.
+func (u *s3Upload) createMultipart() error {
+	u.mu.Lock()
+	if u.err != nil {
+		u.mu.Unlock()
+		return u.err
+	}
+	u.inflight.Add(1) // under mu: teardown waits only after u.err is set
+	u.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		defer u.inflight.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), createTimeout)
+		defer cancel()
+		out, err := u.s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+			Bucket: &u.s.bucket,
+			Key:    &u.full,
+		})
+		if err == nil {
+			u.mu.Lock()
+			u.uploadID = aws.ToString(out.UploadId)
+			u.mu.Unlock()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			u.fail(u.s.classify(u.parent, "upload "+u.key, err))
+			return u.failure()
+		}
+		return nil
+	case <-u.failed:
+		return u.failure()
+	}
+}
+
+// createTimeout bounds a CreateMultipartUpload request, which is not cancelled with the upload.
+const createTimeout = time.Minute
 
 // nextBuffer returns an empty buffer for a part of size bytes: a new one while fewer than
 // concurrency+1 exist, else one given back by a finished part.
@@ -250,21 +286,57 @@ func (u *s3Upload) teardown() {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), 2*time.Minute)
 		defer cancel()
-		_, err := u.s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
-			Bucket:   &u.s.bucket,
-			Key:      &u.full,
-			UploadId: &id,
-		})
-		if err != nil && !s3IsNoSuchUpload(err) {
+		if err := u.abortMultipart(ctx, id); err != nil {
 			u.teardownErr = u.s.classify(ctx, "abort the multipart upload of "+u.key+
 				" (parts are left behind; a lifecycle rule AbortIncompleteMultipartUpload removes them)", err)
 		}
 	})
 }
 
+// abortMultipart aborts the upload until the server no longer lists it. A part whose request
+// was cancelled may still be in the server's hands and land after the first abort (S3's
+// documentation says to abort again in that case); ListParts tells whether it did.
+func (u *s3Upload) abortMultipart(ctx context.Context, id string) error {
+	for attempt := 1; ; attempt++ {
+		_, err := u.s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket:   &u.s.bucket,
+			Key:      &u.full,
+			UploadId: &id,
+		})
+		if err != nil && !s3IsNoSuchUpload(err) {
+			return err
+		}
+		_, err = u.s.client.ListParts(ctx, &s3.ListPartsInput{
+			Bucket:   &u.s.bucket,
+			Key:      &u.full,
+			UploadId: &id,
+		})
+		if err != nil {
+			if s3IsNoSuchUpload(err) {
+				return nil
+			}
+			return err
+		}
+		if attempt == abortAttempts {
+			return fmt.Errorf("the upload %s is still listed after %d aborts", id, abortAttempts)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// abortAttempts bounds the aborts of one multipart upload.
+const abortAttempts = 5
+
+// s3IsNoSuchUpload: the upload does not exist (any more). Only some operations model the
+// error as a type; the others carry its code.
 func s3IsNoSuchUpload(err error) bool {
 	var nsu *types.NoSuchUpload
-	return errors.As(err, &nsu)
+	var apiErr smithy.APIError
+	return errors.As(err, &nsu) || errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchUpload"
 }
 
 // Abort discards the object: parts in flight are cancelled and the multipart upload is
