@@ -67,7 +67,7 @@ func runLocalAgent(ctx context.Context, o localAgentOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating the proxy manager: %w", err)
 	}
-	proxy := &localproxy.Proxy{Log: log.WithName("proxy")}
+	proxy := &localproxy.Proxy{Log: log.WithName("proxy"), ClusterIPDevice: o.bridge}
 	if err := proxy.SetupWithManager(mgr, &localproxy.PortBook{File: filepath.Join(o.dir, "services.json")}); err != nil {
 		return err
 	}

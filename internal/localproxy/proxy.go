@@ -44,10 +44,17 @@ type Proxy struct {
 	Host string
 	// DialTimeout bounds connecting to an endpoint (default DefaultDialTimeout).
 	DialTimeout time.Duration
-	Log         logr.Logger
+	// ClusterIPDevice, when set, makes Services reachable at their ClusterIPs too, as
+	// kube-proxy does: each ClusterIP is added (/32) to this network device (the pods'
+	// bridge, so pods reach it through their gateway) and its ports are forwarded like the
+	// local ones.
+	ClusterIPDevice string
+	Log             logr.Logger
 
 	mu        sync.Mutex
 	listeners map[routeKey]*listener
+	// clusterIPs are the listeners on ClusterIP:port, when ClusterIPDevice is set.
+	clusterIPs map[routeKey]*listener
 }
 
 type routeKey struct {
@@ -97,6 +104,7 @@ func (p *Proxy) Sync(ctx context.Context, ports func(svc types.NamespacedName, p
 		p.listeners = map[routeKey]*listener{}
 	}
 	seen := map[routeKey]bool{}
+	var clusterIPErrs []error
 	for i := range svcs.Items {
 		svc := &svcs.Items[i]
 		if svc.Spec.ClusterIP == corev1.ClusterIPNone {
@@ -119,6 +127,16 @@ func (p *Proxy) Sync(ctx context.Context, ports func(svc types.NamespacedName, p
 				return err
 			}
 			l.setBackends(backends)
+			if p.ClusterIPDevice != "" && svc.Spec.ClusterIP != "" {
+				// A ClusterIP that cannot be served yet (the bridge is being created) does not
+				// stop the others; the error makes the caller retry.
+				cl, err := p.clusterIPListener(ctx, rk, svc.Spec.ClusterIP)
+				if err != nil {
+					clusterIPErrs = append(clusterIPErrs, err)
+				} else {
+					cl.setBackends(backends)
+				}
+			}
 		}
 	}
 	for rk, l := range p.listeners {
@@ -127,7 +145,41 @@ func (p *Proxy) Sync(ctx context.Context, ports func(svc types.NamespacedName, p
 			delete(p.listeners, rk)
 		}
 	}
-	return nil
+	for rk, l := range p.clusterIPs {
+		if !seen[rk] {
+			l.close()
+			delete(p.clusterIPs, rk)
+		}
+	}
+	return errors.Join(clusterIPErrs...)
+}
+
+// clusterIPListener returns the listener on clusterIP:rk.port, making sure the address is on
+// ClusterIPDevice (again: the device may have been recreated). The socket binds with
+// IP_FREEBIND, so it does not depend on the address being there first.
+func (p *Proxy) clusterIPListener(ctx context.Context, rk routeKey, clusterIP string) (*listener, error) {
+	if err := addAddress(ctx, p.ClusterIPDevice, clusterIP); err != nil {
+		return nil, err
+	}
+	if p.clusterIPs == nil {
+		p.clusterIPs = map[routeKey]*listener{}
+	}
+	addr := net.JoinHostPort(clusterIP, strconv.Itoa(int(rk.port)))
+	if l, ok := p.clusterIPs[rk]; ok && l.route.Listen == addr {
+		return l, nil
+	} else if ok {
+		l.close() // the Service got another ClusterIP
+	}
+	lc := net.ListenConfig{Control: freeBind}
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for %s at its ClusterIP %s: %w", rk.svc, addr, err)
+	}
+	l := newListener(Route{Service: rk.svc, Port: rk.port, Listen: ln.Addr().String()}, ln, p.DialTimeout)
+	p.Log.Info("forwarding", "service", rk.svc.String(), "port", rk.port, "clusterIP", addr)
+	go l.serve(p.Log)
+	p.clusterIPs[rk] = l
+	return l, nil
 }
 
 // Routes lists the forwarded Service ports, sorted.
@@ -149,6 +201,10 @@ func (p *Proxy) Close() {
 	for rk, l := range p.listeners {
 		l.close()
 		delete(p.listeners, rk)
+	}
+	for rk, l := range p.clusterIPs {
+		l.close()
+		delete(p.clusterIPs, rk)
 	}
 }
 
