@@ -122,7 +122,7 @@ func (d *directory) Create(ctx context.Context, key string) (Upload, error) {
 	created, err := mkdirs(r, parent)
 	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("%s: creating the directory of %s: %w", d.Describe(), key, err)
+		return nil, fmt.Errorf("%s: creating the directory of %s: %w", d.Describe(), key, storeFull(err))
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
@@ -130,7 +130,7 @@ func (d *directory) Create(ctx context.Context, key string) (Upload, error) {
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("%s: creating %s: %w", d.Describe(), key, err)
+		return nil, fmt.Errorf("%s: creating %s: %w", d.Describe(), key, storeFull(err))
 	}
 	return &dirUpload{
 		ctx: ctx, store: d, root: r, key: key, tmp: tmp, f: f,

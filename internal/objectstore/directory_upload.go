@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 )
 
 // mkdirs creates dir and its missing parents inside r and returns the ones it created,
@@ -38,6 +39,15 @@ func mkdirs(r *os.Root, dir string) ([]string, error) {
 		}
 	}
 	return created, nil
+}
+
+// storeFull wraps err with ErrStoreFull and what to do when it says that the file system is
+// full (ENOSPC) or a quota is reached (EDQUOT); other errors are returned as they are.
+func storeFull(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: %w: enlarge the volume (PVC) or keep fewer backups", err, ErrStoreFull)
+	}
+	return err
 }
 
 // depth is the number of elements of a cleaned relative directory path; "." has none.
@@ -80,7 +90,7 @@ func (u *dirUpload) Write(p []byte) (int, error) {
 	}
 	n, err := u.w.Write(p)
 	if err != nil {
-		return n, fmt.Errorf("%s: writing %s: %w", u.store.Describe(), u.key, err)
+		return n, fmt.Errorf("%s: writing %s: %w", u.store.Describe(), u.key, storeFull(err))
 	}
 	return n, nil
 }
@@ -94,7 +104,7 @@ func (u *dirUpload) Commit() (ObjectInfo, error) {
 	info, err := u.commit()
 	if err != nil {
 		_ = u.Abort()
-		return ObjectInfo{}, fmt.Errorf("%s: committing %s: %w", u.store.Describe(), u.key, err)
+		return ObjectInfo{}, fmt.Errorf("%s: committing %s: %w", u.store.Describe(), u.key, storeFull(err))
 	}
 	return info, nil
 }

@@ -16,6 +16,11 @@ import (
 // ErrNotFound is returned (wrapped) by Open and Stat when the object does not exist.
 var ErrNotFound = errors.New("object not found")
 
+// ErrStoreFull is returned (wrapped) when an object cannot be written because the store has
+// no room left: the volume of a directory store (or of a store server) is full or its quota
+// is reached.
+var ErrStoreFull = errors.New("the backup store is full")
+
 // Store is one backup location.
 type Store interface {
 	// Create starts writing the object key. Nothing is visible under key until Commit
