@@ -72,9 +72,9 @@ func NewHTTP(cfg HTTPConfig) (Store, error) {
 	case err != nil:
 		return nil, fmt.Errorf("store server: the URL %q does not parse: %w", cfg.URL, err)
 	case u.Scheme != "https":
-		return nil, fmt.Errorf("store server: the URL %q is not https://: the token must not travel in clear text", cfg.URL)
+		return nil, fmt.Errorf("store server: the URL %q is not https://: the token must not travel in clear text", u.Redacted())
 	case u.Host == "":
-		return nil, fmt.Errorf("store server: the URL %q has no host", cfg.URL)
+		return nil, fmt.Errorf("store server: the URL %q has no host", u.Redacted())
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		return nil, fmt.Errorf("store server: the URL %q has a user, query or fragment: give only scheme, host, port and path", u.Redacted())
 	}

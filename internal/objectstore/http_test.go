@@ -220,6 +220,13 @@ func TestHTTPRoundTrip(t *testing.T) {
 	if got := httpGet(t, st, "cluster/full/data.xb"); !bytes.Equal(got, big) {
 		t.Fatalf("read back %d bytes, differing from the %d written", len(got), len(big))
 	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.URL+"/v1/objects/cluster/full/data.xb", nil)
+	req.Header.Set("Authorization", "Bearer "+httpToken)
+	if resp, err := s.rawClient().Do(req); err != nil || resp.ContentLength != int64(len(big)) {
+		t.Errorf("GET: %v, %v; want a Content-Length of %d", resp, err, len(big))
+	} else {
+		resp.Body.Close()
+	}
 	if st, err := st.Stat(ctx, "cluster/full/data.xb"); err != nil || st.Size != int64(len(big)) || !st.Modified.Equal(info.Modified) {
 		t.Errorf("Stat: %+v, %v; want %+v", st, err, info)
 	}
@@ -334,6 +341,17 @@ func TestHTTPServerRefusesBadRequests(t *testing.T) {
 		}
 	}
 	s.assertNothingLeft(t)
+
+	// A handler without a token accepts nothing, not even an empty bearer token.
+	open := httptest.NewServer(objectstore.NewHTTPHandler(nil, ""))
+	defer open.Close()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, open.URL+"/v1/list", nil)
+	req.Header.Set("Authorization", "Bearer ")
+	if resp, err := open.Client().Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("empty token: %v, %v; want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 }
 
 // TestHTTPClassifiedErrors: a wrong token, a certificate not signed by the trusted CA, a
