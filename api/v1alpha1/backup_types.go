@@ -56,11 +56,28 @@ const (
 )
 
 // BackupStore is an object storage location. Exactly one kind is set.
-// +kubebuilder:validation:XValidation:rule="has(self.s3)",message="backup store: set s3 (an S3-compatible bucket)"
+// +kubebuilder:validation:XValidation:rule="has(self.s3) != has(self.pvc)",message="backup store: set exactly one of s3 (an S3-compatible bucket) or pvc (a PersistentVolumeClaim)"
 type BackupStore struct {
 	// S3 is a bucket of Amazon S3 or an S3-compatible server (MinIO, Ceph RGW, versitygw …).
 	// +optional
 	S3 *S3Store `json:"s3,omitempty"`
+
+	// PVC is a PersistentVolumeClaim in the cluster's namespace that backups are written to.
+	// Dolphin runs a small store server (`dolphin-store-<claim>`, one pod) that mounts the
+	// claim and serves it over HTTPS to the instances that take and restore backups, so a
+	// ReadWriteOnce claim is enough. The claim must exist; it is never deleted by Dolphin.
+	// +optional
+	PVC *PVCStore `json:"pvc,omitempty"`
+}
+
+// PVCStore is a PersistentVolumeClaim used as a backup store.
+type PVCStore struct {
+	// ClaimName is the PersistentVolumeClaim's name, in the cluster's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="pvc.claimName must be a PersistentVolumeClaim name: lower-case letters, digits, '-' and '.'"
+	// +required
+	ClaimName string `json:"claimName"`
 }
 
 // S3Store is a bucket of an S3-compatible object storage.
@@ -238,6 +255,10 @@ type RestoreStatus struct {
 	// Store and Path locate the backup.
 	Store BackupStore `json:"store"`
 	Path  string      `json:"path"`
+	// StoreURL is the address of the store server of a pvc store (its Service's ClusterIP),
+	// resolved with the location; the instances restore through it.
+	// +optional
+	StoreURL string `json:"storeURL,omitempty"`
 	// GTIDPosition is the backup's GTID position, where the restored cluster continues.
 	// +optional
 	GTIDPosition string `json:"gtidPosition,omitempty"`

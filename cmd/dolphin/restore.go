@@ -11,10 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
-	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/restore"
 )
 
@@ -44,10 +42,7 @@ var restoreExit = os.Exit
 type restoreFlags struct {
 	path, dataDir, defaultsFile, tmpDir, flavor, useMemory string
 
-	directory string
-
-	s3Endpoint, s3Bucket, s3Prefix, s3Region, s3PartSize, s3CAFile string
-	s3PathStyle                                                    bool
+	store storeFlags
 }
 
 // newRestoreCmd returns `dolphin restore`, run by an init container of every instance pod of a
@@ -94,14 +89,7 @@ func (f *restoreFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tmpDir, "tmp-dir", "/tmp", "directory for the temporary server's socket and pid file")
 	fs.StringVar(&f.flavor, "flavor", restore.FlavorMariaDB, `database flavor: "mariadb" or "mysql" (restores and clones are implemented for mariadb only)`)
 	fs.StringVar(&f.useMemory, "use-memory", "", "memory for mariadb-backup --prepare, e.g. 256M (default: the tool's)")
-	fs.StringVar(&f.directory, "directory", "", "a directory store (a mounted volume) holding the backup, instead of S3")
-	fs.StringVar(&f.s3Endpoint, "s3-endpoint", "", "URL of the S3 API (default: Amazon S3 for the region)")
-	fs.StringVar(&f.s3Bucket, "s3-bucket", "", "the S3 bucket holding the backup")
-	fs.StringVar(&f.s3Prefix, "s3-prefix", "", "key prefix of the store in the bucket")
-	fs.StringVar(&f.s3Region, "s3-region", "", "region of the bucket (default "+objectstore.DefaultS3Region+")")
-	fs.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address the bucket as <endpoint>/<bucket> (most S3-compatible servers)")
-	fs.StringVar(&f.s3PartSize, "s3-part-size", "", "multipart part size of the store, e.g. 16Mi (default 16Mi)")
-	fs.StringVar(&f.s3CAFile, "s3-ca-file", "", "PEM file of certificate authorities for the endpoint (a private CA)")
+	f.store.registerOn(fs)
 }
 
 // run restores with the flags and the environment, logging to w.
@@ -143,41 +131,11 @@ func (f *restoreFlags) options(getenv func(string) string, readFile func(string)
 	if f.path == "" {
 		return o, errors.New("--path is required: the backup's path in the store")
 	}
-	s3Set := f.s3Endpoint != "" || f.s3Prefix != "" || f.s3Region != "" || f.s3PathStyle || f.s3PartSize != "" || f.s3CAFile != ""
-	switch {
-	case f.directory != "" && (f.s3Bucket != "" || s3Set):
-		return o, errors.New("--directory and the --s3-* flags are exclusive: give one store")
-	case f.directory != "":
-		o.Store.Directory = f.directory
-		return o, nil
-	case f.s3Bucket == "" && s3Set:
-		return o, errors.New("--s3-bucket is required with the other --s3-* flags")
-	case f.s3Bucket == "":
-		return o, errors.New("no store given: set --s3-bucket (and --s3-endpoint, ...) or --directory")
+	store, err := f.store.config(getenv, readFile)
+	if err != nil {
+		return o, err
 	}
-	s3 := &objectstore.S3Config{
-		Endpoint: f.s3Endpoint, Bucket: f.s3Bucket, Prefix: f.s3Prefix, Region: f.s3Region,
-		PathStyle:   f.s3PathStyle,
-		AccessKeyID: getenv(envS3AccessKeyID), SecretAccessKey: getenv(envS3SecretAccessKey),
-	}
-	if f.s3PartSize != "" {
-		q, err := resource.ParseQuantity(f.s3PartSize)
-		if err != nil {
-			return o, fmt.Errorf("--s3-part-size %q: %w (want a size such as 16Mi)", f.s3PartSize, err)
-		}
-		s3.PartSize = q.Value()
-	}
-	if f.s3CAFile != "" {
-		pem, err := readFile(f.s3CAFile)
-		if err != nil {
-			return o, fmt.Errorf("--s3-ca-file: %w", err)
-		}
-		if len(pem) == 0 {
-			return o, fmt.Errorf("--s3-ca-file %s is empty", f.s3CAFile)
-		}
-		s3.CACertPEM = pem
-	}
-	o.Store.S3 = s3
+	o.Store = store
 	return o, nil
 }
 

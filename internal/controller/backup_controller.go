@@ -144,10 +144,10 @@ func (r *MySQLBackupReconciler) Reconcile(ctx context.Context, req reconcile.Req
 // start picks the source, records the run in status (so that a restarted operator resumes
 // it), then asks the source's agent to begin.
 func (r *MySQLBackupReconciler) start(ctx context.Context, b *dolphinv1.MySQLBackup, c *dolphinv1.MySQLCluster) (reconcile.Result, error) {
-	if c.Spec.Backup == nil || c.Spec.Backup.Store.S3 == nil {
+	if c.Spec.Backup == nil || c.Spec.Backup.Store.S3 == nil && c.Spec.Backup.Store.PVC == nil {
 		return r.wait(ctx, b, "NoBackupStore", fmt.Sprintf("MySQLCluster %s has no spec.backup.store: set where backups go", c.Name))
 	}
-	store, err := resolveStore(ctx, r.APIReader, b.Namespace, &c.Spec.Backup.Store)
+	store, err := resolveStore(ctx, r.storeClients(b), b.Namespace, &c.Spec.Backup.Store)
 	if err != nil {
 		var ue *userError
 		if errors.As(err, &ue) {
@@ -229,7 +229,7 @@ func (r *MySQLBackupReconciler) follow(ctx context.Context, b *dolphinv1.MySQLBa
 		if b.Status.StartTime != nil && time.Since(b.Status.StartTime.Time) < backupPollInterval*5 {
 			// Recorded as Running, but the request may not have reached the agent before an
 			// operator restart: send it again (idempotent by ID).
-			store, err := resolveStore(ctx, r.APIReader, b.Namespace, b.Status.Store)
+			store, err := resolveStore(ctx, r.storeClients(b), b.Namespace, b.Status.Store)
 			if err != nil {
 				return r.fail(ctx, b, c, err.Error())
 			}
@@ -372,7 +372,7 @@ func (r *MySQLBackupReconciler) deleteObjects(ctx context.Context, b *dolphinv1.
 		}
 	}
 	if b.Status.Path != "" && b.Status.Store != nil {
-		cfg, err := resolveStore(ctx, r.APIReader, b.Namespace, b.Status.Store)
+		cfg, err := resolveStore(ctx, r.storeClients(nil), b.Namespace, b.Status.Store)
 		var ue *userError
 		switch {
 		case errors.As(err, &ue):
@@ -458,8 +458,12 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f%ci", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// manifestURL is where a backup's manifest is, as s3://bucket/prefix/path/manifest.json.
+// manifestURL is where a backup's manifest is, as s3://bucket/prefix/path/manifest.json or
+// pvc://claim/path/manifest.json.
 func manifestURL(s *dolphinv1.BackupStore, path string) string {
+	if s != nil && s.PVC != nil {
+		return "pvc://" + s.PVC.ClaimName + "/" + path + "manifest.json"
+	}
 	if s == nil || s.S3 == nil {
 		return ""
 	}
@@ -481,4 +485,10 @@ func (r *MySQLBackupReconciler) event(b *dolphinv1.MySQLBackup, typ, reason, act
 	if r.Recorder != nil {
 		r.Recorder.Eventf(b, nil, typ, reason, action, note, args...)
 	}
+}
+
+// storeClients are resolveStore's clients, with owner (nil when only reading) as a user of
+// a PVC store's server.
+func (r *MySQLBackupReconciler) storeClients(owner client.Object) storeClients {
+	return storeClients{Reader: r.APIReader, Writer: r.Client, Build: r.Build, Owner: owner}
 }

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
@@ -26,10 +25,17 @@ const (
 // resolveStore turns a backup store of the API into the configuration the agent and the
 // object store client use, reading the credentials (and CA) Secrets live: they are the user's
 // and not in the operator's cache. A missing Secret or key is a userError saying what to add.
-func resolveStore(ctx context.Context, r client.Reader, namespace string, s *dolphinv1.BackupStore) (objectstore.Config, error) {
-	if s == nil || s.S3 == nil {
-		return objectstore.Config{}, &userError{Reason: "NoBackupStore", Message: "the cluster has no spec.backup.store.s3: set the bucket backups go to"}
+//
+// A PVC store is reached through its store server, which resolveStore starts when needed
+// (ensureStoreServer) with sc.Owner as one of its owners.
+func resolveStore(ctx context.Context, sc storeClients, namespace string, s *dolphinv1.BackupStore) (objectstore.Config, error) {
+	if s != nil && s.PVC != nil {
+		return ensureStoreServer(ctx, sc, namespace, s.PVC.ClaimName)
 	}
+	if s == nil || s.S3 == nil {
+		return objectstore.Config{}, &userError{Reason: "NoBackupStore", Message: "the cluster has no spec.backup.store: set the S3 bucket or the PersistentVolumeClaim backups go to"}
+	}
+	r := sc.Reader
 	in := s.S3
 	get := func(name string) (*corev1.Secret, error) {
 		var sec corev1.Secret

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -49,7 +50,21 @@ func (r *MySQLBackupReconciler) verify(ctx context.Context, b *dolphinv1.MySQLBa
 		}
 		return reconcile.Result{}, err
 	}
-	if err := r.Client.Apply(ctx, resources.VerifyPod(&c, b, r.Build), client.FieldOwner(resources.FieldManager), client.ForceOwnership); err != nil {
+	storeURL := ""
+	if b.Status.Store != nil && b.Status.Store.PVC != nil {
+		cfg, err := resolveStore(ctx, r.storeClients(b), b.Namespace, b.Status.Store)
+		var ue *userError
+		switch {
+		case errors.As(err, &ue) && ue.Reason == "BackupStoreStarting":
+			return reconcile.Result{RequeueAfter: verifyPollInterval}, nil
+		case errors.As(err, &ue):
+			return r.endVerification(ctx, b, req, dolphinv1.VerificationFailed, ue.Message)
+		case err != nil:
+			return reconcile.Result{}, err
+		}
+		storeURL = cfg.HTTP.URL
+	}
+	if err := r.Client.Apply(ctx, resources.VerifyPod(&c, b, storeURL, r.Build), client.FieldOwner(resources.FieldManager), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, fmt.Errorf("creating the verification pod: %w", err)
 	}
 	now := metav1.Now()

@@ -29,7 +29,7 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 	if err != nil {
 		return err
 	}
-	cfg, err := resolveStore(ctx, r.reader(), c.Namespace, &from.Store)
+	cfg, err := resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, &from.Store)
 	if err != nil {
 		return err
 	}
@@ -42,6 +42,9 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 		return err
 	}
 	from.GTIDPosition = m.GTIDPosition
+	if cfg.HTTP != nil {
+		from.StoreURL = cfg.HTTP.URL
+	}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"restoredFrom": from}})
 	if err != nil {
 		return fmt.Errorf("encoding status.restoredFrom: %w", err)

@@ -170,7 +170,11 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 		spec    dolphinv1.MySQLClusterSpec
 		message string
 	}{
-		{"no store kind", withBackup(func(b *dolphinv1.BackupSpec) { b.Store.S3 = nil }), "backup store: set s3"},
+		{"no store kind", withBackup(func(b *dolphinv1.BackupSpec) { b.Store.S3 = nil }), "backup store: set exactly one of s3"},
+		{"both store kinds", withBackup(func(b *dolphinv1.BackupSpec) { b.Store.PVC = &dolphinv1.PVCStore{ClaimName: "backups"} }), "backup store: set exactly one of s3"},
+		{"claim name with capitals", withBackup(func(b *dolphinv1.BackupSpec) {
+			b.Store.S3, b.Store.PVC = nil, &dolphinv1.PVCStore{ClaimName: "My_Claim"}
+		}), "pvc.claimName must be a PersistentVolumeClaim name"},
 		{"endpoint without scheme", withBackup(func(b *dolphinv1.BackupSpec) { b.Store.S3.Endpoint = "s3.example:9000" }), "s3.endpoint must be an http:// or https:// URL"},
 		{"bucket with capitals", withBackup(func(b *dolphinv1.BackupSpec) { b.Store.S3.Bucket = "My_Bucket" }), "s3.bucket must be a bucket name"},
 		{"absolute prefix", withBackup(func(b *dolphinv1.BackupSpec) { b.Store.S3.Prefix = "/prod" }), "s3.prefix must be a relative key prefix"},

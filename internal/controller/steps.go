@@ -45,6 +45,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"rollout", r.reconcileRollout},
 		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
 		{"storage", r.reconcileStorage},
+		{"backup-store", r.reconcileBackupStore},
 		{"restore-outcome", r.reconcileRestoreOutcome},
 	}
 }

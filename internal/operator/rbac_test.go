@@ -15,7 +15,7 @@ import (
 // cluster-scoped. A resource missing here fails the test: add it with its scope.
 var clusterScoped = map[string]bool{
 	"configmaps": false, "serviceaccounts": false, "services": false, "persistentvolumeclaims": false,
-	"pods": false, "secrets": false, "statefulsets": false, "leases": false, "events": false,
+	"pods": false, "secrets": false, "statefulsets": false, "deployments": false, "leases": false, "events": false,
 	"mysqlclusters": false, "mysqlclusters/finalizers": false, "mysqlclusters/status": false,
 	"mysqlbackups": false, "mysqlbackups/finalizers": false, "mysqlbackups/status": false,
 	"poddisruptionbudgets": false,

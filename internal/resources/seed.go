@@ -8,6 +8,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
@@ -23,6 +24,9 @@ const ContainerSeed = "seed"
 const (
 	restoreCADir    = "/etc/dolphin/restore-ca"
 	volumeRestoreCA = "restore-ca"
+	// Where they find the CA and token of a pvc store's server.
+	storeClientDir    = "/etc/dolphin/store-client"
+	volumeStoreClient = "store-client"
 	// Keys of the S3 credentials Secret (the same as the backup controller reads).
 	s3AccessKeyIDKey     = "access-key-id"
 	s3SecretAccessKeyKey = "secret-access-key"
@@ -32,7 +36,11 @@ const (
 // restoring is true when the instances of c are created from a backup: spec.bootstrap is set
 // and the operator resolved it into status.restoredFrom.
 func restoring(c *dolphinv1.MySQLCluster) bool {
-	return c.Spec.Bootstrap != nil && c.Status.RestoredFrom != nil && c.Status.RestoredFrom.Store.S3 != nil
+	if c.Spec.Bootstrap == nil || c.Status.RestoredFrom == nil {
+		return false
+	}
+	from := c.Status.RestoredFrom
+	return from.Store.S3 != nil || from.Store.PVC != nil && from.StoreURL != ""
 }
 
 // seedContainer runs `dolphin seed`. For a cluster restored from a backup it carries the
@@ -63,7 +71,7 @@ func seedContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigurat
 		corev1ac.VolumeMount().WithName(volumeDolphinBin).WithMountPath(path.Dir(AgentBinary)).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volumeAgentSecret).WithMountPath(AgentSecretDir).WithReadOnly(true))
 	if restoring(c) {
-		a, e, m := storeArgs(c.Status.RestoredFrom.Store, c.Status.RestoredFrom.Path)
+		a, e, m := storeArgs(c.Status.RestoredFrom.Store, c.Namespace, c.Status.RestoredFrom.Path, c.Status.RestoredFrom.StoreURL)
 		args, env, mounts = append(args, a...), append(env, e...), append(mounts, m...)
 	}
 	return corev1ac.Container().
@@ -80,7 +88,22 @@ func seedContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigurat
 
 // storeArgs are the flags, environment and mounts with which `dolphin seed`, `restore` and
 // `verify` read the backup at path in store.
-func storeArgs(store dolphinv1.BackupStore, backupPath string) ([]string, []*corev1ac.EnvVarApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
+//
+// A pvc store is read through its store server at storeURL, with the CA and token of the
+// server's Secret (only those two keys are mounted, never the server's key).
+func storeArgs(store dolphinv1.BackupStore, namespace, backupPath, storeURL string) ([]string, []*corev1ac.EnvVarApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
+	if p := store.PVC; p != nil {
+		name := StoreServerName(p.ClaimName)
+		args := []string{
+			"--path", backupPath,
+			"--store-url", storeURL,
+			"--store-server-name", agent.AgentServerName(name, namespace),
+			"--store-ca-file", path.Join(storeClientDir, AgentCAKey),
+			"--store-token-file", path.Join(storeClientDir, AgentTokenKey),
+		}
+		return args, nil, []*corev1ac.VolumeMountApplyConfiguration{
+			corev1ac.VolumeMount().WithName(volumeStoreClient).WithMountPath(storeClientDir).WithReadOnly(true)}
+	}
 	s3 := store.S3
 	args := []string{
 		"--path", backupPath,
@@ -118,7 +141,13 @@ func restoreVolumes(c *dolphinv1.MySQLCluster) []*corev1ac.VolumeApplyConfigurat
 
 // storeVolumes are the volumes storeArgs' mounts need.
 func storeVolumes(store dolphinv1.BackupStore) []*corev1ac.VolumeApplyConfiguration {
-	if s3 := store.S3; s3.CASecret != "" {
+	if p := store.PVC; p != nil {
+		return []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().WithName(volumeStoreClient).WithSecret(
+			corev1ac.SecretVolumeSource().WithSecretName(StoreServerName(p.ClaimName)).WithDefaultMode(0o444).
+				WithItems(corev1ac.KeyToPath().WithKey(AgentCAKey).WithPath(AgentCAKey),
+					corev1ac.KeyToPath().WithKey(AgentTokenKey).WithPath(AgentTokenKey)))}
+	}
+	if s3 := store.S3; s3 != nil && s3.CASecret != "" {
 		return []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().WithName(volumeRestoreCA).WithSecret(
 			corev1ac.SecretVolumeSource().WithSecretName(s3.CASecret).WithDefaultMode(0o444))}
 	}

@@ -27,10 +27,11 @@ func VerifyPodName(b *dolphinv1.MySQLBackup) string { return b.Name + "-verify" 
 // VerifyPod is a throwaway pod that restores backup b of cluster c into an emptyDir and checks
 // it (`dolphin verify`: every object's sha256, the GTID position, CHECK TABLE on every table),
 // in the cluster's database image, ending with one result line in its termination message. It
-// is owned by the MySQLBackup and runs once (restartPolicy Never).
-func VerifyPod(c *dolphinv1.MySQLCluster, b *dolphinv1.MySQLBackup, o BuildOptions) *corev1ac.PodApplyConfiguration {
+// is owned by the MySQLBackup and runs once (restartPolicy Never). storeURL is the address
+// of a pvc store's server (empty for S3).
+func VerifyPod(c *dolphinv1.MySQLCluster, b *dolphinv1.MySQLBackup, storeURL string, o BuildOptions) *corev1ac.PodApplyConfiguration {
 	store := *b.Status.Store
-	args, env, mounts := storeArgs(store, b.Status.Path)
+	args, env, mounts := storeArgs(store, b.Namespace, b.Status.Path, storeURL)
 	const scratch = "/var/lib/dolphin-verify"
 	args = append([]string{"verify", "--scratch-dir", scratch, "--tmp-dir", "/tmp", "--use-memory", "128M"}, args...)
 	mounts = append(mounts,
