@@ -69,6 +69,9 @@ func (r *reporter) Report(ctx context.Context, rep topology.Report) {
 		}
 		log.Error(err, "writing status.topology")
 	}
+	// Metrics with the status, before the labels and the lost primary's restart (which can
+	// take a while): whoever sees a promotion recorded finds it counted too.
+	r.metrics(rep)
 	if err := r.label(ctx, rep); err != nil {
 		r.failed(ctx, "labels", err)
 		log.Error(err, "setting pod role labels")
@@ -77,7 +80,6 @@ func (r *reporter) Report(ctx context.Context, rep topology.Report) {
 		r.failed(ctx, "restart", err)
 		log.Error(err, "restarting the failed-over primary's pod")
 	}
-	r.metrics(rep)
 }
 
 func (r *reporter) pendingPromotion() bool {
