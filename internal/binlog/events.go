@@ -110,8 +110,8 @@ func newParser() *replication.BinlogParser {
 	return p
 }
 
-// Transaction is one transaction read back from a segment.
-type Transaction struct {
+// txn is one transaction read back from a segment.
+type txn struct {
 	// GTID of the transaction.
 	GTID GTID
 	// Commit is the timestamp of its last event (whole seconds, UTC).
@@ -121,7 +121,7 @@ type Transaction struct {
 // readTransactions decodes a segment's binlog file (magic, Format_description, whole
 // transactions) and calls fn for each transaction in order. It fails on a damaged file: a
 // bad magic or checksum, an event cut short, a transaction without its end.
-func readTransactions(r io.Reader, fn func(Transaction) error) error {
+func readTransactions(r io.Reader, fn func(txn) error) error {
 	magic := make([]byte, len(replication.BinLogFileHeader))
 	if _, err := io.ReadFull(r, magic); err != nil {
 		return fmt.Errorf("reading the binlog magic: %w", err)
@@ -145,7 +145,7 @@ func readTransactions(r io.Reader, fn func(Transaction) error) error {
 		}
 		first = false
 		if a == actEnd {
-			return fn(Transaction{GTID: s.gtid, Commit: eventTime(ev)})
+			return fn(txn{GTID: s.gtid, Commit: eventTime(ev)})
 		}
 		return nil
 	})

@@ -35,6 +35,8 @@ type Listing struct {
 	// segments whose object is missing or of another size than recorded (ErrCorrupt). The
 	// archive is whole when there are none.
 	Problems []error
+
+	damaged map[string]error // by segment name: its ErrCorrupt problem
 }
 
 // Err joins the problems; nil when the archive is whole.
@@ -93,14 +95,20 @@ func ListSegments(ctx context.Context, store objectstore.Store, prefix string) (
 	slices.SortFunc(l.Segments, func(a, b *Manifest) int {
 		return cmp.Or(cmp.Compare(a.Epoch, b.Epoch), cmp.Compare(a.Number, b.Number))
 	})
+	l.damaged = map[string]error{}
 	for i, m := range l.Segments {
 		size, ok := sizes[m.Object]
+		var damage error
 		switch {
 		case !ok:
-			l.Problems = append(l.Problems, fmt.Errorf("segment %s: %w: its object %s is missing", m.Name(), ErrCorrupt, objectstore.Locate(store, prefix+m.Object)))
+			damage = fmt.Errorf("segment %s: %w: its object %s is missing", m.Name(), ErrCorrupt, objectstore.Locate(store, prefix+m.Object))
 		case size != m.StoredBytes:
-			l.Problems = append(l.Problems, fmt.Errorf("segment %s: %w: its object %s has %d bytes, the manifest says %d",
-				m.Name(), ErrCorrupt, objectstore.Locate(store, prefix+m.Object), size, m.StoredBytes))
+			damage = fmt.Errorf("segment %s: %w: its object %s has %d bytes, the manifest says %d",
+				m.Name(), ErrCorrupt, objectstore.Locate(store, prefix+m.Object), size, m.StoredBytes)
+		}
+		if damage != nil {
+			l.damaged[m.Name()] = damage
+			l.Problems = append(l.Problems, damage)
 		}
 		if i > 0 {
 			if prev := l.Segments[i-1]; !m.start.Equal(prev.end) {
