@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -207,6 +208,10 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	members := e.cfg.Members()
 	views := e.observe(ctx, members)
+	e.mu.Lock()
+	recorded := e.state.Primary
+	e.mu.Unlock()
+	e.confirmAhead(ctx, members, views, recorded)
 
 	e.mu.Lock()
 	view := ClusterView{
@@ -270,6 +275,30 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		cancel()
 	}
 	return d, err
+}
+
+// confirmAhead re-reads the primary when another instance seems to hold transactions it
+// lacks. Observations run in parallel, so a replica read a moment after the primary may have
+// received what the primary committed in between: that replica is not errant. A primary read
+// after every other observation holds all that — an instance still ahead of it then really
+// is.
+func (e *Engine) confirmAhead(ctx context.Context, members []Member, views []InstanceView, primary string) {
+	pi := slices.IndexFunc(views, func(v InstanceView) bool { return v.Name == primary })
+	if pi < 0 || !views[pi].Reachable() {
+		return
+	}
+	ahead := slices.ContainsFunc(views, func(v InstanceView) bool {
+		return v.Name != primary && v.Reachable() && !isEmpty(v.Status.Executed) &&
+			(views[pi].Status.Executed == nil || !views[pi].Status.Executed.Contains(v.Status.Executed))
+	})
+	if !ahead {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.ObserveTimeout)
+	defer cancel()
+	if again := e.observeOne(ctx, members[pi]); again.Reachable() {
+		views[pi] = again
+	}
 }
 
 // observe reads every instance in parallel, bounded by ObserveTimeout.

@@ -421,3 +421,43 @@ func TestServerErrantReplicaIsExcludedFromPromotion(t *testing.T) {
 		t.Error("db-1 lost its errant mark")
 	}
 }
+
+// TestServerBusyPrimaryNeverMakesAReplicaErrant: under a steady writer, a replica observed a
+// moment after the primary holds transactions the primary's observation lacks; that must
+// never be taken for an errant replica (with automatic re-clone it would discard a healthy
+// replica). Many cycles in a row, none may report one.
+func TestServerBusyPrimaryNeverMakesAReplicaErrant(t *testing.T) {
+	h := newHarness(t, 3)
+	h.converge("three instances healthy", healthyWith("db-0"))
+	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
+	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+	var writers []*writer
+	for range 3 {
+		w := startWriter(h)
+		writers = append(writers, w)
+	}
+	defer func() {
+		for _, w := range writers {
+			w.finish()
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	cycles := 0
+	for ; cycles < 300 && time.Now().Before(deadline); cycles++ {
+		d, err := h.e.Cycle(context.Background())
+		if err != nil {
+			t.Fatalf("cycle %d: %v", cycles, err)
+		}
+		if len(d.Errant) > 0 {
+			t.Fatalf("cycle %d: %v taken for errant under a busy primary: %s", cycles, d.Errant, d.Message)
+		}
+	}
+	var n int64
+	for _, w := range writers {
+		n += w.n.Load()
+	}
+	if n == 0 {
+		t.Fatal("the writers wrote nothing: the check proved nothing")
+	}
+	t.Logf("%d cycles, %d writes, no replica taken for errant", cycles, n)
+}
