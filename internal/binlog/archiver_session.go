@@ -175,6 +175,10 @@ func (s *stream) position() Position {
 // handle takes one event of the stream into the archive.
 func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 	act, err := s.split.classify(ev)
+	if l := s.log.V(2); l.Enabled() {
+		l.Info("event", "type", ev.Header.EventType.String(), "serverId", ev.Header.ServerID, "size", ev.Header.EventSize,
+			"logPos", ev.Header.LogPos, "flags", ev.Header.Flags, "action", int(act), "error", err)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
@@ -61,12 +62,11 @@ func (s *splitter) classify(ev *replication.BinlogEvent) (action, error) {
 		if s.inTxn {
 			return 0, fmt.Errorf("GTID event inside transaction %s: the stream broke a transaction", s.gtid)
 		}
-		ge, ok := ev.Event.(*replication.MariadbGTIDEvent)
-		if !ok {
-			return 0, fmt.Errorf("GTID event decoded as %T", ev.Event)
+		g, flags, err := gtidOf(ev)
+		if err != nil {
+			return 0, err
 		}
-		s.inTxn, s.standalone = true, ge.IsStandalone()
-		s.gtid = GTID{Domain: ge.GTID.DomainID, Server: ev.Header.ServerID, Seq: ge.GTID.SequenceNumber}
+		s.inTxn, s.standalone, s.gtid = true, flags&flStandalone != 0, g
 		return actBegin, nil
 	}
 	if !s.inTxn {
@@ -89,6 +89,27 @@ func (s *splitter) classify(ev *replication.BinlogEvent) (action, error) {
 		return actEnd, nil
 	}
 	return actPart, nil
+}
+
+// flStandalone marks a GTID event group without BEGIN/COMMIT: the GTID and one statement.
+const flStandalone = 0x01
+
+// gtidOf decodes a MariaDB GTID event from its raw bytes: after the 19-byte header, the
+// sequence number (8 bytes), the domain (4) and the flags (1); the server id is the header's.
+// go-mysql's decoded MariadbGTIDEvent is not used: the syncer keeps a pointer to its GTID
+// in its own GTID set and changes it as later events arrive.
+func gtidOf(ev *replication.BinlogEvent) (GTID, byte, error) {
+	const header = replication.EventHeaderSize
+	b := ev.RawData
+	if len(b) < header+13 {
+		return GTID{}, 0, fmt.Errorf("GTID event of %d bytes, too short", len(b))
+	}
+	body := b[header:]
+	return GTID{
+		Domain: binary.LittleEndian.Uint32(body[8:12]),
+		Server: binary.LittleEndian.Uint32(b[5:9]),
+		Seq:    binary.LittleEndian.Uint64(body[0:8]),
+	}, body[12], nil
 }
 
 // eventTime is an event's timestamp: whole seconds, UTC.
