@@ -87,7 +87,11 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayResult, error) {
 	}
 	plan, err := planReplay(l, from, to, opts.To == "")
 	if err != nil {
-		return nil, fmt.Errorf("binlog replay from %q to %q in %s: %w", from, opts.To, objectstore.Locate(opts.Store, prefix), err)
+		toDesc := fmt.Sprintf("%q", opts.To)
+		if opts.To == "" {
+			toDesc = "the archive's end"
+		}
+		return nil, fmt.Errorf("binlog replay from %q to %s in %s: %w", from, toDesc, objectstore.Locate(opts.Store, prefix), err)
 	}
 	res := &ReplayResult{}
 	for _, m := range plan.segments {
@@ -177,11 +181,11 @@ func planReplay(l *Listing, from, to Position, toEnd bool) (replayPlan, error) {
 	}
 	for i, m := range p.segments {
 		if err := l.damaged[m.Name()]; err != nil {
-			return replayPlan{}, err
+			return replayPlan{}, fmt.Errorf("%w; a replay can reach %q (the segment's start) at most", err, m.Start)
 		}
 		if i > 0 && !m.start.Equal(p.segments[i-1].end) {
-			return replayPlan{}, fmt.Errorf("%w between segment %s (ends at %q) and segment %s (starts at %q): the archive cannot replay across it",
-				ErrGap, p.segments[i-1].Name(), p.segments[i-1].End, m.Name(), m.Start)
+			return replayPlan{}, fmt.Errorf("%w between segment %s (ends at %q) and segment %s (starts at %q): a replay can reach %q at most",
+				ErrGap, p.segments[i-1].Name(), p.segments[i-1].End, m.Name(), m.Start, p.segments[i-1].End)
 		}
 	}
 	return p, nil
@@ -199,6 +203,9 @@ func runReplay(ctx context.Context, opts ReplayOptions, prefix, binlogTool, clie
 	for _, m := range plan.segments {
 		path := filepath.Join(dir, fmt.Sprintf("%04d-%010d.binlog", m.Epoch, m.Number))
 		if err := fetchSegment(ctx, opts.Store, prefix, m, path); err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				return fmt.Errorf("%w; a replay can reach %q (the segment's start) at most", err, m.Start)
+			}
 			return err
 		}
 		files = append(files, path)
