@@ -52,8 +52,10 @@ func queryEv(q string) *replication.BinlogEvent {
 	return ev(replication.QUERY_EVENT, &replication.QueryEvent{Query: []byte(q)})
 }
 
-func rowsEv() *replication.BinlogEvent { return ev(replication.WRITE_ROWS_EVENTv1, &replication.RowsEvent{}) }
-func xidEv() *replication.BinlogEvent  { return ev(replication.XID_EVENT, &replication.XIDEvent{}) }
+func rowsEv() *replication.BinlogEvent {
+	return ev(replication.WRITE_ROWS_EVENTv1, &replication.RowsEvent{})
+}
+func xidEv() *replication.BinlogEvent { return ev(replication.XID_EVENT, &replication.XIDEvent{}) }
 
 // txnEvs is a row transaction: GTID, Table_map, rows, Xid.
 func txnEvs(g string) []*replication.BinlogEvent {
