@@ -172,7 +172,7 @@ func planReplay(l *Listing, from, to Position, toEnd bool) (replayPlan, error) {
 			}
 		}
 	}
-	if lo < 0 {
+	if lo < 0 || p.stop.IsEmpty() {
 		return p, nil // nothing to apply: From is the target
 	}
 	p.segments = l.Segments[lo : hi+1]
