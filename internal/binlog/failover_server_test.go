@@ -36,12 +36,12 @@ func TestServerArchiverFollowsKilledSource(t *testing.T) {
 	})
 	t.Logf("archiver after the kill: %s", a.Status().LastError)
 	before := w.count()
+	restarting := time.Now() // the archiver may reconnect before Start returns
 	src.inst.Start(t)
-	restarted := time.Now()
 	src.exec("SET GLOBAL read_only = OFF")
 	waitFor(t, "writes and archiving after the restart", func() (bool, string) {
 		st := a.Status()
-		return w.count() >= before+200 && st.Connected && st.ConnectedSince.After(restarted) && st.LastUpload.After(restarted),
+		return w.count() >= before+200 && st.Connected && st.ConnectedSince.After(restarting) && st.LastUpload.After(restarting),
 			fmt.Sprintf("status %+v, %d rows (%d before the restart)", st, w.count(), before)
 	})
 	acks := w.halt()
