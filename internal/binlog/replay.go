@@ -22,7 +22,8 @@ type ReplayOptions struct {
 	// @@gtid_binlog_pos must equal it before the replay (see Replay).
 	From string
 	// To is the GTID position to stop at (inclusive); "" replays everything archived. Domains
-	// To does not name stay at From's position.
+	// To does not name must stay at From's position: name every domain that has transactions
+	// after From (a replay that moved another domain fails its final check).
 	To string
 	// MySQLArgs run the mariadb client against the target, e.g. "--defaults-file=my.cnf" (it
 	// must come first) or "--socket=/run/mysqld.sock", "--user=root". Options only.
@@ -112,13 +113,14 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayResult, error) {
 		if err := runReplay(ctx, opts, prefix, binlogTool, client, from, plan); err != nil {
 			return nil, fmt.Errorf("binlog replay from %q to %q: %w", from, plan.target, err)
 		}
+		// From here on the target holds what was applied: a failure means restoring the base again.
 	}
 	after, err := targetPosition(ctx, client, opts.MySQLArgs)
 	if err != nil {
 		return nil, fmt.Errorf("binlog replay: after replaying %d segments: %w", len(plan.segments), err)
 	}
 	if !after.Equal(plan.target) {
-		return nil, fmt.Errorf("binlog replay: the target's @@gtid_binlog_pos is %q after replaying segments %s, want %q: the replay did not land on its target",
+		return nil, fmt.Errorf("binlog replay: the target's @@gtid_binlog_pos is %q after replaying segments %s, want %q: the replay did not land on its target (restore the base again before another replay)",
 			after, strings.Join(res.Segments, ", "), plan.target)
 	}
 	res.Position = after.String()
@@ -243,7 +245,8 @@ func runReplay(ctx context.Context, opts ReplayOptions, prefix, binlogTool, clie
 	aErr := apply.Wait()
 	// The client's failure explains the dump's (a broken pipe), so it is reported first.
 	if aErr != nil {
-		return fmt.Errorf("%s failed applying the segments: %w: %s (mariadb-binlog: %s)", filepath.Base(client), aErr, applyErr.text(), dumpErr.text())
+		return fmt.Errorf("%s failed applying the segments (the target may hold part of them: restore the base again): %w: %s (mariadb-binlog: %s)",
+			filepath.Base(client), aErr, applyErr.text(), dumpErr.text())
 	}
 	if dErr != nil {
 		return fmt.Errorf("%s failed reading the segments: %w: %s", filepath.Base(binlogTool), dErr, dumpErr.text())
