@@ -249,7 +249,8 @@ func runReplay(ctx context.Context, opts ReplayOptions, prefix, binlogTool, clie
 			filepath.Base(client), aErr, applyErr.text(), dumpErr.text())
 	}
 	if dErr != nil {
-		return fmt.Errorf("%s failed reading the segments: %w: %s", filepath.Base(binlogTool), dErr, dumpErr.text())
+		return fmt.Errorf("%s failed reading the segments (the target may hold part of them: restore the base again): %w: %s",
+			filepath.Base(binlogTool), dErr, dumpErr.text())
 	}
 	return nil
 }

@@ -177,4 +177,14 @@ func TestServerReplayToTimeGTIDAndEnd(t *testing.T) {
 			t.Errorf("Replay: %v; want ErrGap at %s", err, victim.Start)
 		}
 	})
+
+	// Last, as it leaves spare half-replayed: the client failing is reported, although
+	// mariadb-binlog's exit status is 0.
+	spare.execNoBinlog("CREATE DATABASE app", "CREATE TABLE app.w (id INT PRIMARY KEY)")
+	spare.resetTo(base)
+	_, err = Replay(t.Context(), ReplayOptions{Store: store, Prefix: "r", From: base.String(), MySQLArgs: spare.mysqlArgs(), TmpDir: t.TempDir()})
+	t.Logf("Replay onto a target that has app.w already: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "mariadb failed applying") || !strings.Contains(err.Error(), "1050") {
+		t.Errorf("Replay onto a target that has app.w already: %v, want the client's failure", err)
+	}
 }
