@@ -187,11 +187,18 @@ func parseToolVersion(out string) string {
 	if m := toolVersionRE.FindStringSubmatch(out); m != nil {
 		return filepath.Base(m[1]) + " " + m[2]
 	}
+	if m := xtrabackupVersionRE.FindStringSubmatch(out); m != nil {
+		return filepath.Base(m[1]) + " " + m[2]
+	}
 	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 	return strings.TrimSpace(first)
 }
 
-var toolVersionRE = regexp.MustCompile(`(\S+) based on MariaDB server (\S+)`)
+var (
+	toolVersionRE = regexp.MustCompile(`(\S+) based on MariaDB server (\S+)`)
+	// xtrabackupVersionRE: "xtrabackup version 8.4.0-2 based on MySQL server 8.4.0 Linux …".
+	xtrabackupVersionRE = regexp.MustCompile(`(\S+) version (\S+) based on MySQL server`)
+)
 
 // ReadBinlogInfo reads the binlog info file of a backup extracted into dir
 // (mariadb_backup_binlog_info, or xtrabackup_binlog_info as 10.11 names it) and returns it

@@ -36,7 +36,10 @@ type StreamOptions struct {
 	// DefaultsFile, when set, is the server's option file, the only one mariadb-backup reads
 	// (see TakeOptions.DefaultsFile).
 	DefaultsFile string
-	// Tool is the path of mariadb-backup; by default it is looked up on PATH.
+	// Flavor is the server's: "mariadb" (default; mariadb-backup, mbstream) or "mysql"
+	// (xtrabackup, xbstream).
+	Flavor string
+	// Tool is the path of the backup tool; by default it is looked up on PATH.
 	Tool string
 	// TmpDir holds the password file and mariadb-backup's --tmpdir and --target-dir (which
 	// stays empty when streaming). Default os.TempDir().
@@ -83,7 +86,11 @@ func Stream(ctx context.Context, opts StreamOptions, w io.Writer) (*StreamReport
 	if err := opts.defaults(); err != nil {
 		return nil, fmt.Errorf("backup stream: %w", err)
 	}
-	tool, err := findTool(opts.Tool, "mariadb-backup")
+	name, _, err := backupTools(opts.Flavor)
+	if err != nil {
+		return nil, fmt.Errorf("backup stream: %w", err)
+	}
+	tool, err := findTool(opts.Tool, name)
 	if err != nil {
 		return nil, fmt.Errorf("backup stream: %w", err)
 	}
@@ -111,6 +118,9 @@ func Stream(ctx context.Context, opts StreamOptions, w io.Writer) (*StreamReport
 }
 
 func (o *StreamOptions) defaults() error {
+	if _, _, err := backupTools(o.Flavor); err != nil {
+		return err
+	}
 	if o.DataDir == "" {
 		return errors.New("the server's data directory is required")
 	}
@@ -201,10 +211,23 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 		return res, err
 	}
 	defer os.RemoveAll(targetDir)
+	name, _, err := backupTools(o.Flavor)
+	if err != nil {
+		return res, err
+	}
+	args := o.args(pwFile, targetDir)
+	var infoDir string
+	if o.Flavor == FlavorMySQL {
+		if infoDir, err = os.MkdirTemp(o.TmpDir, ".dolphin-backup-info-"); err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(infoDir)
+		args = o.xtrabackupArgs(pwFile, targetDir, infoDir)
+	}
 
 	runCtx, kill := context.WithCancel(ctx)
 	defer kill()
-	cmd := exec.CommandContext(runCtx, tool, o.args(pwFile, targetDir)...)
+	cmd := exec.CommandContext(runCtx, tool, args...)
 	cmd.WaitDelay = waitDelay
 	stderr := &toolOutput{onLine: res.report.line}
 	cmd.Stderr = stderr
@@ -238,24 +261,38 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 	report := res.report
 	switch {
 	case ctx.Err() != nil:
-		return res, fmt.Errorf("cancelled while mariadb-backup was running: %w", ctx.Err())
+		return res, fmt.Errorf("cancelled while %s was running: %w", name, ctx.Err())
 	case sink.failure() != nil:
-		return res, fmt.Errorf("%s: %w (mariadb-backup was stopped)", sinkWhat, sink.failure())
+		return res, fmt.Errorf("%s: %w (%s was stopped)", sinkWhat, sink.failure(), name)
 	case waitErr != nil:
-		return res, exitError("mariadb-backup", waitErr, stderr)
+		return res, exitError(name, waitErr, stderr)
 	case copyErr != nil:
-		return res, fmt.Errorf("reading mariadb-backup's output: %w", copyErr)
+		return res, fmt.Errorf("reading %s's output: %w", name, copyErr)
 	case closeErr != nil:
-		return res, fmt.Errorf("compressing mariadb-backup's output: %w", closeErr)
+		return res, fmt.Errorf("compressing %s's output: %w", name, closeErr)
 	case !report.Completed:
-		return res, exitError("mariadb-backup", fmt.Errorf("it exited 0 without printing %q", completedLine), stderr)
-	case !report.HasBinlog:
-		return res, exitError("mariadb-backup", errors.New("it printed no binlog position (is the binary log enabled?)"), stderr)
+		return res, exitError(name, fmt.Errorf("it exited 0 without printing %q", completedLine), stderr)
 	case raw.n == 0:
-		return res, exitError("mariadb-backup", errors.New("it wrote nothing to its output"), stderr)
+		return res, exitError(name, errors.New("it wrote nothing to its output"), stderr)
+	}
+	if o.Flavor == FlavorMySQL {
+		// The position comes from the summary file, which holds the whole GTID set.
+		info, err := readXtrabackupInfo(infoDir)
+		if err != nil {
+			return res, exitError(name, fmt.Errorf("its %s: %w", xtrabackupInfoFile, err), stderr)
+		}
+		res.report.HasBinlog, res.report.BinlogFile, res.report.BinlogPosition = true, info.BinlogFile, info.BinlogPosition
+		res.report.GTID = info.GTIDSet
+		if res.report.ServerVersion == "" {
+			res.report.ServerVersion = info.ServerVersion
+		}
+		return res, nil
+	}
+	if !report.HasBinlog {
+		return res, exitError(name, errors.New("it printed no binlog position (is the binary log enabled?)"), stderr)
 	}
 	if _, err := normalizeGTID(report.GTID); err != nil {
-		return res, fmt.Errorf("mariadb-backup's position: %w", err)
+		return res, fmt.Errorf("%s's position: %w", name, err)
 	}
 	return res, nil
 }

@@ -22,7 +22,8 @@ type TakeOptions struct {
 	Cluster        string
 	SourceInstance string
 	SourceRole     string
-	// Flavor of the server: "mariadb" (the default, and the only one Take supports so far).
+	// Flavor of the server: "mariadb" (the default) or "mysql" (xtrabackup; proven by
+	// exact-command tests only, see xtrabackup.go).
 	Flavor string
 
 	// Socket is the local server's Unix socket. When empty, Host and Port (default 3306) are
@@ -72,7 +73,11 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 	}
 	prefix := normPrefix(opts.Prefix)
 	where := objectstore.Locate(store, prefix)
-	tool, err := findTool(opts.Tool, "mariadb-backup")
+	name, _, err := backupTools(opts.Flavor)
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: %w", where, err)
+	}
+	tool, err := findTool(opts.Tool, name)
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", where, err)
 	}
@@ -126,10 +131,7 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 
 func (o *TakeOptions) defaults() error {
 	if o.Flavor == "" {
-		o.Flavor = "mariadb"
-	}
-	if o.Flavor != "mariadb" {
-		return fmt.Errorf("flavor %q: physical backups are implemented for mariadb only", o.Flavor)
+		o.Flavor = FlavorMariaDB
 	}
 	so := o.streamOptions()
 	if err := so.defaults(); err != nil {
@@ -143,7 +145,7 @@ func (o *TakeOptions) defaults() error {
 func (o *TakeOptions) streamOptions() StreamOptions {
 	return StreamOptions{
 		Socket: o.Socket, Host: o.Host, Port: o.Port, User: o.User, Password: o.Password,
-		DataDir: o.DataDir, DefaultsFile: o.DefaultsFile, Tool: o.Tool, TmpDir: o.TmpDir,
+		DataDir: o.DataDir, DefaultsFile: o.DefaultsFile, Flavor: o.Flavor, Tool: o.Tool, TmpDir: o.TmpDir,
 		ExtraArgs: o.ExtraArgs, Progress: o.Progress,
 	}
 }

@@ -231,11 +231,11 @@ func TestTakeMemoryIsBounded(t *testing.T) {
 func TestTakeRefusesBadOptions(t *testing.T) {
 	store, _ := newStore(t)
 	for name, edit := range map[string]func(*TakeOptions){
-		"no datadir":    func(o *TakeOptions) { o.DataDir = "" },
-		"no user":       func(o *TakeOptions) { o.User = "" },
-		"no connection": func(o *TakeOptions) { o.Socket, o.Host = "", "" },
-		"mysql":         func(o *TakeOptions) { o.Flavor = "mysql" },
-		"no tool":       func(o *TakeOptions) { o.Tool = filepath.Join(t.TempDir(), "missing") },
+		"no datadir":     func(o *TakeOptions) { o.DataDir = "" },
+		"no user":        func(o *TakeOptions) { o.User = "" },
+		"no connection":  func(o *TakeOptions) { o.Socket, o.Host = "", "" },
+		"unknown flavor": func(o *TakeOptions) { o.Flavor = "postgres" },
+		"no tool":        func(o *TakeOptions) { o.Tool = filepath.Join(t.TempDir(), "missing") },
 	} {
 		opts := fakeOptions(t, fakeTool(t, "exit 0"))
 		edit(&opts)
