@@ -91,6 +91,12 @@ func (m *Manifest) check() error {
 		}
 		seen[o.Key] = true
 	}
+	if m.Flavor == FlavorMySQL {
+		if m.GTIDPosition == "" {
+			return nil
+		}
+		return checkMySQLGTIDSet(m.GTIDPosition)
+	}
 	if _, err := normalizeGTID(m.GTIDPosition); err != nil {
 		return err
 	}

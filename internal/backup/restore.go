@@ -53,11 +53,15 @@ func Restore(ctx context.Context, store objectstore.Store, prefix string, opts R
 	if err != nil {
 		return nil, err
 	}
-	tool, err := findTool(opts.Tool, "mariadb-backup")
+	toolName, extractorName, err := backupTools(m.Flavor)
 	if err != nil {
 		return nil, fmt.Errorf("restore of %s: %w", where, err)
 	}
-	mbstream, err := findTool(opts.MBStream, "mbstream")
+	tool, err := findTool(opts.Tool, toolName)
+	if err != nil {
+		return nil, fmt.Errorf("restore of %s: %w", where, err)
+	}
+	mbstream, err := findTool(opts.MBStream, extractorName)
 	if err != nil {
 		return nil, fmt.Errorf("restore of %s: %w", where, err)
 	}
@@ -94,6 +98,9 @@ func restoreInto(ctx context.Context, store objectstore.Store, prefix string, m 
 	}
 	if err := prepare(ctx, tool, target, opts); err != nil {
 		return err
+	}
+	if m.Flavor == FlavorMySQL {
+		return checkMySQLBinlogInfo(target, m)
 	}
 	return checkBinlogInfo(target, m)
 }
@@ -232,13 +239,14 @@ func prepare(ctx context.Context, tool, target string, opts RestoreOptions) erro
 	cmd.Stdout, cmd.Stderr = out, out
 	err := cmd.Run()
 	out.flush()
+	what := filepath.Base(tool) + " --prepare"
 	switch {
 	case ctx.Err() != nil:
-		return fmt.Errorf("cancelled while mariadb-backup --prepare was running: %w", ctx.Err())
+		return fmt.Errorf("cancelled while %s was running: %w", what, ctx.Err())
 	case err != nil:
-		return exitError("mariadb-backup --prepare", err, out)
+		return exitError(what, err, out)
 	case !report.Completed:
-		return exitError("mariadb-backup --prepare", fmt.Errorf("it exited 0 without printing %q", completedLine), out)
+		return exitError(what, fmt.Errorf("it exited 0 without printing %q", completedLine), out)
 	}
 	return nil
 }

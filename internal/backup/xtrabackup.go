@@ -136,3 +136,33 @@ func checkMySQLGTIDSet(set string) error {
 	}
 	return nil
 }
+
+// checkMySQLBinlogInfo compares the prepared directory's xtrabackup_binlog_info with the
+// manifest: "<file>\t<position>\t<GTID set>", the set possibly continued on more lines.
+func checkMySQLBinlogInfo(target string, m *Manifest) error {
+	const name = "xtrabackup_binlog_info"
+	b, err := os.ReadFile(filepath.Join(target, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: the extracted data holds no %s", ErrCorrupt, name)
+	}
+	if err != nil {
+		return err
+	}
+	f := strings.SplitN(strings.TrimSpace(string(b)), "\t", 3)
+	if len(f) < 2 {
+		return fmt.Errorf("%w: %s %q: want <file>\\t<position>[\\t<GTID set>]", ErrCorrupt, name, b)
+	}
+	set := ""
+	if len(f) == 3 {
+		set = strings.Join(strings.Fields(f[2]), "")
+	}
+	if set != "" {
+		if err := checkMySQLGTIDSet(set); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err)
+		}
+	}
+	if want := strings.Join(strings.Fields(m.GTIDPosition), ""); set != want {
+		return fmt.Errorf("%w: the restored data's %s holds GTID set %q, the manifest says %q", ErrCorrupt, name, set, want)
+	}
+	return nil
+}

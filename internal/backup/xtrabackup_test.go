@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,5 +152,79 @@ func TestParseXtrabackupInfo(t *testing.T) {
 	noGTID, err := parseXtrabackupInfo("binlog_pos = filename 'binlog.000001', position '4'\n")
 	if err != nil || noGTID.GTIDSet != "" || noGTID.BinlogFile != "binlog.000001" {
 		t.Fatalf("%+v, %v", noGTID, err)
+	}
+}
+
+// fakeXBStream writes a stand-in for xbstream -x -C <dir>: it records its arguments, checks
+// that stdin is the stream the stand-in xtrabackup wrote, and leaves binlogInfo in <dir>.
+func fakeXBStream(t *testing.T, argsFile, binlogInfo string) string {
+	t.Helper()
+	dir := t.TempDir()
+	info := filepath.Join(dir, "binlog_info")
+	if err := os.WriteFile(info, []byte(binlogInfo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `#!/bin/sh
+printf '%s\n' "$@" > '` + argsFile + `'
+[ "$(cat)" = "XBSTREAM-STAND-IN-DATA" ] || { echo "unexpected stream" >&2; exit 1; }
+cp '` + info + `' "$3/xtrabackup_binlog_info"
+`
+	path := filepath.Join(dir, "xbstream")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRestoreMySQLRunsXBStreamAndPrepare: a mysql-flavor backup is restored with exactly
+// `xbstream -x -C <dir>` and `xtrabackup --prepare --target-dir=<dir> --use-memory=…`, and the
+// prepared data's xtrabackup_binlog_info (a multi-line GTID set) must match the manifest; a
+// different set is refused as corrupt and the directory left empty. Stand-in tools only.
+func TestRestoreMySQLRunsXBStreamAndPrepare(t *testing.T) {
+	backupArgs := filepath.Join(t.TempDir(), "args")
+	tool := fakeXtrabackup(t, backupArgs, xtrabackupInfoSample, "completed OK!")
+	store, _ := newStore(t)
+	if _, err := Take(context.Background(), TakeOptions{
+		Prefix: "ns/c/b/", Flavor: FlavorMySQL, Socket: "/nonexistent.sock", User: "dolphin",
+		DataDir: "/var/lib/mysql", Tool: tool, TmpDir: t.TempDir(),
+	}, store); err != nil {
+		t.Fatal(err)
+	}
+	good := "binlog.000002\t156\t3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,\n9b2d4a1c-0000-11ef-8000-000000000001:orders:1-3\n"
+	xbArgs := filepath.Join(t.TempDir(), "xbargs")
+	target := filepath.Join(t.TempDir(), "data")
+	m, err := Restore(context.Background(), store, "ns/c/b/", RestoreOptions{
+		TargetDir: target, Tool: tool, MBStream: fakeXBStream(t, xbArgs, good), UseMemory: "128M",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Flavor != FlavorMySQL {
+		t.Fatalf("manifest flavor %q", m.Flavor)
+	}
+	read := func(f string) string {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(b)), " ")
+	}
+	if got := read(xbArgs); got != "-x -C "+target {
+		t.Fatalf("xbstream ran with %q", got)
+	}
+	if got := read(backupArgs); got != "--prepare --target-dir="+target+" --use-memory=128M" {
+		t.Fatalf("xtrabackup ran with %q, want the prepare", got)
+	}
+
+	bad := strings.Replace(good, ":1-5", ":1-4", 1)
+	other := filepath.Join(t.TempDir(), "data")
+	_, err = Restore(context.Background(), store, "ns/c/b/", RestoreOptions{
+		TargetDir: other, Tool: tool, MBStream: fakeXBStream(t, filepath.Join(t.TempDir(), "a"), bad),
+	})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "1-4") {
+		t.Fatalf("restore with another GTID set: %v, want ErrCorrupt naming it", err)
+	}
+	if ents := dirEntries(t, other); len(ents) != 0 {
+		t.Fatalf("the failed restore left %q", ents)
 	}
 }
