@@ -165,14 +165,22 @@ func TestBenchBackup(t *testing.T) {
 	cfg.PartSize = 0 // the production default (16 MiB), not the tests' 5 MiB
 	ag := startAgentProcess(t, bin, src.DataDir, socket)
 	idleKB, _ := procStatusKB(ag.pid(), "VmRSS")
-	step(t, "dolphin backup through the agent (pid %d) into versitygw", ag.pid())
+	gwPID := findProcess(t, "versitygw", s3.Dir)
+	step(t, "dolphin backup through the agent (pid %d) into versitygw (pid %d)", ag.pid(), gwPID)
+	gw0, busy0 := mustCPU(t, gwPID), machineCPU(t)
 	bk := agentBackup(t, ag, cfg, conn, src.Name)
+	gwCPU, busy := mustCPU(t, gwPID).sub(gw0), machineCPU(t).sub(busy0)
 	m := bk.status.Manifest
 	raw, stored := m.Objects[0].RawSize, m.StoredBytes()
 	rep.add("dolphin backup (agent → zstd → S3): raw_bytes=%d stored_bytes=%d seconds=%.2f MB/s=%.1f compression=%.2f (client saw %.2fs)",
 		raw, stored, bk.took.Seconds(), mbps(raw, bk.took), float64(raw)/float64(stored), bk.wall.Seconds())
 	rep.add("agent during the backup: idle_rss_mb=%d peak_sampled_mb=%d vmhwm_mb=%d samples=%d agent_cpu_s=%.2f tool_cpu_s=%.2f",
 		idleKB/1024, bk.mem.peakKB/1024, bk.mem.hwmKB/1024, bk.mem.samples, bk.cpu.self.Seconds(), bk.cpu.children.Seconds())
+	rep.add("machine during the backup: versitygw_cpu_s=%.2f other_cpu_s=%.2f (mariadbd, this test, anything else) busy_cores=%.2f of %d, %.2f until all but the last MiB was stored (from /proc/stat)",
+		gwCPU.self.Seconds(), (busy.busy - bk.cpu.self - bk.cpu.children - gwCPU.self).Seconds(),
+		busy.busy.Seconds()/bk.wall.Seconds(), busy.cores, bk.bulkBusy.busy.Seconds()/bk.bulk.Seconds())
+	rep.add("dolphin timeline: all but the last MiB stored at %.2fs (%.1f MB/s of raw data), mariadb-backup last seen at %.2fs, finished at %.2fs (client's clock, polled every %v)",
+		bk.bulk.Seconds(), mbps(raw, bk.bulk), bk.toolSeen.Seconds(), bk.wall.Seconds(), benchRSSInterval)
 	if ok, err := backup.SameGTID(m.GTIDPosition, srcGTID); err != nil || !ok {
 		t.Fatalf("the manifest's GTID position %q is not the source's gtid_binlog_pos %q (%v)", m.GTIDPosition, srcGTID, err)
 	}
@@ -747,13 +755,67 @@ func mustCPU(t *testing.T, pid int) cpuTimes {
 	return c
 }
 
+// findProcess returns the PID of the one process whose command line holds every one of parts.
+func findProcess(t *testing.T, parts ...string) int {
+	t.Helper()
+	pids := processesMatching(t, parts...)
+	if len(pids) != 1 {
+		t.Fatalf("processes with %q on their command line: %v, want one", parts, pids)
+	}
+	pid, err := strconv.Atoi(pids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// machineTimes are the CPU time of all processes (user, nice, system, irq and softirq in the
+// first line of /proc/stat; guest time is part of user) and the number of CPUs.
+type machineTimes struct {
+	busy  time.Duration
+	cores int
+}
+
+func (m machineTimes) sub(o machineTimes) machineTimes {
+	return machineTimes{busy: m.busy - o.busy, cores: m.cores}
+}
+
+func machineCPU(t *testing.T) machineTimes {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m machineTimes
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 7 && f[0] == "cpu":
+			for _, i := range []int{1, 2, 3, 6, 7} { // user nice system [idle iowait] irq softirq
+				n, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					t.Fatalf("/proc/stat: %q: %v", line, err)
+				}
+				m.busy += time.Duration(n) * (time.Second / clockTicks)
+			}
+		case len(f) > 0 && strings.HasPrefix(f[0], "cpu"):
+			m.cores++
+		}
+	}
+	return m
+}
+
 // agentRun is what agentBackup measured.
 type agentRun struct {
 	status agent.BackupStatus
-	// took is the agent's own StartedAt → FinishedAt; wall what the client saw, polling.
-	took, wall time.Duration
-	mem        *memSampler
-	cpu        cpuTimes
+	// took is the agent's own StartedAt → FinishedAt; wall what the client saw, polling;
+	// bulk when the polled StoredBytes first came within 1 MiB of the final size; toolSeen
+	// when mariadb-backup was last seen running (polled).
+	took, wall, bulk, toolSeen time.Duration
+	// bulkBusy is the CPU time of the whole machine until bulk.
+	bulkBusy machineTimes
+	mem      *memSampler
+	cpu      cpuTimes
 }
 
 // agentBackup asks the agent for a backup into the bucket of cfg and polls it every 100 ms
@@ -767,18 +829,35 @@ func agentBackup(t *testing.T, a *agentProcess, cfg objectstore.S3Config, conn a
 		t.Fatal(err)
 	}
 	run := agentRun{mem: sampleMemory(a.pid())}
-	cpu0 := mustCPU(t, a.pid())
+	cpu0, busy0 := mustCPU(t, a.pid()), machineCPU(t)
 	began := time.Now()
 	st, err := a.client.StartBackup(ctx, agent.BackupRequest{
 		ID: "bench-1", Store: storeJSON, Prefix: benchPrefix, DB: conn,
 		Meta: agent.BackupMeta{Name: "b1", Namespace: benchNamespace, Cluster: benchCluster,
 			SourceInstance: source, SourceRole: "primary", Flavor: "mariadb"},
 	})
+	type mark struct {
+		n    int64
+		at   time.Duration
+		busy machineTimes
+	}
+	var marks []mark
 	for err == nil && !st.Finished() {
 		time.Sleep(benchRSSInterval)
 		st, err = a.client.BackupStatus(ctx, "bench-1")
+		marks = append(marks, mark{st.StoredBytes, time.Since(began), machineCPU(t)})
+		if len(processesMatching(t, "mariadb-backup", "--backup", "--socket="+conn.Socket)) > 0 {
+			run.toolSeen = time.Since(began)
+		}
 	}
 	run.wall = time.Since(began)
+	run.bulk = run.wall
+	for _, m := range marks {
+		if m.n >= st.StoredBytes-1<<20 {
+			run.bulk, run.bulkBusy = m.at, m.busy.sub(busy0)
+			break
+		}
+	}
 	run.mem.finish(t)
 	run.cpu = mustCPU(t, a.pid()).sub(cpu0)
 	if err != nil {

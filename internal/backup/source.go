@@ -235,19 +235,21 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 	if err != nil {
 		return res, err
 	}
+	growPipe(stdout)
 	gate := &gateWriter{w: sink}
 	enc, err := newEncoder(gate)
 	if err != nil {
 		return res, err
 	}
-	raw := &countWriter{w: enc, gate: gate}
+	raw := &countReader{r: stdout, gate: gate}
 
 	res.start = time.Now().UTC().Truncate(time.Second)
 	if err := cmd.Start(); err != nil {
 		enc.Close()
 		return res, fmt.Errorf("starting %s: %w", tool, err)
 	}
-	_, copyErr := io.CopyBuffer(raw, stdout, make([]byte, copyBuffer))
+	// The encoder reads the pipe straight into the section it compresses next (no copy).
+	_, copyErr := enc.ReadFrom(raw)
 	if copyErr != nil {
 		kill() // the sink failed or ctx is done: stop the tool, then let it exit
 		_, _ = io.Copy(io.Discard, stdout)

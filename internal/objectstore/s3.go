@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -374,4 +375,15 @@ func withContentMD5(o *s3.Options) {
 				return next.HandleBuild(ctx, in)
 			}), middleware.After)
 	})
+}
+
+// withUnsignedPayload signs a PutObject or UploadPart that carries Content-MD5 without
+// hashing its body: X-Amz-Content-Sha256 is UNSIGNED-PAYLOAD, as the SDK already does over
+// https. Over http the SDK would otherwise read every part once more for a SHA-256 and the
+// server once more to check it. Integrity is unchanged: the server checks the body against
+// Content-MD5 (and refuses a mismatch with BadDigest), and Content-MD5 is one of the signed
+// headers, so it cannot be altered in transit without breaking the signature. The data
+// object's own SHA-256 is in the manifest and checked on restore.
+func withUnsignedPayload(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 }

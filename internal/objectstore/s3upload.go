@@ -85,6 +85,9 @@ func (u *s3Upload) Write(p []byte) (int, error) {
 	if err := u.failure(); err != nil {
 		return 0, err
 	}
+	if err := u.cancelled(); err != nil {
+		return 0, err
+	}
 	written := 0
 	for len(p) > 0 {
 		limit := u.s.parts.size(u.nextPart)
@@ -146,6 +149,12 @@ func (u *s3Upload) sendPart(last bool) error {
 		} else {
 			next = b
 		}
+	}
+	if err := u.cancelled(); err != nil {
+		if next != nil {
+			u.free <- next
+		}
+		return err
 	}
 	u.mu.Lock()
 	if u.err != nil {
@@ -235,7 +244,7 @@ func (u *s3Upload) uploadPart(n int32, b []byte) {
 		Body:          bytes.NewReader(b),
 		ContentLength: aws.Int64(int64(len(b))),
 		ContentMD5:    aws.String(base64.StdEncoding.EncodeToString(sum[:])),
-	})
+	}, withUnsignedPayload)
 	u.free <- b[:0] // never blocks: the channel holds every buffer
 	if err != nil {
 		u.fail(u.s.classify(u.parent, fmt.Sprintf("upload %s part %d", u.key, n), err))
@@ -244,6 +253,17 @@ func (u *s3Upload) uploadPart(n int32, b []byte) {
 	u.mu.Lock()
 	u.parts = append(u.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
 	u.mu.Unlock()
+}
+
+// cancelled records a done caller's context as the failure, as the context watcher does, but
+// at once: the watcher runs on a goroutine of its own and may come after a Write that should
+// have failed (a cancel while CreateMultipartUpload is answered, on a loaded machine).
+func (u *s3Upload) cancelled() error {
+	if u.parent.Err() == nil {
+		return nil
+	}
+	u.fail(fmt.Errorf("%s: upload %s: %w", u.s.Describe(), u.key, context.Cause(u.parent)))
+	return u.failure()
 }
 
 // failure is the first failure, or nil.
@@ -384,7 +404,7 @@ func (u *s3Upload) commit() (ObjectInfo, error) {
 			Body:          bytes.NewReader(u.buf),
 			ContentLength: aws.Int64(int64(len(u.buf))),
 			ContentMD5:    aws.String(base64.StdEncoding.EncodeToString(sum[:])),
-		})
+		}, withUnsignedPayload)
 		if err != nil {
 			return ObjectInfo{}, u.s.classify(u.parent, "upload "+u.key, err)
 		}
