@@ -172,13 +172,19 @@ func (o *StreamOptions) serverVersion(ctx context.Context) (string, error) {
 
 // args returns mariadb-backup's arguments for a run that reads its password from pwFile.
 func (o *StreamOptions) args(pwFile, targetDir string) []string {
+	return o.toolArgs(pwFile, "--backup", "--stream=mbstream", "--slave-info", "--target-dir="+targetDir)
+}
+
+// toolArgs are a backup tool's arguments: the option file holding the password (which
+// includes DefaultsFile), mode, then the directories, account, connection and ExtraArgs that
+// mariadb-backup and xtrabackup take alike.
+func (o *StreamOptions) toolArgs(pwFile string, mode ...string) []string {
 	first := "--defaults-extra-file=" + pwFile
 	if o.DefaultsFile != "" {
 		first = "--defaults-file=" + pwFile // which includes DefaultsFile
 	}
-	a := []string{first,
-		"--backup", "--stream=mbstream", "--slave-info",
-		"--target-dir=" + targetDir, "--tmpdir=" + o.TmpDir, "--datadir=" + o.DataDir, "--user=" + o.User}
+	a := append([]string{first}, mode...)
+	a = append(a, "--tmpdir="+o.TmpDir, "--datadir="+o.DataDir, "--user="+o.User)
 	// A [client] host in an option file would make the client ignore --socket: host
 	// "localhost" means the socket (--protocol=socket with an IP host is refused).
 	if o.Socket != "" {

@@ -45,20 +45,8 @@ func backupTools(flavor string) (tool, extractor string, err error) {
 // xtrabackupArgs are xtrabackup's arguments for a run that reads its password from pwFile
 // and leaves its summary in infoDir.
 func (o *StreamOptions) xtrabackupArgs(pwFile, targetDir, infoDir string) []string {
-	first := "--defaults-extra-file=" + pwFile
-	if o.DefaultsFile != "" {
-		first = "--defaults-file=" + pwFile // which includes DefaultsFile
-	}
-	a := []string{first,
-		"--backup", "--stream=xbstream", "--slave-info",
-		"--extra-lsndir=" + infoDir,
-		"--target-dir=" + targetDir, "--tmpdir=" + o.TmpDir, "--datadir=" + o.DataDir, "--user=" + o.User}
-	if o.Socket != "" {
-		a = append(a, "--host=localhost", "--socket="+o.Socket)
-	} else {
-		a = append(a, "--protocol=tcp", "--host="+o.Host, "--port="+strconv.Itoa(o.Port))
-	}
-	return append(a, o.ExtraArgs...)
+	return o.toolArgs(pwFile, "--backup", "--stream=xbstream", "--slave-info",
+		"--extra-lsndir="+infoDir, "--target-dir="+targetDir)
 }
 
 // xtrabackupInfo is what xtrabackup_info says about the position of a backup.
