@@ -61,6 +61,7 @@ func (w *agentWiring) functions(log logr.Logger) (agent.BackupFunc, agent.CloneF
 			User: req.DB.User, Password: req.DB.Password,
 			DataDir:  w.dataDir,
 			Progress: progress,
+			Log:      func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) },
 		}, store)
 	}
 	// Clone streams this instance's backup to a new instance (restore.FromPeer).

@@ -155,9 +155,10 @@ func TestServerTakeFromReplicaAndRestore(t *testing.T) {
 }
 
 // TestServerTakeUnderWrites backs up a replica while the primary commits one row per
-// transaction, and checks on the restored server that the data is exactly what the
+// transaction as fast as it can, and checks on the restored server that the data is exactly what the
 // manifest's GTID position says: as many rows as transactions up to that position, and
-// replication from there neither repeats nor skips one.
+// replication from there neither repeats nor skips one. With the tool's own position (not
+// BINLOG_GTID_POS, see exactPosition) it failed on the first run under load.
 func TestServerTakeUnderWrites(t *testing.T) {
 	tc := startCluster(t)
 	base := seqOf(t, tc.str(tc.primary, "SELECT @@gtid_binlog_pos"))
@@ -176,7 +177,6 @@ func TestServerTakeUnderWrites(t *testing.T) {
 				return
 			}
 			writes.Add(1)
-			time.Sleep(2 * time.Millisecond)
 		}
 	})
 	time.Sleep(200 * time.Millisecond)

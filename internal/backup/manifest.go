@@ -34,10 +34,10 @@ type Manifest struct {
 	StartTime time.Time `json:"startTime"`
 	EndTime   time.Time `json:"endTime"`
 	// GTIDPosition is the GTID set the backup contains, consistent with its data: for MariaDB
-	// what mariadb-backup reports as "GTID of the last change", the source's gtid_current_pos
-	// read under BACKUP STAGE BLOCK_COMMIT (on a replica with log_slave_updates, as Dolphin
-	// configures them, equal to its gtid_binlog_pos); MySQL's gtid_executed. Restore checks the
-	// restored data's binlog info against it, and replication continues from it.
+	// the source's gtid_binlog_pos at the binary log coordinates mariadb-backup read under
+	// BACKUP STAGE BLOCK_COMMIT (BINLOG_GTID_POS; not the tool's "GTID of the last change",
+	// which can lag the data on a replica, see exactPosition); MySQL's gtid_executed. Restore
+	// checks the restored data's binlog info against it, and replication continues from it.
 	GTIDPosition string `json:"gtidPosition"`
 	// ReplicaGTIDPosition is the source's gtid_slave_pos when it was a replica (informative).
 	ReplicaGTIDPosition string `json:"replicaGtidPosition,omitempty"`

@@ -26,6 +26,13 @@ var ErrIncomplete = errors.New("no manifest: the backup never completed")
 // match the manifest (size or sha256), is missing, or the manifest itself is unusable.
 var ErrCorrupt = errors.New("backup is corrupt")
 
+// ErrRedoLogCopy is wrapped by the error of a mariadb-backup run that fell behind copying
+// the server's redo log ("Was only able to copy log from X to Y, not Z"). Under write load
+// mariadb-backup 10.11 can read a block the server is still writing and stall on it even
+// when the log is far from full (MDEV-39468, fixed in later releases), so a new attempt
+// usually succeeds; Take makes up to takeAttempts.
+var ErrRedoLogCopy = errors.New("mariadb-backup could not copy the redo log up to the backup's end")
+
 // maxManifestSize bounds how much of a manifest object is read.
 const maxManifestSize = 4 << 20
 

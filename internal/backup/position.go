@@ -34,6 +34,11 @@ var (
 // completedLine ends mariadb-backup's output when it succeeded.
 const completedLine = "completed OK!"
 
+// redoLogBehindLine starts the line mariadb-backup prints when its redo log copy did not
+// reach the backup's end: "Was only able to copy log from 45518 to 479220, not 524079; try
+// increasing innodb_log_file_size".
+const redoLogBehindLine = "Was only able to copy log from"
+
 // toolReport is what mariadb-backup's stderr says about the backup it made.
 type toolReport struct {
 	// HasBinlog is set by the "MySQL binlog position" line.
@@ -48,6 +53,8 @@ type toolReport struct {
 	ServerVersion string
 	// Completed is set by a line ending in "completed OK!".
 	Completed bool
+	// RedoLogBehind is set by "Was only able to copy log from …": see ErrRedoLogCopy.
+	RedoLogBehind bool
 }
 
 // line takes one line of mariadb-backup's stderr into account.
@@ -55,6 +62,10 @@ func (r *toolReport) line(s string) {
 	s = strings.TrimRight(s, "\r\n")
 	if strings.HasSuffix(s, completedLine) {
 		r.Completed = true
+		return
+	}
+	if strings.Contains(s, redoLogBehindLine) {
+		r.RedoLogBehind = true
 		return
 	}
 	if m := serverVersionRE.FindStringSubmatch(s); m != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
@@ -260,13 +261,18 @@ func checkBinlogInfo(target string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	same, err := sameGTID(bi.GTID, m.GTIDPosition)
-	if err != nil {
+	// The file holds the tool's GTID, which can lag the data on a replica (see exactPosition):
+	// the coordinates must be the manifest's, the GTID must not be ahead of it.
+	if bi.File != m.BinlogFile || bi.Position != m.BinlogPosition {
+		return fmt.Errorf("%w: the restored data's %s is at binary log %s:%d, the manifest says %s:%d",
+			ErrCorrupt, name, bi.File, bi.Position, m.BinlogFile, m.BinlogPosition)
+	}
+	if _, err := normalizeGTID(bi.GTID); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if !same {
-		return fmt.Errorf("%w: the restored data's %s holds GTID position %q, the manifest says %q",
-			ErrCorrupt, name, bi.GTID, m.GTIDPosition)
+	if ahead := domainsBehind(m.GTIDPosition, bi.GTID); len(ahead) > 0 {
+		return fmt.Errorf("%w: the restored data's %s holds GTID position %q, ahead of the manifest's %q in %s",
+			ErrCorrupt, name, bi.GTID, m.GTIDPosition, strings.Join(ahead, ", "))
 	}
 	return nil
 }

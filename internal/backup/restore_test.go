@@ -75,7 +75,8 @@ func syntheticBackup(t *testing.T, store objectstore.Store, prefix string, files
 		t.Fatal(err)
 	}
 	m := &Manifest{Format: ManifestFormat, Name: "synthetic", Flavor: "mariadb", Compression: CompressionZstd,
-		GTIDPosition: gtid, Objects: []Object{{Key: DataObjectKey, Size: d.n, SHA256: d.sum(), RawSize: int64(len(stream))}}}
+		GTIDPosition: gtid, BinlogFile: "binlog.000001", BinlogPosition: 172524, // as in syntheticFiles
+		Objects: []Object{{Key: DataObjectKey, Size: d.n, SHA256: d.sum(), RawSize: int64(len(stream))}}}
 	if err := writeManifest(t.Context(), store, prefix, m); err != nil {
 		t.Fatal(err)
 	}
@@ -170,11 +171,27 @@ func TestRestoreChecksPositionAndPrepare(t *testing.T) {
 	syntheticBackup(t, store, "wrong-gtid/", syntheticFiles(), "0-1-4")
 	target := t.TempDir()
 	_, err := Restore(t.Context(), store, "wrong-gtid/", RestoreOptions{TargetDir: target, Tool: fakeTool(t, prepareOK)})
-	if err == nil || !strings.Contains(err.Error(), `GTID position "0-1-3,1-2-7", the manifest says "0-1-4"`) {
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `GTID position "0-1-3,1-2-7", ahead of the manifest's "0-1-4" in domain 1 (seq 7)`) {
 		t.Errorf("Restore with a GTID that disagrees: %v", err)
 	}
 	if ents := dirEntries(t, target); len(ents) != 0 {
 		t.Errorf("target holds %v", ents)
+	}
+	m := syntheticBackup(t, store, "wrong-coordinates/", syntheticFiles(), "0-1-3,1-2-7")
+	m.BinlogPosition = 4
+	if err := writeManifest(t.Context(), store, "wrong-coordinates/", m); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Restore(t.Context(), store, "wrong-coordinates/", RestoreOptions{TargetDir: target, Tool: fakeTool(t, prepareOK)})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "is at binary log binlog.000001:172524, the manifest says binlog.000001:4") {
+		t.Errorf("Restore with binary log coordinates that disagree: %v", err)
+	}
+	// The tool's GTID (in the binlog info file) lags the data on a replica under writes; the
+	// manifest holds the exact position (see exactPosition), which may be further.
+	syntheticBackup(t, store, "manifest-further/", syntheticFiles(), "0-1-4,1-2-7")
+	further := t.TempDir()
+	if _, err := Restore(t.Context(), store, "manifest-further/", RestoreOptions{TargetDir: further, Tool: fakeTool(t, prepareOK)}); err != nil {
+		t.Errorf("Restore of a backup whose manifest is one transaction further than its binlog info file: %v", err)
 	}
 
 	syntheticBackup(t, store, "ok/", syntheticFiles(), "0-1-3,1-2-7")

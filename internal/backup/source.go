@@ -50,12 +50,16 @@ type StreamOptions struct {
 	// time the writer accepted data. It is called from one goroutine at a time, not
 	// necessarily the caller's, and must return quickly.
 	Progress func(writtenBytes int64)
+
+	// positionAt, when set, replaces asking the server for BINLOG_GTID_POS (tests of fake
+	// tools, which have no server).
+	positionAt positionFunc
 }
 
 // StreamReport says what Stream wrote: the position the streamed data contains, as
 // mariadb-backup reported it (consistent with its lock point), and how much.
 type StreamReport struct {
-	// GTIDPosition is the server's gtid_current_pos at the lock point: what the data holds.
+	// GTIDPosition is the server's gtid_binlog_pos at the lock point: what the data holds.
 	GTIDPosition string
 	// ReplicaGTIDPosition is the server's gtid_slave_pos, when it is a replica.
 	ReplicaGTIDPosition string
@@ -149,6 +153,21 @@ func (o *StreamOptions) defaults() error {
 // serverVersion asks the server for SELECT VERSION() with the connection parameters
 // mariadb-backup gets.
 func (o *StreamOptions) serverVersion(ctx context.Context) (string, error) {
+	db, addr, err := o.openDB()
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var v string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return "", fmt.Errorf("SELECT VERSION() on %s: %w", addr, err)
+	}
+	return v, nil
+}
+
+// openDB opens a pool on the server with the connection parameters mariadb-backup gets, and
+// returns it with the server's address for errors. The caller closes it.
+func (o *StreamOptions) openDB() (*sql.DB, string, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = o.User, o.Password
 	if o.Socket != "" {
@@ -159,15 +178,9 @@ func (o *StreamOptions) serverVersion(ctx context.Context) (string, error) {
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 10*time.Second, 30*time.Second, 30*time.Second
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
-	var v string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
-		return "", fmt.Errorf("SELECT VERSION() on %s: %w", cfg.Addr, err)
-	}
-	return v, nil
+	return sql.OpenDB(conn), cfg.Addr, nil
 }
 
 // args returns mariadb-backup's arguments for a run that reads its password from pwFile.
@@ -272,6 +285,8 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 		return res, fmt.Errorf("cancelled while %s was running: %w", name, ctx.Err())
 	case sink.failure() != nil:
 		return res, fmt.Errorf("%s: %w (%s was stopped)", sinkWhat, sink.failure(), name)
+	case waitErr != nil && report.RedoLogBehind:
+		return res, fmt.Errorf("%w: %w", ErrRedoLogCopy, exitError(name, waitErr, stderr))
 	case waitErr != nil:
 		return res, exitError(name, waitErr, stderr)
 	case copyErr != nil:
@@ -302,5 +317,10 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 	if _, err := normalizeGTID(report.GTID); err != nil {
 		return res, fmt.Errorf("%s's position: %w", name, err)
 	}
+	exact, err := o.exactPosition(ctx, report)
+	if err != nil {
+		return res, err
+	}
+	res.report.GTID = exact
 	return res, nil
 }

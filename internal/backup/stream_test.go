@@ -48,7 +48,8 @@ func streamOf(t *testing.T, files map[string][]byte) ([]byte, *StreamReport) {
 	var out bytes.Buffer
 	var progress int64
 	rep, err := Stream(t.Context(), StreamOptions{Socket: filepath.Join(t.TempDir(), "no.sock"), User: "u", Password: "pw",
-		DataDir: "/var/lib/mysql", Tool: tool, TmpDir: t.TempDir(), Progress: func(n int64) { progress = n }}, &out)
+		DataDir: "/var/lib/mysql", Tool: tool, TmpDir: t.TempDir(), Progress: func(n int64) { progress = n },
+		positionAt: fixedPosition("0-1-42,1-2-3")}, &out)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}

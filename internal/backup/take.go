@@ -56,6 +56,19 @@ type TakeOptions struct {
 	Progress func(storedBytes int64)
 	// ExtraArgs are appended to mariadb-backup's arguments, e.g. "--parallel=4".
 	ExtraArgs []string
+	// Log, when set, receives what Take does on its own (a new attempt, see ErrRedoLogCopy).
+	Log func(format string, args ...any)
+
+	positionAt positionFunc // see StreamOptions
+}
+
+// takeAttempts bounds the runs of the tool in one Take when it fails with ErrRedoLogCopy.
+const takeAttempts = 3
+
+func (o *TakeOptions) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log(format, args...)
+	}
 }
 
 // Take runs `mariadb-backup --backup --stream=mbstream --slave-info` against the local server
@@ -96,7 +109,15 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 		return nil, fmt.Errorf("backup %s: %w", where, err)
 	}
 
-	obj, report, err := opts.stream(ctx, tool, store, prefix+DataObjectKey, m)
+	var obj Object
+	var report toolReport
+	for attempt := 1; ; attempt++ {
+		obj, report, err = opts.stream(ctx, tool, store, prefix+DataObjectKey, m)
+		if err == nil || !errors.Is(err, ErrRedoLogCopy) || attempt == takeAttempts || ctx.Err() != nil {
+			break
+		}
+		opts.logf("backup %s: attempt %d of %d: %v; trying again", where, attempt, takeAttempts, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", where, err)
 	}
@@ -146,7 +167,7 @@ func (o *TakeOptions) streamOptions() StreamOptions {
 	return StreamOptions{
 		Socket: o.Socket, Host: o.Host, Port: o.Port, User: o.User, Password: o.Password,
 		DataDir: o.DataDir, DefaultsFile: o.DefaultsFile, Flavor: o.Flavor, Tool: o.Tool, TmpDir: o.TmpDir,
-		ExtraArgs: o.ExtraArgs, Progress: o.Progress,
+		ExtraArgs: o.ExtraArgs, Progress: o.Progress, positionAt: o.positionAt,
 	}
 }
 

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +41,19 @@ echo "[00] 2026-12-01 11:17:13 completed OK!" >&2`, dir, source))
 
 func fakeOptions(t *testing.T, tool string) TakeOptions {
 	return TakeOptions{Prefix: "ns/c/b", Name: "b", Socket: filepath.Join(t.TempDir(), "no.sock"), User: "dolphin-backup",
-		Password: "pw#1 \"x\"", DataDir: "/var/lib/mysql", Tool: tool, TmpDir: t.TempDir()}
+		Password: "pw#1 \"x\"", DataDir: "/var/lib/mysql", Tool: tool, TmpDir: t.TempDir(),
+		positionAt: fixedPosition("0-1-42,1-2-3")}
+}
+
+// fixedPosition stands in for the server's BINLOG_GTID_POS: it answers pos ("" is NULL)
+// for the fake tool's coordinates binlog.000007:99.
+func fixedPosition(pos string) positionFunc {
+	return func(_ context.Context, file string, at uint64) (sql.NullString, string, error) {
+		if file != "binlog.000007" || at != 99 {
+			return sql.NullString{}, "fake", fmt.Errorf("asked for %s:%d, not the tool's binlog.000007:99", file, at)
+		}
+		return sql.NullString{String: pos, Valid: pos != ""}, "fake", nil
+	}
 }
 
 func TestTakeWithFakeTool(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -78,8 +79,24 @@ func FromPeer(ctx context.Context, opts PeerOptions) (Result, error) {
 	})
 }
 
-// clone extracts and prepares the peer's stream into StagingDir and moves it into DataDir.
+// cloneAttempts bounds the clones FromPeer asks for when the peer's mariadb-backup fell
+// behind copying its redo log (backup.ErrRedoLogCopy), which a new attempt usually gets past.
+const cloneAttempts = 3
+
+// clone runs cloneOnce, again when the peer's tool failed with backup.ErrRedoLogCopy. The
+// peer's error arrives as text (a trailer of the stream), hence the match on its message.
 func (o *Options) clone(ctx context.Context, p *PeerOptions) (Marker, error) {
+	for attempt := 1; ; attempt++ {
+		mk, err := o.cloneOnce(ctx, p)
+		if err == nil || attempt == cloneAttempts || ctx.Err() != nil || !strings.Contains(err.Error(), backup.ErrRedoLogCopy.Error()) {
+			return mk, err
+		}
+		o.logf()("clone attempt %d of %d failed: %v; trying again", attempt, cloneAttempts, err)
+	}
+}
+
+// cloneOnce extracts and prepares the peer's stream into StagingDir and moves it into DataDir.
+func (o *Options) cloneOnce(ctx context.Context, p *PeerOptions) (Marker, error) {
 	log := o.logf()
 	c, err := agent.NewClient(agent.ClientOptions{BaseURL: p.URL, Token: p.Token, CACertPEM: p.CACertPEM, ServerName: p.ServerName})
 	if err != nil {

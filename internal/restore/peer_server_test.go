@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,10 +53,7 @@ func startPeers(t *testing.T) *peerCluster {
 		"CREATE DATABASE app",
 		"CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(100) NOT NULL)",
 		fmt.Sprintf("INSERT INTO app.t SELECT seq, CONCAT('row-', seq, '-', REPEAT('x', 30)) FROM app.seq_1_to_%d", peerRowsT),
-		"SET SESSION gtid_domain_id = 1",
 		"CREATE TABLE app.u (id INT PRIMARY KEY)",
-		"INSERT INTO app.u SELECT seq FROM app.seq_1_to_20",
-		"SET SESSION gtid_domain_id = 0",
 	)
 	// The server takes no placeholders in account statements: the driver interpolates them.
 	pi := openDB(t, tcpDSN(pc.primary, "root", "")+"&interpolateParams=true")
@@ -66,6 +64,15 @@ func startPeers(t *testing.T) *peerCluster {
 	r := openDB(t, tcpDSN(pc.replica, "root", ""))
 	execAll(t, r, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST = '%s', MASTER_PORT = %d, MASTER_USER = 'root', MASTER_USE_GTID = slave_pos",
 		pc.primary.Host, pc.primary.Port), "START SLAVE")
+	waitReplicated(t, pc.primary, pc.replica, "")
+	// Domains are applied in parallel (slave_parallel_threads): domain 1's rows are written
+	// once the replica has app.u, which domain 0 created.
+	conn, err := p.Conn(t.Context()) // one session for its gtid_domain_id
+	if err != nil {
+		t.Fatal(err)
+	}
+	execAll(t, conn, "SET SESSION gtid_domain_id = 1", "INSERT INTO app.u SELECT seq FROM app.seq_1_to_20")
+	conn.Close()
 	waitReplicated(t, pc.primary, pc.replica, "")
 	return pc
 }
@@ -209,6 +216,27 @@ func TestServerCloneFromPeer(t *testing.T) {
 			return err
 		})
 		testCloneFails(t, &garbage, "the stream is damaged")
+	})
+	t.Run("RedoLogCopyRetried", func(t *testing.T) {
+		// The peer's mariadb-backup fell behind copying its redo log once (MDEV-39468).
+		var calls atomic.Int32
+		flaky := *pc
+		flaky.serveAgent(t, func(ctx context.Context, req agent.CloneRequest, w io.Writer) error {
+			if calls.Add(1) == 1 {
+				return fmt.Errorf("backup stream: %w: Was only able to copy log from 1 to 2, not 3", backup.ErrRedoLogCopy)
+			}
+			return streamClone(pc.replica)(ctx, req, w)
+		})
+		inst := target(t)
+		res, err := FromPeer(t.Context(), flaky.peerOptions(t, inst))
+		if err != nil || calls.Load() != 2 {
+			t.Fatalf("FromPeer = %+v, %v after %d clone(s); want success on the second", res, err, calls.Load())
+		}
+		inst.StartAs(t, "root", newRootPw)
+		want := count(t, openDB(t, socketDSN(pc.replica, "root", "")), "app.t") // idle: no writes since
+		if n := count(t, openDB(t, socketDSN(inst, "root", newRootPw)), "app.t"); n != want {
+			t.Errorf("app.t has %d rows, the peer %d", n, want)
+		}
 	})
 }
 

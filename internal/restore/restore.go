@@ -213,7 +213,7 @@ func (o *Options) seed(ctx context.Context, what string, mysql error, required [
 	if err != nil {
 		return Result{}, err
 	}
-	if err := o.fixUp(ctx, mk.GTIDPosition); err != nil {
+	if mk.GTIDPosition, err = o.fixUp(ctx, mk.Manifest); err != nil {
 		return Result{}, fmt.Errorf("%s: fixing up the restored data: %w; the next attempt starts over", what, err)
 	}
 	mk.RestoredAt = time.Now().UTC().Truncate(time.Second)

@@ -178,7 +178,12 @@ func testFixUpOnSource(t *testing.T, src *source) {
 			t.Fatalf("the source's data directory has no %s: %q", f, before)
 		}
 	}
-	if err := opts.fixUp(t.Context(), src.manifest.GTIDPosition); err != nil {
+	// A live data directory has no binlog info file: it holds what the backup does.
+	info := fmt.Sprintf("%s\t%d\t%s\n", src.manifest.BinlogFile, src.manifest.BinlogPosition, src.manifest.GTIDPosition)
+	if err := os.WriteFile(filepath.Join(src.inst.DataDir, "xtrabackup_binlog_info"), []byte(info), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := opts.fixUp(t.Context(), src.manifest); err != nil {
 		t.Fatalf("fixUp: %v", err)
 	}
 	after := dirEntries(t, src.inst.DataDir)

@@ -74,6 +74,9 @@ func (o *Options) startTempServer(ctx context.Context) (*tempServer, error) {
 			return nil, fmt.Errorf("removing %s: %w", f, err)
 		}
 	}
+	if err := o.rollBackPrepared(ctx, bin); err != nil {
+		return nil, err
+	}
 	log := o.logf()
 	args := o.tempServerArgs()
 	log("starting a temporary server: %s %s", bin, strings.Join(args, " "))
@@ -210,7 +213,9 @@ func (s *tempServer) kill() error {
 // lineLog is the temporary server's stdout and stderr: every line goes to log, and the last
 // ones are kept for error messages.
 type lineLog struct {
-	log     func(string, ...any)
+	log func(string, ...any)
+	// onLine, when set, sees every line too.
+	onLine  func(string)
 	mu      sync.Mutex
 	prefix  string
 	partial []byte
@@ -243,6 +248,9 @@ func (l *lineLog) line(s string) {
 		return
 	}
 	l.log("%s%s", l.prefix, s)
+	if l.onLine != nil {
+		l.onLine(s)
+	}
 	l.lines = append(l.lines, s)
 	if len(l.lines) > 2*tailLines {
 		l.lines = append(l.lines[:0], l.lines[len(l.lines)-tailLines:]...)

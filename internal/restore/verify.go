@@ -105,7 +105,8 @@ type VerifyOptions struct {
 type VerifyReport struct {
 	// Manifest of the backup verified.
 	Manifest *backup.Manifest
-	// GTIDPosition the restored data holds (its binlog info file), equal to the manifest's.
+	// GTIDPosition the restored data holds (see heldPosition): the manifest's, or further
+	// for a backup taken before Dolphin recorded exact positions.
 	GTIDPosition string
 	// Tables is how many tables were checked (CHECK TABLE said OK), Rows how many rows they
 	// hold in all (SELECT COUNT(*)).
@@ -126,8 +127,8 @@ type VerifyReport struct {
 // It restores the backup into a data directory in opts.ScratchDir the way IntoDataDir does:
 // every object is streamed out of the store with its size and sha256 checked against the
 // manifest (a mismatch fails with an error wrapping backup.ErrCorrupt that names the object),
-// extracted and prepared with mariadb-backup. The prepared data's binlog info file must hold
-// the manifest's GTIDPosition. A temporary mariadbd then starts on it with an option file of
+// extracted and prepared with mariadb-backup. The prepared data's binlog info file must be at
+// the manifest's binary log coordinates and not ahead of its GTIDPosition. A temporary mariadbd then starts on it with an option file of
 // its own, the cluster's being unknown here: no networking, no grant tables, no replication
 // threads, no events, no binary log, the InnoDB layout recorded in the backup's
 // backup-my.cnf, then opts.ServerOptions. Every base table of every schema but mysql, sys,
@@ -217,16 +218,9 @@ func Verify(ctx context.Context, opts VerifyOptions) (rep VerifyReport, err erro
 	}
 	rep.Manifest = m
 
-	pos, info, err := BinlogInfoGTID(ro.DataDir)
-	if err != nil {
-		return rep, fmt.Errorf("verify: backup %s: %w", where, err)
-	}
-	if !SameGTIDPosition(pos, m.GTIDPosition) {
-		return rep, fmt.Errorf("verify: backup %s: %w: the restored data's %s holds GTID position %q, the manifest says %q: restore another backup",
-			where, backup.ErrCorrupt, info, pos, m.GTIDPosition)
-	}
+	// backup.Restore checked the data's binlog info file against the manifest; checkTables
+	// compares the manifest's position with what the data holds (heldPosition).
 	rep.GTIDPosition = m.GTIDPosition
-	log("the restored data's %s holds the manifest's GTID position %q", info, pos)
 
 	conf, err := serverConfig(ro.DataDir, tmp, opts)
 	if err != nil {
@@ -326,36 +320,6 @@ func readBackupConfig(path string) ([]string, error) {
 		out = append(out, k+"="+strings.TrimSpace(v))
 	}
 	return out, nil
-}
-
-// BinlogInfoGTID returns the GTID position recorded in a prepared backup's binlog info file
-// (mariadb_backup_binlog_info, or xtrabackup_binlog_info in 10.11) and that file's name. Each
-// line of it is "<file>\t<position>[\t<gtid>]"; the last one describes the data.
-func BinlogInfoGTID(dataDir string) (pos, file string, err error) {
-	for _, name := range []string{"mariadb_backup_binlog_info", "xtrabackup_binlog_info"} {
-		b, err := os.ReadFile(filepath.Join(dataDir, name))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return "", name, err
-		}
-		var last string
-		for l := range strings.Lines(string(b)) {
-			if l = strings.TrimSpace(l); l != "" {
-				last = l
-			}
-		}
-		f := strings.Split(last, "\t")
-		if len(f) < 2 || len(f) > 3 {
-			return "", name, fmt.Errorf("%w: %s: line %q is not <file>\\t<position>[\\t<gtid>]", backup.ErrCorrupt, name, last)
-		}
-		if len(f) == 3 {
-			pos = strings.TrimSpace(f[2])
-		}
-		return pos, name, nil
-	}
-	return "", "", fmt.Errorf("%w: the restored data holds no binlog info file (xtrabackup_binlog_info)", backup.ErrCorrupt)
 }
 
 // claimScratch makes dir an empty scratch directory holding VerifyMarker, and says whether it
@@ -492,6 +456,17 @@ func (o *Options) checkTables(ctx context.Context, tableTimeout time.Duration, r
 		return withTail(fmt.Errorf("reading the temporary server's version: %w", err))
 	}
 	log("the temporary server %s runs on the restored data (its gtid_slave_pos, the source's replication position: %q)", version, slavePos)
+	// What the data holds must be the manifest's position, as a restore checks it.
+	info, infoName, err := backup.ReadBinlogInfo(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", backup.ErrCorrupt, err)
+	}
+	holds, err := heldPosition(info.GTID, infoName, slavePos, rep.Manifest, log)
+	if err != nil {
+		return err
+	}
+	rep.GTIDPosition = holds
+	log("the restored data holds GTID position %q", holds)
 
 	tables, err := listTables(ctx, conn)
 	if err != nil {

@@ -77,30 +77,6 @@ func TestVerifyScratchDirKeepsLostAndFound(t *testing.T) {
 	}
 }
 
-func TestVerifyBinlogInfoGTID(t *testing.T) {
-	dir := t.TempDir()
-	if _, _, err := BinlogInfoGTID(dir); !errors.Is(err, backup.ErrCorrupt) {
-		t.Errorf("no binlog info file: %v, want ErrCorrupt", err)
-	}
-	write := func(name, s string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o640); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("xtrabackup_binlog_info", "binlog.000001\t[]\nbinlog.000002\t1234\t0-1-14,1-1-3\n\n")
-	if pos, file, err := BinlogInfoGTID(dir); err != nil || pos != "0-1-14,1-1-3" || file != "xtrabackup_binlog_info" {
-		t.Errorf("BinlogInfoGTID = %q, %q, %v", pos, file, err)
-	}
-	write("mariadb_backup_binlog_info", "binlog.000003\t4\n") // read first; no GTID
-	if pos, file, err := BinlogInfoGTID(dir); err != nil || pos != "" || file != "mariadb_backup_binlog_info" {
-		t.Errorf("BinlogInfoGTID = %q, %q, %v", pos, file, err)
-	}
-	write("mariadb_backup_binlog_info", "garbage\n")
-	if _, _, err := BinlogInfoGTID(dir); !errors.Is(err, backup.ErrCorrupt) {
-		t.Errorf("a garbled binlog info file: %v, want ErrCorrupt", err)
-	}
-}
-
 func TestVerifyServerConfig(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, backupConfig), []byte("[client]\ninnodb_page_size=1\n"+
