@@ -34,6 +34,11 @@ type BackupSpec struct {
 	// by annotating it mysql.dolphin.dev/verify=<any new value>.
 	// +optional
 	Verification *BackupVerification `json:"verification,omitempty"`
+
+	// ContinuousArchiving copies the binary log into the store as it is written (see
+	// ContinuousArchiving).
+	// +optional
+	ContinuousArchiving *ContinuousArchiving `json:"continuousArchiving,omitempty"`
 }
 
 // BackupVerification schedules restore checks.
@@ -202,6 +207,9 @@ type BackupStatus struct {
 	LastVerifiedBackup string `json:"lastVerifiedBackup,omitempty"`
 	// +optional
 	LastVerifiedTime *metav1.Time `json:"lastVerifiedTime,omitempty"`
+	// Archive is the binlog archive's state, when spec.backup.continuousArchiving is set.
+	// +optional
+	Archive *ArchiveStatus `json:"archive,omitempty"`
 }
 
 // ConditionLastBackupSucceeded is a MySQLCluster condition: False when the newest backup

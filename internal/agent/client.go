@@ -86,13 +86,13 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if token == "" || strings.ContainsAny(token, "\r\n") {
 		return nil, errors.New("agent client: a one-line token is required")
 	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(opts.CACertPEM) {
-		return nil, errors.New("agent client: CACertPEM holds no PEM certificate")
-	}
 	serverName := opts.ServerName
 	if serverName == "" {
 		serverName = base.Hostname()
+	}
+	tlsConfig, err := ClientTLSConfig(opts.CACertPEM, serverName)
+	if err != nil {
+		return nil, err
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -100,13 +100,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	}
 	transport := &http.Transport{
 		// Pod addresses are never reached through an HTTP proxy.
-		Proxy:       nil,
-		DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig: &tls.Config{
-			RootCAs:    roots,
-			ServerName: serverName,
-			MinVersion: tls.VersionTLS13,
-		},
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: timeout,
 		MaxIdleConnsPerHost:   2,
@@ -315,3 +311,13 @@ func (r *cloneReader) outcome() error {
 
 // Close ends the stream (early, when it is not read to its end).
 func (r *cloneReader) Close() error { return r.resp.Body.Close() }
+
+// ClientTLSConfig is the TLS configuration of a client of an agent (or of a server that
+// presents the agents' certificate): it trusts only caPEM and verifies serverName.
+func ClientTLSConfig(caPEM []byte, serverName string) (*tls.Config, error) {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("agent client: CACertPEM holds no PEM certificate")
+	}
+	return &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS13}, nil
+}

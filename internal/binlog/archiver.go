@@ -82,24 +82,24 @@ type ArchiverOptions struct {
 // Status is what an Archiver has done so far.
 type Status struct {
 	// Position is the archived GTID position: the end of the last committed segment.
-	Position string
+	Position string `json:"position,omitempty"`
 	// Epoch and Segment are the last committed segment's epoch and number (0 before one).
-	Epoch   int
-	Segment int64
+	Epoch   int   `json:"epoch,omitempty"`
+	Segment int64 `json:"segment,omitempty"`
 	// LastCommit is the commit time of the last archived transaction (whole seconds, UTC).
-	LastCommit time.Time
+	LastCommit time.Time `json:"lastCommit,omitempty"`
 	// LastUpload is when the last segment (and its manifest) was committed.
-	LastUpload time.Time
+	LastUpload time.Time `json:"lastUpload,omitempty"`
 	// Connected reports a running binlog stream from Source ("host:port") whose binary log
 	// belongs to SourceServerID; ConnectedSince is when it started.
-	Connected      bool
-	Source         string
-	SourceServerID uint32
-	ConnectedSince time.Time
+	Connected      bool      `json:"connected,omitempty"`
+	Source         string    `json:"source,omitempty"`
+	SourceServerID uint32    `json:"sourceServerID,omitempty"`
+	ConnectedSince time.Time `json:"connectedSince,omitempty"`
 	// LastError is the last failure (connecting, streaming, storing), at LastErrorTime. It is
 	// kept after the archiver recovered: compare LastErrorTime with LastUpload.
-	LastError     string
-	LastErrorTime time.Time
+	LastError     string    `json:"lastError,omitempty"`
+	LastErrorTime time.Time `json:"lastErrorTime,omitempty"`
 }
 
 // Archiver copies a server's binary log into the store, continuously. Create it with

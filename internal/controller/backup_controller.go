@@ -461,8 +461,16 @@ func humanBytes(n int64) string {
 // manifestURL is where a backup's manifest is, as s3://bucket/prefix/path/manifest.json or
 // pvc://claim/path/manifest.json.
 func manifestURL(s *dolphinv1.BackupStore, path string) string {
+	if u := storeURL(s, path); u != "" {
+		return u + "manifest.json"
+	}
+	return ""
+}
+
+// storeURL names key (a path in the store) as s3://bucket/prefix/key or pvc://claim/key.
+func storeURL(s *dolphinv1.BackupStore, key string) string {
 	if s != nil && s.PVC != nil {
-		return "pvc://" + s.PVC.ClaimName + "/" + path + "manifest.json"
+		return "pvc://" + s.PVC.ClaimName + "/" + key
 	}
 	if s == nil || s.S3 == nil {
 		return ""
@@ -471,7 +479,7 @@ func manifestURL(s *dolphinv1.BackupStore, path string) string {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return "s3://" + s.S3.Bucket + "/" + prefix + path + "manifest.json"
+	return "s3://" + s.S3.Bucket + "/" + prefix + key
 }
 
 func setBackupCondition(b *dolphinv1.MySQLBackup, status metav1.ConditionStatus, reason, message string) {

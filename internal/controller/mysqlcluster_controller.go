@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -66,12 +68,18 @@ type MySQLClusterReconciler struct {
 	// seed container then waits).
 	Agents AgentConnector
 
+	// ArchiveStatus asks a binlog archiver for its status (over HTTPS with the agent Secret's
+	// CA and token when nil); tests pass their own.
+	ArchiveStatus ArchiveStatusFunc
+
 	// RecloneConfirmation is how long an instance must stay a re-clone candidate before it is
 	// re-cloned (15 s when zero; tests shorten it).
 	RecloneConfirmation time.Duration
 
 	// reclones confirms re-clone candidates over time (reclone.go).
 	reclones recloneWatch
+	// archives follows the binlog archivers (binlogarchive.go).
+	archives archiveWatch
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.
@@ -263,6 +271,8 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 	}
 	o.Backups, o.BackupConfigured = backups, c.Spec.Backup != nil
 	o.Bootstrap = c.Spec.Bootstrap != nil
+	o.Archiving = archiving(c) != nil
+	o.ArchiveResult, o.ArchiveObserved = r.archives.result(client.ObjectKeyFromObject(c))
 	if d.Spec.Storage.Size != nil {
 		o.VolumeSize = *d.Spec.Storage.Size
 	}
@@ -317,12 +327,51 @@ func reconcilerStatusPatch(st dolphinv1.MySQLClusterStatus) ([]byte, error) {
 		"currentPrimary":     orNil(st.CurrentPrimary == "", st.CurrentPrimary),
 		"readyInstances":     orNil(st.ReadyInstances == 0, st.ReadyInstances),
 		"instances":          orNil(len(st.Instances) == 0, st.Instances),
-		"backup":             orNil(st.Backup == nil, st.Backup),
+		"backup":             orNil(st.Backup == nil, replacing(st.Backup)),
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status patch: %w", err)
 	}
 	return b, nil
+}
+
+// replacing returns v (a struct or a pointer to one) as JSON data in which every field the
+// encoding omits is an explicit null, recursively: in a JSON merge patch it replaces the
+// stored object instead of merging into it, so a field that is no longer set (an archive
+// status after archiving was turned off, a failed backup older than the last success) goes.
+func replacing(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var data any
+	if err := json.Unmarshal(b, &data); err != nil {
+		return v
+	}
+	return withNulls(reflect.TypeOf(v), data)
+}
+
+func withNulls(t reflect.Type, data any) any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	obj, ok := data.(map[string]any)
+	if !ok || t.Kind() != reflect.Struct {
+		return data
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		if val, ok := obj[name]; ok {
+			obj[name] = withNulls(f.Type, val)
+		} else {
+			obj[name] = nil
+		}
+	}
+	return obj
 }
 
 // finalize reports the Deleting phase, releases what the garbage collector cannot, and

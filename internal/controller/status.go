@@ -48,6 +48,11 @@ type observation struct {
 	BackupConfigured bool
 	// Bootstrap is true when spec.bootstrap is set.
 	Bootstrap bool
+	// Archiving is true when continuous archiving is on; ArchiveResult is the archive step's
+	// last result, when ArchiveObserved (binlogarchive.go).
+	Archiving       bool
+	ArchiveObserved bool
+	ArchiveResult   archiveResult
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
@@ -213,6 +218,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		}
 	}
 	applyBackupSummary(&st, o.Backups, o.BackupConfigured, now)
+	applyArchive(&st, o, now)
 	if rc := restoredCondition(o); rc != nil {
 		set(rc.Type, rc.Status == metav1.ConditionTrue, rc.Reason, rc.Message)
 	} else {
@@ -266,4 +272,32 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// applyArchive puts the archive step's result into a status being computed: removed when
+// archiving is off, the previous one kept until the step has run.
+func applyArchive(st *dolphinv1.MySQLClusterStatus, o observation, now metav1.Time) {
+	if !o.Archiving {
+		meta.RemoveStatusCondition(&st.Conditions, dolphinv1.ConditionContinuousArchiving)
+		return
+	}
+	var archive *dolphinv1.ArchiveStatus
+	if o.Previous.Backup != nil {
+		archive = o.Previous.Backup.Archive.DeepCopy()
+	}
+	if o.ArchiveObserved {
+		archive = o.ArchiveResult.status.DeepCopy()
+		if c := o.ArchiveResult.cond; c != nil {
+			cond := *c
+			cond.ObservedGeneration, cond.LastTransitionTime = o.Generation, now
+			meta.SetStatusCondition(&st.Conditions, cond)
+		}
+	}
+	if archive == nil {
+		return
+	}
+	if st.Backup == nil {
+		st.Backup = &dolphinv1.BackupStatus{}
+	}
+	st.Backup.Archive = archive
 }

@@ -47,6 +47,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"storage", r.reconcileStorage},
 		{"backup-store", r.reconcileBackupStore},
 		{"restore-outcome", r.reconcileRestoreOutcome},
+		{"binlog-archive", r.reconcileBinlogArchive},
 	}
 }
 

@@ -75,6 +75,19 @@ var (
 		Name: "mysql_cluster_backup_last_size_bytes",
 		Help: "Bytes stored (compressed) by the newest successful backup of the cluster.",
 	}, []string{"namespace", "name"})
+	// ArchiveLag, ArchiveLastUpload and ArchiveUp describe the cluster's binlog archive.
+	ArchiveLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_binlog_archive_lag_seconds",
+		Help: "How long the primary has had transactions not in the binlog archive (0 when it has everything).",
+	}, []string{"namespace", "name"})
+	ArchiveLastUpload = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_binlog_archive_last_upload_timestamp_seconds",
+		Help: "Unix time the binlog archiver last stored a segment.",
+	}, []string{"namespace", "name"})
+	ArchiveUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_binlog_archive_up",
+		Help: "1 while the ContinuousArchiving condition is True, 0 while it is False.",
+	}, []string{"namespace", "name"})
 	// BackupFailures counts backups that ended Failed.
 	BackupFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mysql_cluster_backup_failures_total",
@@ -84,7 +97,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, EngineErrors,
-		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures)
+		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures, ArchiveLag, ArchiveLastUpload, ArchiveUp)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
 	}
@@ -103,4 +116,12 @@ func ForgetCluster(namespace, name string) {
 	BackupLastDuration.DeleteLabelValues(namespace, name)
 	BackupLastSize.DeleteLabelValues(namespace, name)
 	BackupFailures.DeleteLabelValues(namespace, name)
+	ForgetArchive(namespace, name)
+}
+
+// ForgetArchive removes the binlog archive series of a cluster (archiving turned off).
+func ForgetArchive(namespace, name string) {
+	ArchiveLag.DeleteLabelValues(namespace, name)
+	ArchiveLastUpload.DeleteLabelValues(namespace, name)
+	ArchiveUp.DeleteLabelValues(namespace, name)
 }

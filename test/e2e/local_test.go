@@ -521,6 +521,12 @@ func (s *stack) primaryWithTable(cluster string) *sql.DB {
 	}
 	s.dbPass = string(secret.Data["operator-password"])
 	primary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort(cluster+"-primary")))
+	// Ready says the pods and the topology are; the Service's endpoints reach the proxy a
+	// moment later (as they reach kube-proxy), and until then a connection is accepted and
+	// closed ("invalid connection"). Wait for the Service to answer, as a client would retry.
+	testenv.Eventually(s.t, 30*time.Second, "the primary Service answers", func() error {
+		return primary.QueryRow("SELECT 1").Scan(new(int))
+	})
 	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)"} {
 		if _, err := primary.Exec(q); err != nil {
 			s.t.Fatalf("%s through the primary Service: %v", q, err)
