@@ -138,6 +138,18 @@ func (o *Options) fixUp(ctx context.Context, m *backup.Manifest) (_ string, err 
 		return "", err
 	}
 	log("binary log reset; gtid_binlog_state and gtid_slave_pos set to %q", position)
+	if o.PointInTime != nil && m != nil {
+		if position, err = o.replay(ctx, srv, position); err != nil {
+			return "", err
+		}
+		// The replayed transactions moved the binary log; replication continues from there.
+		if err := exec(setSlavePos, position); err != nil {
+			return "", err
+		}
+		if err := checkState(ctx, conn, position); err != nil {
+			return "", err
+		}
+	}
 	if err := srv.shutdown(ctx, conn, o.StopTimeout); err != nil {
 		return "", err
 	}

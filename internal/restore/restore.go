@@ -108,6 +108,9 @@ type Options struct {
 	// Logger, when set instead, gets them at V(0). Neither: silence.
 	Log    func(format string, args ...any)
 	Logger logr.Logger
+	// PointInTime, when set, replays the binlog archive after the backup up to a position
+	// (IntoDataDir only).
+	PointInTime *PointInTime
 }
 
 // Result says what IntoDataDir did.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,11 +24,13 @@ import (
 )
 
 // TestLocalBinlogArchive turns continuous archiving on for a 3-instance cluster under an
-// application writer and follows the archive through a killed primary (failover) and a
-// switchover: the archiver pod keeps reading from the replicas Service, status and condition
-// say it keeps up, and at the end the archive in the real S3 server is one contiguous run of
-// segments from the base backup's position to the primary's, holding exactly one transaction
-// per GTID in between — nothing lost, nothing twice — while no acknowledged write is missing.
+// application writer and follows the archive through a killed primary (failover), a
+// switchover, the archiver killed mid-segment and the store hung for a while (the condition
+// turns False, then the archive catches up): the archiver pod keeps reading from the replicas
+// Service, status and condition say what happens, and at the end the archive in the real S3
+// server is one contiguous run of segments from the base backup's position to the primary's,
+// holding exactly one transaction per GTID in between — nothing lost, nothing twice — while
+// no acknowledged write is missing.
 func TestLocalBinlogArchive(t *testing.T) {
 	s := upStack(t)
 	srv := s3test.StartOn(t, e2eGateway)
@@ -77,6 +80,34 @@ func TestLocalBinlogArchive(t *testing.T) {
 	})
 	s.waitHealthy(key)
 	time.Sleep(2 * time.Second)
+	s.waitArchived(key, primary, "the archive continues after the switchover")
+
+	// The archiver killed in the middle of a segment: its container restarts and continues
+	// after the last stored segment (the half-written one is read again from the source).
+	apod := s.archiverPod("arc")
+	apid := s.containerPID(apod)
+	if err := exec.Command("kill", "-9", strconv.Itoa(apid)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the archiver restarted", func() error {
+		if p := s.containerPID(s.archiverPod("arc")); p == apid {
+			return fmt.Errorf("still pid %d", p)
+		}
+		return nil
+	})
+	s.waitArchived(key, primary, "the archive continues after the archiver was killed")
+
+	// The store hangs for a while: the lag grows and the condition turns False (stallAfter
+	// 10s), then the archive catches up without a gap.
+	s.patchCluster(key, func(c *dolphinv1.MySQLCluster) {
+		c.Spec.Backup.ContinuousArchiving.StallAfter = &metav1.Duration{Duration: 10 * time.Second}
+	})
+	srv.Suspend(t)
+	hung := time.Now()
+	s.wantClusterConditionWithin(key, dolphinv1.ConditionContinuousArchiving, metav1.ConditionFalse, "Stalled", 90*time.Second)
+	t.Logf("ContinuousArchiving turned False %.0fs after the store hung", time.Since(hung).Seconds())
+	srv.Resume()
+	s.waitArchived(key, primary, "the archive catches up once the store answers again")
 	w.finish()
 	acked, failed := w.ackedIDs()
 	if lost := lostOn(t, primary, acked); lost != 0 {
@@ -177,4 +208,51 @@ func (s *stack) currentPrimary(key client.ObjectKey) string {
 		s.t.Fatal(err)
 	}
 	return c.Status.CurrentPrimary
+}
+
+// archiverPod is the binlog archiver's pod of cluster.
+func (s *stack) archiverPod(cluster string) string {
+	s.t.Helper()
+	var pods corev1.PodList
+	if err := s.c.List(s.ctx, &pods, client.InNamespace(s.ns), client.MatchingLabels{
+		"app.kubernetes.io/name": "dolphin-binlog-archive", "app.kubernetes.io/instance": cluster}); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// containerPID is the host PID of a pod's first container (0 while it does not run).
+func (s *stack) containerPID(pod string) int {
+	s.t.Helper()
+	if pod == "" {
+		return 0
+	}
+	var p corev1.Pod
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil || len(p.Status.ContainerStatuses) == 0 {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
+	return pid
+}
+
+// wantClusterConditionWithin waits until the cluster's condition typ has status and reason.
+func (s *stack) wantClusterConditionWithin(key client.ObjectKey, typ string, status metav1.ConditionStatus, reason string, within time.Duration) {
+	s.t.Helper()
+	testenv.Eventually(s.t, within, typ+" "+string(status)+" "+reason, func() error {
+		var c dolphinv1.MySQLCluster
+		if err := s.c.Get(s.ctx, key, &c); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, typ)
+		if cond == nil || cond.Status != status || cond.Reason != reason {
+			return fmt.Errorf("%s is %+v", typ, cond)
+		}
+		s.t.Logf("%s %s %s: %s", typ, status, reason, cond.Message)
+		return nil
+	})
 }

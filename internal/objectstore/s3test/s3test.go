@@ -244,6 +244,23 @@ func (s *Server) logTail() string {
 	return strings.TrimSpace(string(b))
 }
 
+// Suspend stops versitygw with SIGSTOP: connections stay open and nothing answers, as a hung
+// or partitioned store looks to a client. Resume continues it.
+func (s *Server) Suspend(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("s3test: SIGSTOP: %v", err)
+	}
+	t.Cleanup(s.Resume)
+}
+
+// Resume continues a suspended versitygw (SIGCONT); resuming a running one does nothing.
+func (s *Server) Resume() {
+	if !s.exited() {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // stop ends versitygw: SIGTERM, then SIGKILL after 5 s. A failed test logs its output.
 func (s *Server) stop(t testing.TB) {
 	if s.exited() {
