@@ -220,6 +220,7 @@ const ConditionLastBackupSucceeded = "LastBackupSucceeded"
 // instance is restored from the backup (its checksums verified before use), continues from
 // the backup's GTID position, and then replicates from the instance chosen as primary.
 // +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.from)",message="bootstrap: set exactly one of backup (a MySQLBackup of this namespace, by name) and from (a backup store and the backup's path in it)"
+// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || has(self.backup)",message="bootstrap.pointInTime needs bootstrap.backup: the binlog archive of the backup's cluster is replayed after it"
 type BootstrapSpec struct {
 	// Backup restores a MySQLBackup of this namespace, by name. It must have Succeeded.
 	// +optional
@@ -228,6 +229,30 @@ type BootstrapSpec struct {
 	// whole source cluster) was deleted.
 	// +optional
 	From *BackupLocation `json:"from,omitempty"`
+	// PointInTime takes the restore past the backup: the binlog archive of the backup's
+	// cluster (spec.backup.continuousArchiving) is replayed up to a time, a GTID position or
+	// its end. The target is resolved to a GTID position once, before anything starts, and a
+	// target outside the archive is refused with the archived window in the message.
+	// +optional
+	PointInTime *PointInTimeTarget `json:"pointInTime,omitempty"`
+}
+
+// PointInTimeTarget is where a point-in-time restore stops. Set exactly one field.
+// +kubebuilder:validation:XValidation:rule="(has(self.time) ? 1 : 0) + (has(self.gtid) ? 1 : 0) + ((has(self.latest) && self.latest) ? 1 : 0) == 1",message="pointInTime: set exactly one of time (RFC 3339, e.g. 2026-12-01T14:03:27Z), gtid (e.g. 0-1-4711) or latest: true"
+type PointInTimeTarget struct {
+	// Time restores every transaction committed at or before it (MariaDB records commit
+	// times in whole seconds: transactions of that second are included). RFC 3339.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// GTID restores up to and including this GTID position (MariaDB domain-server-sequence,
+	// comma-separated per domain).
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+-[0-9]+-[0-9]+(,[0-9]+-[0-9]+-[0-9]+)*$')",message="pointInTime.gtid must be a MariaDB GTID position such as 0-1-4711 (domain-server-sequence, comma-separated per domain)"
+	// +optional
+	GTID string `json:"gtid,omitempty"`
+	// Latest restores everything archived when the cluster is created.
+	// +optional
+	Latest bool `json:"latest,omitempty"`
 }
 
 // BackupReference names a MySQLBackup.
@@ -267,9 +292,17 @@ type RestoreStatus struct {
 	// resolved with the location; the instances restore through it.
 	// +optional
 	StoreURL string `json:"storeURL,omitempty"`
-	// GTIDPosition is the backup's GTID position, where the restored cluster continues.
+	// GTIDPosition is the backup's GTID position, where the restored cluster continues (or,
+	// with a point-in-time target, where the replay starts).
 	// +optional
 	GTIDPosition string `json:"gtidPosition,omitempty"`
+	// ArchivePrefix is where the binlog archive replayed after the backup is, in the same
+	// store; TargetGTID is the position the replay stops at (the point-in-time target,
+	// resolved once). Both empty without spec.bootstrap.pointInTime.
+	// +optional
+	ArchivePrefix string `json:"archivePrefix,omitempty"`
+	// +optional
+	TargetGTID string `json:"targetGTID,omitempty"`
 }
 
 // ConditionRestored is a MySQLCluster condition of a cluster bootstrapped from a backup:

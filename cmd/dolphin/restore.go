@@ -41,6 +41,8 @@ var restoreExit = os.Exit
 // restoreFlags are the flags of `dolphin restore`.
 type restoreFlags struct {
 	path, dataDir, defaultsFile, tmpDir, flavor, useMemory string
+	// archivePrefix and replayTo take the restore to a point in time (restore.PointInTime).
+	archivePrefix, replayTo string
 
 	store storeFlags
 }
@@ -89,6 +91,8 @@ func (f *restoreFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tmpDir, "tmp-dir", "/tmp", "directory for the temporary server's socket and pid file")
 	fs.StringVar(&f.flavor, "flavor", restore.FlavorMariaDB, `database flavor: "mariadb" or "mysql" (restores and clones are implemented for mariadb only)`)
 	fs.StringVar(&f.useMemory, "use-memory", "", "memory for mariadb-backup --prepare, e.g. 256M (default: the tool's)")
+	fs.StringVar(&f.archivePrefix, "archive-prefix", "", "the binlog archive's prefix in the same store, replayed after the backup (with --replay-to)")
+	fs.StringVar(&f.replayTo, "replay-to", "", "the GTID position to replay the archive up to (with --archive-prefix)")
 	f.store.registerOn(fs)
 }
 
@@ -136,6 +140,12 @@ func (f *restoreFlags) options(getenv func(string) string, readFile func(string)
 		return o, err
 	}
 	o.Store = store
+	switch {
+	case f.archivePrefix != "" && f.replayTo != "":
+		o.PointInTime = &restore.PointInTime{Archive: store, Prefix: f.archivePrefix, To: f.replayTo}
+	case f.archivePrefix != "" || f.replayTo != "":
+		return o, errors.New("--archive-prefix and --replay-to go together: the archive to replay and the GTID position to stop at")
+	}
 	return o, nil
 }
 

@@ -7,12 +7,14 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // reconcileBootstrap resolves spec.bootstrap, once, into status.restoredFrom: the backup's
@@ -42,6 +44,11 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 		return err
 	}
 	from.GTIDPosition = m.GTIDPosition
+	if pit := c.Spec.Bootstrap.PointInTime; pit != nil {
+		if from.TargetGTID, err = resolvePointInTime(ctx, store, from.ArchivePrefix, m, pit); err != nil {
+			return err
+		}
+	}
 	if cfg.HTTP != nil {
 		from.StoreURL = cfg.HTTP.URL
 	}
@@ -75,7 +82,11 @@ func (r *MySQLClusterReconciler) bootstrapSource(ctx context.Context, c *dolphin
 		return nil, &userError{Reason: "BootstrapBackupNotReady", Message: fmt.Sprintf(
 			"MySQLBackup %s is %s, not Succeeded: nothing is restored until it succeeds; if it failed, create the cluster again naming a successful backup", bk.Name, phaseOrNone(dolphinv1.Phase(bk.Status.Phase)))}
 	}
-	return &dolphinv1.RestoreStatus{Backup: bk.Name, Store: *bk.Status.Store, Path: bk.Status.Path}, nil
+	from := &dolphinv1.RestoreStatus{Backup: bk.Name, Store: *bk.Status.Store, Path: bk.Status.Path}
+	if b.PointInTime != nil {
+		from.ArchivePrefix = resources.BinlogArchivePrefix(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: bk.Namespace, Name: bk.Spec.Cluster}})
+	}
+	return from, nil
 }
 
 // checkBackupObjects reads the manifest under path and checks that every object it lists is

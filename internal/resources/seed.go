@@ -71,8 +71,12 @@ func seedContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigurat
 		corev1ac.VolumeMount().WithName(volumeDolphinBin).WithMountPath(path.Dir(AgentBinary)).WithReadOnly(true),
 		corev1ac.VolumeMount().WithName(volumeAgentSecret).WithMountPath(AgentSecretDir).WithReadOnly(true))
 	if restoring(c) {
-		a, e, m := storeArgs(c.Status.RestoredFrom.Store, c.Namespace, c.Status.RestoredFrom.Path, c.Status.RestoredFrom.StoreURL)
+		from := c.Status.RestoredFrom
+		a, e, m := storeArgs(from.Store, c.Namespace, from.Path, from.StoreURL)
 		args, env, mounts = append(args, a...), append(env, e...), append(mounts, m...)
+		if from.TargetGTID != "" {
+			args = append(args, "--archive-prefix", from.ArchivePrefix, "--replay-to", from.TargetGTID)
+		}
 	}
 	return corev1ac.Container().
 		WithName(ContainerSeed).

@@ -30,7 +30,9 @@ import (
 // Service, status and condition say what happens, and at the end the archive in the real S3
 // server is one contiguous run of segments from the base backup's position to the primary's,
 // holding exactly one transaction per GTID in between — nothing lost, nothing twice — while
-// no acknowledged write is missing.
+// no acknowledged write is missing. Then new clusters are restored from the base backup to a
+// time and a GTID between two writers (every row of the first, none of the second) and to the
+// latest archived position (every row of both).
 func TestLocalBinlogArchive(t *testing.T) {
 	s := upStack(t)
 	srv := s3test.StartOn(t, e2eGateway)
@@ -152,6 +154,87 @@ func TestLocalBinlogArchive(t *testing.T) {
 		t.Fatalf("%d transactions archived between %s and %s, want %d: one per GTID, none twice", txns, first.Start, last.End, want)
 	}
 	t.Logf("archive: %d segments, %d transactions, %s → %s", len(l.Segments), txns, first.Start, last.End)
+
+	// Point-in-time restores. The first writer's rows are all committed before the second
+	// T; the second writer starts a second after T, so its rows are all stamped after it.
+	p1 := final.LastArchivedGTID
+	target := time.Now().UTC().Add(time.Second).Truncate(time.Second)
+	time.Sleep(time.Until(target.Add(1100 * time.Millisecond)))
+	const secondBase = 10_000_000
+	w2 := s.startAppWriterFrom("arc", secondBase)
+	time.Sleep(3 * time.Second)
+	w2.finish()
+	acked2, _ := w2.ackedIDs()
+	if len(acked2) == 0 {
+		t.Fatal("the second writer wrote nothing")
+	}
+	s.waitArchived(key, primary, "the archive holds the second writer's rows")
+	restores := map[string]*dolphinv1.PointInTimeTarget{
+		"pit-time":   {Time: &metav1.Time{Time: target}},
+		"pit-gtid":   {GTID: p1},
+		"pit-latest": {Latest: true},
+	}
+	for name, pit := range restores {
+		c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+			Spec: dolphinv1.MySQLClusterSpec{Replicas: 1, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+				MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
+				Bootstrap:   &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "b1"}, PointInTime: pit}}}
+		if err := s.c.Create(s.ctx, c); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for name := range restores {
+		rk := client.ObjectKey{Namespace: s.ns, Name: name}
+		s.waitHealthyN(rk, 1)
+		var rc dolphinv1.MySQLCluster
+		if err := s.c.Get(s.ctx, rk, &rc); err != nil {
+			t.Fatal(err)
+		}
+		pass := s.secretValue(name+"-credentials", "operator-password")
+		db := s.sqlDBAs("dolphin", pass, "127.0.0.1:"+strconv.Itoa(s.servicePort(name+"-primary")))
+		got := map[int64]bool{}
+		for _, id := range s.ids(db) {
+			got[id] = true
+		}
+		missing, second := 0, 0
+		for id := range acked {
+			if !got[id] {
+				missing++
+			}
+		}
+		for id := range got {
+			if id >= secondBase {
+				second++
+			}
+		}
+		var pos string
+		if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: target GTID %s, %d rows, position %s", name, rc.Status.RestoredFrom.TargetGTID, len(got), pos)
+		if missing > 0 {
+			t.Errorf("%s: %d rows of the first writer, all committed before the target, are missing", name, missing)
+		}
+		switch name {
+		case "pit-latest":
+			for id := range acked2 {
+				if !got[id] {
+					t.Errorf("%s: the second writer's acknowledged row %d is missing", name, id)
+					break
+				}
+			}
+		default:
+			if second > 0 {
+				t.Errorf("%s: %d rows of the second writer, committed after the target, are present", name, second)
+			}
+			if rc.Status.RestoredFrom.TargetGTID != p1 {
+				t.Errorf("%s: the target resolved to %s, want the primary's position after the first writer %s", name, rc.Status.RestoredFrom.TargetGTID, p1)
+			}
+			if seqOf(pos) < seqOf(p1) {
+				t.Errorf("%s: the restored server is at %s, behind its target %s", name, pos, p1)
+			}
+		}
+	}
 }
 
 // waitArchived waits until the archive holds the primary's binary log up to where it is now

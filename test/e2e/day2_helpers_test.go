@@ -50,6 +50,12 @@ type appWriter struct {
 
 func (s *stack) startAppWriter(cluster string) *appWriter {
 	s.t.Helper()
+	return s.startAppWriterFrom(cluster, 1)
+}
+
+// startAppWriterFrom is startAppWriter with ids from first on.
+func (s *stack) startAppWriterFrom(cluster string, first int64) *appWriter {
+	s.t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(s.servicePort(cluster+"-primary"))
 	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s&writeTimeout=5s", appUser, appPassword, addr))
 	if err != nil {
@@ -59,7 +65,7 @@ func (s *stack) startAppWriter(cluster string) *appWriter {
 	w := &appWriter{db: db, stop: make(chan struct{}), done: make(chan struct{}), acked: map[int64]bool{}, last: time.Now()}
 	go func() {
 		defer close(w.done)
-		for id := int64(1); ; id++ {
+		for id := first; ; id++ {
 			select {
 			case <-w.stop:
 				return
