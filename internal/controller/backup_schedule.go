@@ -127,7 +127,29 @@ func (r *MySQLClusterReconciler) applyRetention(ctx context.Context, c *dolphinv
 		names = append(names, expired[i].Name)
 	}
 	r.event(c, corev1.EventTypeNormal, "BackupsExpired", "Retention", "deleted %d backups that retention no longer keeps: %s", len(names), strings.Join(names, ", "))
-	return nil
+	if archiving(c) == nil {
+		return nil
+	}
+	// The archive before the oldest kept backup goes with the backups that needed it.
+	gone := map[string]bool{}
+	for _, b := range expired {
+		gone[b.Name] = true
+	}
+	var kept []dolphinv1.MySQLBackup
+	for _, b := range backups {
+		if !gone[b.Name] && b.DeletionTimestamp == nil {
+			kept = append(kept, b)
+		}
+	}
+	cfg, err := resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, &c.Spec.Backup.Store)
+	if err != nil {
+		return fmt.Errorf("the backup store, for the archive's retention: %w", err)
+	}
+	store, err := r.openStore(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("opening the backup store, for the archive's retention: %w", err)
+	}
+	return r.applyArchiveRetention(ctx, c, store, kept)
 }
 
 // verifySlotPrefix starts the mysql.dolphin.dev/verify value the verification schedule sets.
