@@ -219,8 +219,8 @@ const ConditionLastBackupSucceeded = "LastBackupSucceeded"
 // BootstrapSpec creates a cluster's data from a backup instead of empty servers. Every
 // instance is restored from the backup (its checksums verified before use), continues from
 // the backup's GTID position, and then replicates from the instance chosen as primary.
-// +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.from)",message="bootstrap: set exactly one of backup (a MySQLBackup of this namespace, by name) and from (a backup store and the backup's path in it)"
-// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || has(self.backup)",message="bootstrap.pointInTime needs bootstrap.backup: the binlog archive of the backup's cluster is replayed after it"
+// +kubebuilder:validation:XValidation:rule="(has(self.backup) ? 1 : 0) + (has(self.from) ? 1 : 0) + ((has(self.pointInTime) && has(self.pointInTime.cluster)) ? 1 : 0) == 1",message="bootstrap: set exactly one of backup (a MySQLBackup of this namespace, by name), from (a backup store and the backup's path in it) or pointInTime.cluster (the archived cluster whose newest backup before the target Dolphin restores)"
+// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || !has(self.from)",message="bootstrap.pointInTime needs bootstrap.backup or pointInTime.cluster: the binlog archive of the backup's cluster is replayed after it"
 type BootstrapSpec struct {
 	// Backup restores a MySQLBackup of this namespace, by name. It must have Succeeded.
 	// +optional
@@ -253,6 +253,13 @@ type PointInTimeTarget struct {
 	// Latest restores everything archived when the cluster is created.
 	// +optional
 	Latest bool `json:"latest,omitempty"`
+	// Cluster, instead of bootstrap.backup, names the archived cluster (in this namespace)
+	// whose backups to choose from: Dolphin restores its newest successful backup that ended
+	// at or before the target time (for a GTID target: whose position the target covers; for
+	// latest: the newest).
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // BackupReference names a MySQLBackup.

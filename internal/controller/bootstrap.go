@@ -69,6 +69,14 @@ func (r *MySQLClusterReconciler) bootstrapSource(ctx context.Context, c *dolphin
 	if b.From != nil {
 		return &dolphinv1.RestoreStatus{Store: b.From.Store, Path: b.From.Path}, nil
 	}
+	if b.Backup == nil && b.PointInTime != nil && b.PointInTime.Cluster != "" {
+		name, err := r.chooseBaseBackup(ctx, c.Namespace, b.PointInTime)
+		if err != nil {
+			return nil, err
+		}
+		b = b.DeepCopy()
+		b.Backup = &dolphinv1.BackupReference{Name: name}
+	}
 	var bk dolphinv1.MySQLBackup
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: b.Backup.Name}, &bk)
 	if apierrors.IsNotFound(err) {

@@ -191,6 +191,17 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 		{"bootstrap from both", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
 			From: &dolphinv1.BackupLocation{Store: dolphinv1.BackupStore{S3: s3()}, Path: "a/"}}}, "bootstrap: set exactly one of backup"},
 		{"bootstrap from nothing", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{}}, "bootstrap: set exactly one of backup"},
+		{"point in time with two targets", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
+			PointInTime: &dolphinv1.PointInTimeTarget{GTID: "0-1-5", Latest: true}}}, "pointInTime: set exactly one of time"},
+		{"point in time without a target", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
+			PointInTime: &dolphinv1.PointInTimeTarget{}}}, "pointInTime: set exactly one of time"},
+		{"point in time with a bad GTID", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
+			PointInTime: &dolphinv1.PointInTimeTarget{GTID: "14:03"}}}, "pointInTime.gtid must be a MariaDB GTID position"},
+		{"point in time from a store path", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{
+			From:        &dolphinv1.BackupLocation{Store: dolphinv1.BackupStore{S3: s3()}, Path: "a/"},
+			PointInTime: &dolphinv1.PointInTimeTarget{Latest: true}}}, "bootstrap.pointInTime needs bootstrap.backup or pointInTime.cluster"},
+		{"point in time naming both a backup and a cluster", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
+			PointInTime: &dolphinv1.PointInTimeTarget{Latest: true, Cluster: "db"}}}, "bootstrap: set exactly one of backup"},
 		{"bootstrap path escapes", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{
 			From: &dolphinv1.BackupLocation{Store: dolphinv1.BackupStore{S3: s3()}, Path: "../other/"}}}, "bootstrap.from.path must be relative"},
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
@@ -84,4 +86,59 @@ func resolvePointInTime(ctx context.Context, store objectstore.Store, prefix str
 		return "", fail("the target %s is beyond the archive: %s", target, window)
 	}
 	return to.String(), nil
+}
+
+// chooseBaseBackup picks the backup a point-in-time restore of pit.Cluster starts from: the
+// newest successful one that ended at or before the target time, whose position a GTID target
+// covers, or simply the newest for latest (chooseBase).
+func (r *MySQLClusterReconciler) chooseBaseBackup(ctx context.Context, namespace string, pit *dolphinv1.PointInTimeTarget) (string, error) {
+	var list dolphinv1.MySQLBackupList
+	if err := r.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return "", fmt.Errorf("listing MySQLBackups: %w", err)
+	}
+	name, err := chooseBase(list.Items, pit)
+	if err != nil {
+		return "", &userError{Reason: "PointInTimeUnreachable", Message: err.Error() + "; nothing was started: create the cluster again with another target or cluster"}
+	}
+	return name, nil
+}
+
+// chooseBase is chooseBaseBackup's pure part.
+func chooseBase(backups []dolphinv1.MySQLBackup, pit *dolphinv1.PointInTimeTarget) (string, error) {
+	var target binlog.Position
+	if pit.GTID != "" {
+		var err error
+		if target, err = binlog.Parse(pit.GTID); err != nil {
+			return "", fmt.Errorf("pointInTime.gtid: %w", err)
+		}
+	}
+	var best *dolphinv1.MySQLBackup
+	n := 0
+	for i := range backups {
+		b := &backups[i]
+		if b.Spec.Cluster != pit.Cluster || b.Status.Phase != dolphinv1.BackupSucceeded || b.Status.GTIDPosition == "" || b.DeletionTimestamp != nil {
+			continue
+		}
+		n++
+		switch {
+		case pit.Time != nil && backupEnded(b).After(pit.Time.Time):
+			continue
+		case pit.GTID != "":
+			pos, err := binlog.Parse(b.Status.GTIDPosition)
+			if err != nil || !pos.With(target).Covers(pos) {
+				continue
+			}
+		}
+		if best == nil || backupEnded(b).After(backupEnded(best)) {
+			best = b
+		}
+	}
+	switch {
+	case best != nil:
+		return best.Name, nil
+	case n == 0:
+		return "", fmt.Errorf("cluster %s has no successful backup to restore from", pit.Cluster)
+	default:
+		return "", fmt.Errorf("none of the %d successful backups of cluster %s is before the target", n, pit.Cluster)
+	}
 }

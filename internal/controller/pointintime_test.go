@@ -83,3 +83,41 @@ func TestResolvePointInTime(t *testing.T) {
 		})
 	}
 }
+
+func TestChooseBase(t *testing.T) {
+	at := func(name, cluster, gtid string, ended time.Time, phase dolphinv1.BackupPhase) dolphinv1.MySQLBackup {
+		done := metav1.NewTime(ended)
+		return dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: dolphinv1.MySQLBackupSpec{Cluster: cluster},
+			Status: dolphinv1.MySQLBackupStatus{Phase: phase, GTIDPosition: gtid, CompletionTime: &done}}
+	}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	backups := []dolphinv1.MySQLBackup{
+		at("old", "db", "0-1-10", t0, dolphinv1.BackupSucceeded),
+		at("mid", "db", "0-1-20", t0.Add(time.Hour), dolphinv1.BackupSucceeded),
+		at("new", "db", "0-1-30", t0.Add(2*time.Hour), dolphinv1.BackupSucceeded),
+		at("failed", "db", "", t0.Add(3*time.Hour), dolphinv1.BackupFailed),
+		at("other", "other", "0-1-99", t0.Add(4*time.Hour), dolphinv1.BackupSucceeded),
+	}
+	tm := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: t0.Add(d)} }
+	for _, c := range []struct {
+		name string
+		pit  dolphinv1.PointInTimeTarget
+		want string
+		err  string
+	}{
+		{"latest", dolphinv1.PointInTimeTarget{Cluster: "db", Latest: true}, "new", ""},
+		{"a time between two backups", dolphinv1.PointInTimeTarget{Cluster: "db", Time: tm(90 * time.Minute)}, "mid", ""},
+		{"the moment a backup ended", dolphinv1.PointInTimeTarget{Cluster: "db", Time: tm(time.Hour)}, "mid", ""},
+		{"a GTID between two backups", dolphinv1.PointInTimeTarget{Cluster: "db", GTID: "0-1-25"}, "mid", ""},
+		{"a GTID in another domain", dolphinv1.PointInTimeTarget{Cluster: "db", GTID: "1-1-5"}, "new", ""},
+		{"before every backup", dolphinv1.PointInTimeTarget{Cluster: "db", Time: tm(-time.Minute)}, "", "none of the 3 successful backups"},
+		{"no backup of that cluster", dolphinv1.PointInTimeTarget{Cluster: "nope", Latest: true}, "", "has no successful backup"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := chooseBase(backups, &c.pit)
+			if c.err == "" && (err != nil || got != c.want) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Errorf("chooseBase = %q, %v; want %q %q", got, err, c.want, c.err)
+			}
+		})
+	}
+}

@@ -30,9 +30,10 @@ import (
 // Service, status and condition say what happens, and at the end the archive in the real S3
 // server is one contiguous run of segments from the base backup's position to the primary's,
 // holding exactly one transaction per GTID in between — nothing lost, nothing twice — while
-// no acknowledged write is missing. Then new clusters are restored from the base backup to a
-// time and a GTID between two writers (every row of the first, none of the second) and to the
-// latest archived position (every row of both).
+// no acknowledged write is missing; an operator restart changes nothing. Then new clusters are
+// restored to a time and a GTID between two writers (every row of the first, none of the
+// second), from the named base backup or from the one Dolphin chooses (the newest before the
+// target), and to the latest archived position (every row of both, from the newest backup).
 func TestLocalBinlogArchive(t *testing.T) {
 	s := upStack(t)
 	srv := s3test.StartOn(t, e2eGateway)
@@ -99,6 +100,18 @@ func TestLocalBinlogArchive(t *testing.T) {
 	})
 	s.waitArchived(key, primary, "the archive continues after the archiver was killed")
 
+	// The operator killed and restarted: the archiver never depended on it, and the status
+	// resumes.
+	op := s.process("operator")
+	if err := exec.Command("kill", "-9", strconv.Itoa(op.PID)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	s.run("local", "up", "--dir", s.dir, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	if s.process("operator").PID == op.PID {
+		t.Fatal("the operator was not restarted")
+	}
+	s.waitArchived(key, primary, "the archive status resumes after an operator restart")
+
 	// The store hangs for a while: the lag grows and the condition turns False (stallAfter
 	// 10s), then the archive catches up without a gap.
 	s.patchCluster(key, func(c *dolphinv1.MySQLCluster) {
@@ -162,23 +175,33 @@ func TestLocalBinlogArchive(t *testing.T) {
 	time.Sleep(time.Until(target.Add(1100 * time.Millisecond)))
 	const secondBase = 10_000_000
 	w2 := s.startAppWriterFrom("arc", secondBase)
-	time.Sleep(3 * time.Second)
+	b2 := s.backupAndWait("b2", "arc", dolphinv1.BackupSucceeded) // ends after the target
+	time.Sleep(time.Second)
 	w2.finish()
+	t.Logf("b2 at %s", b2.Status.GTIDPosition)
 	acked2, _ := w2.ackedIDs()
 	if len(acked2) == 0 {
 		t.Fatal("the second writer wrote nothing")
 	}
 	s.waitArchived(key, primary, "the archive holds the second writer's rows")
+	// pit-time and pit-gtid name b1; pit-auto and pit-latest let Dolphin choose: b1 for a time
+	// before b2 ended, b2 for latest.
 	restores := map[string]*dolphinv1.PointInTimeTarget{
 		"pit-time":   {Time: &metav1.Time{Time: target}},
 		"pit-gtid":   {GTID: p1},
-		"pit-latest": {Latest: true},
+		"pit-auto":   {Time: &metav1.Time{Time: target}, Cluster: "arc"},
+		"pit-latest": {Latest: true, Cluster: "arc"},
 	}
+	wantBase := map[string]string{"pit-time": "b1", "pit-gtid": "b1", "pit-auto": "b1", "pit-latest": "b2"}
 	for name, pit := range restores {
+		bs := &dolphinv1.BootstrapSpec{PointInTime: pit}
+		if pit.Cluster == "" {
+			bs.Backup = &dolphinv1.BackupReference{Name: "b1"}
+		}
 		c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 			Spec: dolphinv1.MySQLClusterSpec{Replicas: 1, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 				MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
-				Bootstrap:   &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "b1"}, PointInTime: pit}}}
+				Bootstrap:   bs}}
 		if err := s.c.Create(s.ctx, c); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -211,7 +234,10 @@ func TestLocalBinlogArchive(t *testing.T) {
 		if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: target GTID %s, %d rows, position %s", name, rc.Status.RestoredFrom.TargetGTID, len(got), pos)
+		t.Logf("%s: base %s, target GTID %s, %d rows, position %s", name, rc.Status.RestoredFrom.Backup, rc.Status.RestoredFrom.TargetGTID, len(got), pos)
+		if rc.Status.RestoredFrom.Backup != wantBase[name] {
+			t.Errorf("%s restored from %s, want %s", name, rc.Status.RestoredFrom.Backup, wantBase[name])
+		}
 		if missing > 0 {
 			t.Errorf("%s: %d rows of the first writer, all committed before the target, are missing", name, missing)
 		}
