@@ -25,7 +25,7 @@ import (
 
 // TestLocalBinlogArchive turns continuous archiving on for a 3-instance cluster under an
 // application writer and follows the archive through a killed primary (failover), a
-// switchover, the archiver killed mid-segment and the store hung for a while (the condition
+// switchover, a second killed primary, the archiver killed mid-segment and the store hung for a while (the condition
 // turns False, then the archive catches up): the archiver pod keeps reading from the replicas
 // Service, status and condition say what happens, and at the end the archive in the real S3
 // server is one contiguous run of segments from the base backup's position to the primary's,
@@ -84,6 +84,21 @@ func TestLocalBinlogArchive(t *testing.T) {
 	s.waitHealthy(key)
 	time.Sleep(2 * time.Second)
 	s.waitArchived(key, primary, "the archive continues after the switchover")
+
+	// A second crash of the primary: the archive follows again.
+	old = s.currentPrimary(key)
+	if err := exec.Command("kill", "-9", strconv.Itoa(s.serverPID(old))).Run(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 90*time.Second, "a new primary after the second kill", func() error {
+		if p := s.currentPrimary(key); p == old || p == "" {
+			return fmt.Errorf("primary %q", p)
+		}
+		return nil
+	})
+	s.waitHealthy(key)
+	time.Sleep(2 * time.Second)
+	s.waitArchived(key, primary, "the archive continues after the second failover")
 
 	// The archiver killed in the middle of a segment: its container restarts and continues
 	// after the last stored segment (the half-written one is read again from the source).
