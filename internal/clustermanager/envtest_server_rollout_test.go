@@ -495,12 +495,18 @@ func TestEnvtestServerRollingRestart(t *testing.T) {
 		t.Errorf("after the rollout: primary %s, roles %s=%s shop-0=%s", p, p, o.roleOf(p), o.roleOf("shop-0"))
 	}
 
-	restartEvents := o.clusterEvents(t, "RollingRestart")
-	for _, pod := range order {
-		if !slices.ContainsFunc(restartEvents, func(n string) bool { return strings.HasPrefix(n, "deleted pod "+pod+":") }) {
-			t.Errorf("no RollingRestart event for %s: %q", pod, restartEvents)
+	// Events are written by the recorder in the background: wait for them, then require
+	// exactly one per pod.
+	var restartEvents []string
+	testenv.Eventually(t, 30*time.Second, "a RollingRestart event per pod", func() error {
+		restartEvents = o.clusterEvents(t, "RollingRestart")
+		for _, pod := range order {
+			if !slices.ContainsFunc(restartEvents, func(n string) bool { return strings.HasPrefix(n, "deleted pod "+pod+":") }) {
+				return fmt.Errorf("no RollingRestart event for %s: %q", pod, restartEvents)
+			}
 		}
-	}
+		return nil
+	})
 	if len(restartEvents) != 3 {
 		t.Errorf("RollingRestart events %q, want one per pod", restartEvents)
 	}

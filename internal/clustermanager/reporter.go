@@ -262,13 +262,21 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 		if p.Planned {
 			kind, typ = "Switchover", corev1.EventTypeNormal
 		}
-		r.m.Recorder.Eventf(&c, nil, typ, kind, "Promote", "%s from %s to %s in %s: %s",
+		r.m.Recorder.Eventf(&c, r.podRef(p.To), typ, kind, "Promote", "%s from %s to %s in %s: %s",
 			kind, p.From, p.To, p.Duration.Duration.Round(time.Millisecond), p.Reason)
 	}
 	for _, n := range newlyErrant {
-		r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "ErrantInstance", "Fence", "%s holds transactions the primary lacks; it is kept out of the topology", n)
+		r.m.Recorder.Eventf(&c, r.podRef(n), corev1.EventTypeWarning, "ErrantInstance", "Fence", "%s holds transactions the primary lacks; it is kept out of the topology", n)
 	}
 	return nil
+}
+
+// podRef names an instance's pod as an event's related object. The recorder merges events
+// with the same regarding object, related object, reason and action into one series that
+// keeps the first note, so events of one reason about different pods need the pod to stay
+// apart.
+func (r *reporter) podRef(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.key.Namespace, Name: name}}
 }
 
 // topologyStatus converts a cycle's outcome into status.topology.

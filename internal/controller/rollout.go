@@ -394,7 +394,8 @@ func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphi
 		}
 		logger.Info("rollout: deleted pod", "pod", a.Pod, "reason", a.Message)
 		if !announced {
-			r.event(c, corev1.EventTypeNormal, "RollingRestart", "Delete", "deleted pod %s: %s", a.Pod, a.Message)
+			pod.UID = uid
+			r.eventAbout(c, pod, corev1.EventTypeNormal, "RollingRestart", "Delete", "deleted pod %s: %s", a.Pod, a.Message)
 		}
 	case rolloutSwitchover:
 		if r.Topology == nil {

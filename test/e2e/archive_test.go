@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,8 +26,8 @@ import (
 )
 
 // TestLocalBinlogArchive turns continuous archiving on for a 3-instance cluster under an
-// application writer and follows the archive through a killed primary (failover), a
-// switchover, a second killed primary, the archiver killed mid-segment and the store hung for a while (the condition
+// application writer and follows the archive through a crashed primary (failover), a
+// switchover, a second crashed primary, the archiver killed mid-segment and the store hung for a while (the condition
 // turns False, then the archive catches up): the archiver pod keeps reading from the replicas
 // Service, status and condition say what happens, and at the end the archive in the real S3
 // server is one contiguous run of segments from the base backup's position to the primary's,
@@ -52,17 +54,7 @@ func TestLocalBinlogArchive(t *testing.T) {
 	s.waitArchived(key, primary, "the archive catches up after the base backup")
 
 	// A crash of the primary: a failover, and the archiver follows.
-	old := s.currentPrimary(key)
-	pid := s.serverPID(old)
-	if err := exec.Command("kill", "-9", strconv.Itoa(pid)).Run(); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 90*time.Second, "a new primary after the kill", func() error {
-		if p := s.currentPrimary(key); p == old || p == "" {
-			return fmt.Errorf("primary %q", p)
-		}
-		return nil
-	})
+	s.failOverByCrash(key, "the first crash")
 	s.waitHealthy(key)
 	time.Sleep(2 * time.Second) // writes on the new primary
 	s.waitArchived(key, primary, "the archive continues after the failover")
@@ -86,16 +78,7 @@ func TestLocalBinlogArchive(t *testing.T) {
 	s.waitArchived(key, primary, "the archive continues after the switchover")
 
 	// A second crash of the primary: the archive follows again.
-	old = s.currentPrimary(key)
-	if err := exec.Command("kill", "-9", strconv.Itoa(s.serverPID(old))).Run(); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 90*time.Second, "a new primary after the second kill", func() error {
-		if p := s.currentPrimary(key); p == old || p == "" {
-			return fmt.Errorf("primary %q", p)
-		}
-		return nil
-	})
+	s.failOverByCrash(key, "the second crash")
 	s.waitHealthy(key)
 	time.Sleep(2 * time.Second)
 	s.waitArchived(key, primary, "the archive continues after the second failover")
@@ -311,6 +294,33 @@ func (s *stack) waitArchived(key client.ObjectKey, primary *sql.DB, what string)
 }
 
 // patchCluster applies edit to the cluster with a merge patch.
+// failOverByCrash makes the primary fail for good and waits for a failover: its server is
+// hung (SIGSTOP) until another instance is primary, then killed (-9), and the node restarts
+// it as the replica it must rejoin as. A kill -9 alone is not enough: the node restarts the
+// server within the detection window, and a primary that comes back holding every
+// acknowledged transaction is rightly made writable again, without a failover.
+func (s *stack) failOverByCrash(key client.ObjectKey, what string) {
+	s.t.Helper()
+	old := s.currentPrimary(key)
+	pid := s.serverPID(old)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		s.t.Fatal(err)
+	}
+	defer func() {
+		// Dolphin may have deleted the hung primary's pod (and so its process) already.
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			s.t.Errorf("killing the hung primary %s: %v", old, err)
+		}
+	}()
+	testenv.Eventually(s.t, 90*time.Second, "a new primary after "+what, func() error {
+		if p := s.currentPrimary(key); p == old || p == "" {
+			return fmt.Errorf("primary %q", p)
+		}
+		return nil
+	})
+	s.t.Logf("%s: %s failed over to %s", what, old, s.currentPrimary(key))
+}
+
 func (s *stack) patchCluster(key client.ObjectKey, edit func(*dolphinv1.MySQLCluster)) {
 	s.t.Helper()
 	var c dolphinv1.MySQLCluster

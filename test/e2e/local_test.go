@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	_ "github.com/go-sql-driver/mysql"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
@@ -78,6 +80,18 @@ func upStack(t *testing.T) *stack {
 					t.Logf("--- %s (tail)\n%s", f, tail(string(b), 30))
 				}
 			}
+			// DOLPHIN_E2E_KEEP=<dir> keeps every log of a failed test (operator, node,
+			// every container) for a later look.
+			if keep := os.Getenv("DOLPHIN_E2E_KEEP"); keep != "" {
+				dst := filepath.Join(keep, t.Name())
+				keepLogs := exec.Command("sh", "-c", `mkdir -p "$1" && find logs node/pods -name '*.log' -exec cp --parents {} "$1" \;`, "sh", dst)
+				keepLogs.Dir = local
+				if out, err := keepLogs.CombinedOutput(); err != nil {
+					t.Logf("keeping logs: %v: %s", err, out)
+				} else {
+					t.Logf("logs kept in %s", dst)
+				}
+			}
 		}
 		cmd := exec.Command(s.bin, "local", "down", "--dir", local, "--wipe")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -92,6 +106,7 @@ func upStack(t *testing.T) *stack {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = dolphinv1.AddToScheme(scheme)
+	ctrllog.SetLogger(logr.Discard()) // the test's client logs nothing worth reading
 	if s.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
