@@ -125,6 +125,26 @@ bench-day2: control-plane mariadb ## On dolphin local (root): client-view cost o
 	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
 
+PITR_SECONDS ?= 60
+PITR_WRITERS ?= 4
+# PITR_VERDICT ends the bench-pitr recipe: it prints the figures and fails (non-zero exit)
+# when the test failed (an inexact restore, a lost acknowledged write), when there is no
+# summary line "pitr archive_lag_p50=…", or when not every restore was exact.
+PITR_VERDICT = rc=$$(cat $$rcfile); rm -f $$rcfile; \
+	  if [ -s $$out ]; then cat $$out; else echo "bench: no figures written (the test stopped before the end)"; fi; \
+	  summary=$$(grep -E '^pitr archive_lag_p50=' $$out | tail -n 1); rm -f $$out; \
+	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; exit $$rc; fi; \
+	  if [ -z "$$summary" ]; then echo "bench: FAIL: no summary line 'pitr archive_lag_p50=…'"; exit 1; fi; \
+	  k=$$(echo "$$summary" | grep -oE 'restores_exact=[0-9]+/[0-9]+' | cut -d= -f2); \
+	  if [ -z "$$k" ] || [ "$$(echo $$k | cut -d/ -f1)" != "$$(echo $$k | cut -d/ -f2)" ]; then echo "bench: FAIL: restores_exact=$$k"; exit 1; fi
+.PHONY: bench-pitr
+bench-pitr: mariadb versitygw ## Archive lag under PITR_WRITERS writers for PITR_SECONDS (semi-sync primary, archiver on the replica, versitygw), replay speed vs mariadb-binlog | mariadb, exact restores; fails on an inexact restore or a lost write.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_PITR_SECONDS=$(PITR_SECONDS) DOLPHIN_BENCH_PITR_WRITERS=$(PITR_WRITERS) DOLPHIN_BENCH_OUT=$$out DOLPHIN_VERSITYGW=$(VERSITYGW) \
+	    $(GO) test -count=1 -timeout 30m -run '^TestBenchPITR$$' -v ./internal/binlog/; echo $$? >$$rcfile; } \
+	    | grep -E 'step: |_test\.go:[0-9]+: .*(restore|Replay|FAIL|want)|--- |^ok|FAIL|^panic:'; \
+	  $(PITR_VERDICT)
+
 BACKUP_GIB ?= 1
 # BACKUP_VERDICT ends the bench-backup recipe as BENCH_VERDICT ends the others, for a summary
 # without lost_acked_writes: it prints the figures and fails (non-zero exit) when the test

@@ -18,7 +18,7 @@ import (
 // Defaults of ArchiverOptions.
 const (
 	DefaultSegmentMaxBytes = 16 << 20
-	DefaultSegmentMaxAge   = 5 * time.Second
+	DefaultSegmentMaxAge   = 3 * time.Second
 )
 
 // Reconnect backoff, and how the archiver notices a dead or hung source.

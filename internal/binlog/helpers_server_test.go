@@ -44,7 +44,13 @@ type server struct {
 // created without writing to the binary log.
 func startServers(t *testing.T, n int) []*server {
 	t.Helper()
-	c := dbtest.Start(t, dbtest.Options{Instances: n})
+	return startServersWith(t, n, nil)
+}
+
+// startServersWith is startServers with extra [mysqld] settings.
+func startServersWith(t *testing.T, n int, extra map[string]string) []*server {
+	t.Helper()
+	c := dbtest.Start(t, dbtest.Options{Instances: n, ExtraConfig: extra})
 	var out []*server
 	for _, inst := range c.Instances {
 		s := &server{t: t, inst: inst}

@@ -220,6 +220,10 @@ func (o *Options) seed(ctx context.Context, what string, mysql error, required [
 		return Result{}, fmt.Errorf("%s: fixing up the restored data: %w; the next attempt starts over", what, err)
 	}
 	mk.RestoredAt = time.Now().UTC().Truncate(time.Second)
+	// The markers say the data is complete: it must be on disk before they are.
+	if err := syncFilesystem(dataDir); err != nil {
+		return Result{}, fmt.Errorf("%s: %w; the next attempt starts over", what, err)
+	}
 	if err := writeMarkers(dataDir, mk); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", what, err)
 	}
