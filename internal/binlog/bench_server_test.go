@@ -23,8 +23,8 @@ import (
 
 // Settings of TestBenchPITR (make bench-pitr sets them).
 const (
-	benchPITRSecondsEnv = "DOLPHIN_BENCH_PITR_SECONDS"    // how long the writers write (required)
-	benchPITRWritersEnv = "DOLPHIN_BENCH_PITR_WRITERS"    // concurrent writers (default 4)
+	benchPITRSecondsEnv = "DOLPHIN_BENCH_PITR_SECONDS"     // how long the writers write (required)
+	benchPITRWritersEnv = "DOLPHIN_BENCH_PITR_WRITERS"     // concurrent writers (default 4)
 	benchPITRAgeEnv     = "DOLPHIN_BENCH_PITR_SEGMENT_AGE" // the archiver's SegmentMaxAge (default: Dolphin's)
 	benchOutEnv         = "DOLPHIN_BENCH_OUT"
 )
