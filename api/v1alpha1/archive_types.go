@@ -4,8 +4,10 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // ContinuousArchiving copies the cluster's binary log into the backup store as it is written,
 // for point-in-time recovery: one `dolphin binlog-archive` pod per cluster
-// (`<cluster>-binlog-archive`) reads it over the replication protocol from a replica (the
-// primary only when no replica answers) and stores GTID-keyed segments under
+// (`<cluster>-binlog-archive`) reads it over the replication protocol from a replica, never
+// from the primary of a cluster with replicas (its binary log may end in a transaction no
+// replica acknowledged, which a failover discards; with every replica down the archive waits
+// and the condition turns False), and stores GTID-keyed segments under
 // `<prefix><namespace>/<cluster>/binlog/`. It starts at the newest successful backup's GTID
 // position, and after a failover continues from the last archived GTID on whichever server
 // answers. Restore to a point in time with spec.bootstrap.pointInTime; segments that no

@@ -41,7 +41,8 @@ func newBinlogArchiveCmd() *cobra.Command {
 		Use:   "binlog-archive",
 		Short: "Copy a cluster's binary log into the backup store, continuously",
 		Long: "Stream the binary log over the replication protocol from the first --source that answers\n" +
-			"(give the replicas first, the primary last) into GTID-keyed segments under --prefix of the\n" +
+			"(the operator gives the replicas Service only, or the primary of a single instance) into\n" +
+			"GTID-keyed segments under --prefix of the\n" +
 			"store described by --store-config, resuming after the last archived segment (or after\n" +
 			"--start when there is none), and serve its status over HTTPS with a bearer token at " + binlog.StatusPath + ".\n" +
 			"After a failover it reconnects from the archived position to whichever source answers.",

@@ -387,6 +387,15 @@ func archivedTransactions(t *testing.T, store objectstore.Store, prefix string) 
 		if err != nil {
 			t.Fatal(err)
 		}
+		gtids, err := SegmentGTIDs(t.Context(), store, prefix, m)
+		if err != nil || len(gtids) != len(txns) {
+			t.Fatalf("SegmentGTIDs(%s) = %d GTIDs, %v; want %d", m.Name(), len(gtids), err, len(txns))
+		}
+		for i, g := range gtids {
+			if g != txns[i].GTID {
+				t.Fatalf("SegmentGTIDs(%s)[%d] = %s, want %s", m.Name(), i, g, txns[i].GTID)
+			}
+		}
 		p := m.StartPosition()
 		for _, x := range txns {
 			if err := p.Advance(x.GTID); err != nil {

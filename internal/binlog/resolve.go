@@ -75,6 +75,21 @@ func ResolveTime(ctx context.Context, store objectstore.Store, prefix string, t 
 	return pos.String(), nil
 }
 
+// SegmentGTIDs returns the GTIDs of a segment's transactions, in order, read from the store
+// under prefix (the archive's prefix, as given to ListSegments) with the object's size and
+// sha256 and the events' checksums checked.
+func SegmentGTIDs(ctx context.Context, store objectstore.Store, prefix string, m *Manifest) ([]GTID, error) {
+	txns, err := segmentTransactions(ctx, store, normPrefix(prefix), m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]GTID, len(txns))
+	for i, x := range txns {
+		out[i] = x.GTID
+	}
+	return out, nil
+}
+
 // segmentTransactions reads a segment's transactions (GTID and commit time) from the store,
 // checking the object's size and sha256 and the events' checksums.
 func segmentTransactions(ctx context.Context, store objectstore.Store, prefix string, m *Manifest) ([]txn, error) {

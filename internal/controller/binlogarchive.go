@@ -187,23 +187,30 @@ func primaryGTID(c *dolphinv1.MySQLCluster) string {
 	return t.Instances[i].GTIDExecuted
 }
 
-// archiveSources are the replicas Service and then the primary Service, at their ClusterIPs
-// (pods need not resolve Service names), port 3306.
-func (r *MySQLClusterReconciler) archiveSources(ctx context.Context, c *dolphinv1.MySQLCluster) ([]string, error) {
-	n := resources.NamesFor(c)
-	var out []string
-	for _, name := range []string{n.ReplicaService, n.PrimaryService} {
-		var svc corev1.Service
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &svc); err != nil {
-			return nil, fmt.Errorf("reading Service %s: %w", name, err)
-		}
-		if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
-			return nil, &userError{Reason: "ServicesNotReady", Message: fmt.Sprintf(
-				"Service %s has no ClusterIP: the archiver reads the binary log through the cluster's Services", name)}
-		}
-		out = append(out, net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(resources.MySQLPort)))
+// archiveSourceService names the Service the archiver reads through (see archiveSources).
+func archiveSourceService(c *dolphinv1.MySQLCluster) string {
+	if c.Spec.Replicas == 1 {
+		return resources.NamesFor(c).PrimaryService
 	}
-	return out, nil
+	return resources.NamesFor(c).ReplicaService
+}
+
+// archiveSources is where the archiver reads, at the Service's ClusterIP (pods need not
+// resolve Service names), port 3306: the replicas Service, which holds only what semi-sync
+// acknowledged — never the primary while the cluster has replicas, as a primary's binary log
+// may end in a transaction no replica has, which a failover discards (docs/design/0026). A
+// cluster of one instance has no failover, and is read through the primary Service.
+func (r *MySQLClusterReconciler) archiveSources(ctx context.Context, c *dolphinv1.MySQLCluster) ([]string, error) {
+	name := archiveSourceService(c)
+	var svc corev1.Service
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &svc); err != nil {
+		return nil, fmt.Errorf("reading Service %s: %w", name, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil, &userError{Reason: "ServicesNotReady", Message: fmt.Sprintf(
+			"Service %s has no ClusterIP: the archiver reads the binary log through the cluster's Services", name)}
+	}
+	return []string{net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(resources.MySQLPort))}, nil
 }
 
 // ensureArchiveSecret writes the archiver's Secret: the agents' certificate and token (the

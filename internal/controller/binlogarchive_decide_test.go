@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 )
 
@@ -70,5 +71,19 @@ func TestJudgeArchive(t *testing.T) {
 	v.FetchErr, v.Previous = errors.New("timeout"), prev
 	if st, _, _ := judgeArchive(v); st.LastArchivedGTID != "0-1-10" || st.LastRecoverableTime == nil {
 		t.Errorf("after a failed fetch the status forgot the archive: %+v", st)
+	}
+}
+
+// The archiver reads a cluster with replicas only through its replicas Service (what semi-sync
+// acknowledged), a single instance through its primary Service.
+func TestArchiveSourceService(t *testing.T) {
+	for _, tt := range []struct {
+		replicas int32
+		want     string
+	}{{1, "db-primary"}, {2, "db-replicas"}, {3, "db-replicas"}} {
+		c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: dolphinv1.MySQLClusterSpec{Replicas: tt.replicas}}
+		if got := archiveSourceService(c); got != tt.want {
+			t.Errorf("%d instances: archiveSourceService = %q, want %q", tt.replicas, got, tt.want)
+		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -374,9 +373,9 @@ func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphi
 	}
 	a := nextRollout(rolloutInput{StatefulSet: &sts, Pods: pods.Items, Topology: c.Status.Topology,
 		Forced: c.Annotations[ForceRolloutAnnotation] == "true"})
-	// The status already carrying this action's message means it was taken and announced
-	// by an earlier reconcile (a stale cache can show the deleted pod once more): repeat
-	// the action, which changes nothing, without a second event.
+	// The status already carrying a switchover's message means it was requested and announced
+	// by an earlier reconcile: repeat the request, which changes nothing, without a second
+	// event.
 	announced := false
 	if cond := meta.FindStatusCondition(c.Status.Conditions, dolphinv1.ConditionProgressing); cond != nil {
 		announced = cond.Message == a.Message
@@ -384,19 +383,29 @@ func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphi
 	logger := log.FromContext(ctx)
 	switch a.Kind {
 	case rolloutDeletePod:
+		// A stale cache can show a pod that is being deleted (or was re-created) already: the
+		// API server says whether this pass is the one that deletes it, and so announces it.
+		// (The Progressing message cannot: the status may show this action before it is
+		// taken, when computed from a fresher cache than the step's.)
+		var live corev1.Pod
+		if err := r.reader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: a.Pod}, &live); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("reading pod %s before restarting it: %w", a.Pod, err)
+		}
+		if live.UID != a.UID || live.DeletionTimestamp != nil {
+			return nil // being replaced already
+		}
 		uid := a.UID
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: a.Pod}}
-		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &uid}); err != nil {
+		if err := r.Client.Delete(ctx, &live, client.Preconditions{UID: &uid}); err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 				return nil // gone or re-created already
 			}
 			return fmt.Errorf("deleting pod %s to roll out the new pod template: %w", a.Pod, err)
 		}
 		logger.Info("rollout: deleted pod", "pod", a.Pod, "reason", a.Message)
-		if !announced {
-			pod.UID = uid
-			r.eventAbout(c, pod, corev1.EventTypeNormal, "RollingRestart", "Delete", "deleted pod %s: %s", a.Pod, a.Message)
-		}
+		r.eventAbout(c, &live, corev1.EventTypeNormal, "RollingRestart", "Delete", "deleted pod %s: %s", a.Pod, a.Message)
 	case rolloutSwitchover:
 		if r.Topology == nil {
 			return nil

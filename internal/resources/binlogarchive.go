@@ -61,7 +61,7 @@ func BinlogArchivePrefix(c *dolphinv1.MySQLCluster) string {
 // BinlogArchiveArgs are what the archiver needs to know beyond the cluster's spec.
 type BinlogArchiveArgs struct {
 	// Sources are host:port of the servers to read from, in order of preference (the
-	// replicas Service first, the primary Service last).
+	// replicas Service; the primary Service for a cluster of one instance).
 	Sources []string
 	// Start is the GTID position to archive after when the store holds no segment yet.
 	Start string

@@ -27,7 +27,8 @@ import (
 
 // TestLocalBinlogArchive turns continuous archiving on for a 3-instance cluster under an
 // application writer and follows the archive through a crashed primary (failover), a
-// switchover, a second crashed primary, the archiver killed mid-segment and the store hung for a while (the condition
+// switchover, a second crashed primary, a failover that leaves an unacknowledged tail on the
+// old primary (never archived, in no restore), the archiver killed mid-segment and the store hung for a while (the condition
 // turns False, then the archive catches up): the archiver pod keeps reading from the replicas
 // Service, status and condition say what happens, and at the end the archive in the real S3
 // server is one contiguous run of segments from the base backup's position to the primary's,
@@ -82,6 +83,10 @@ func TestLocalBinlogArchive(t *testing.T) {
 	s.waitHealthy(key)
 	time.Sleep(2 * time.Second)
 	s.waitArchived(key, primary, "the archive continues after the second failover")
+
+	// A failover that leaves an unacknowledged tail on the old primary: it is never archived.
+	tail := s.failOverWithUnacknowledgedTail(key)
+	s.waitArchived(key, primary, "the archive continues after the failover that dropped a tail")
 
 	// The archiver killed in the middle of a segment: its container restarts and continues
 	// after the last stored segment (the half-written one is read again from the source).
@@ -165,6 +170,17 @@ func TestLocalBinlogArchive(t *testing.T) {
 		t.Fatalf("%d transactions archived between %s and %s, want %d: one per GTID, none twice", txns, first.Start, last.End, want)
 	}
 	t.Logf("archive: %d segments, %d transactions, %s → %s", len(l.Segments), txns, first.Start, last.End)
+	for _, m := range l.Segments {
+		gtids, err := binlog.SegmentGTIDs(s.ctx, store, s.ns+"/arc/binlog/", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gtids {
+			if tail.holds(g) {
+				t.Fatalf("segment %s holds %s, a transaction of the unacknowledged tail %s", m.Name(), g, tail)
+			}
+		}
+	}
 
 	// Point-in-time restores. The first writer's rows are all committed before the second
 	// T; the second writer starts a second after T, so its rows are all stamped after it.
@@ -233,6 +249,9 @@ func TestLocalBinlogArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: base %s, target GTID %s, %d rows, position %s", name, rc.Status.RestoredFrom.Backup, rc.Status.RestoredFrom.TargetGTID, len(got), pos)
+		if got[tailMarker] {
+			t.Errorf("%s holds row %d, written only into the old primary's unacknowledged tail", name, tailMarker)
+		}
 		if rc.Status.RestoredFrom.Backup != wantBase[name] {
 			t.Errorf("%s restored from %s, want %s", name, rc.Status.RestoredFrom.Backup, wantBase[name])
 		}
@@ -293,7 +312,146 @@ func (s *stack) waitArchived(key client.ObjectKey, primary *sql.DB, what string)
 	return out
 }
 
-// patchCluster applies edit to the cluster with a merge patch.
+// tailMarker is the id of the row written only into an unacknowledged tail.
+const tailMarker = 5_000_000
+
+// droppedTail is the transactions an old primary had in its binary log that no replica
+// received: server's GTIDs in domain 0 after afterSeq, up to lastSeq.
+type droppedTail struct {
+	server            uint32
+	afterSeq, lastSeq uint64
+}
+
+func (d droppedTail) holds(g binlog.GTID) bool {
+	return g.Domain == 0 && g.Server == d.server && g.Seq > d.afterSeq && g.Seq <= d.lastSeq
+}
+
+func (d droppedTail) String() string {
+	return fmt.Sprintf("0-%d-%d..0-%d-%d", d.server, d.afterSeq+1, d.server, d.lastSeq)
+}
+
+// failOverWithUnacknowledgedTail leaves transactions in the primary's binary log that no
+// replica received, then fails over: the replicas are hung (SIGSTOP), a row (tailMarker) is
+// written straight to the primary as the application — it waits for a semi-sync
+// acknowledgement that cannot come — the primary is hung, the replicas are killed (what they
+// had buffered from the primary is gone) and restarted by the node, and Dolphin promotes one
+// of them. The hung primary is then killed; restarted, it must drop the tail
+// (--init-rpl-role=SLAVE) and rejoin. The marker's write is never acknowledged, no instance
+// has it (when the marker reached the binary log before the primary hung; the tail itself is
+// checked by GTID), and the tail it returns is the GTIDs the new primary never had.
+func (s *stack) failOverWithUnacknowledgedTail(key client.ObjectKey) droppedTail {
+	t := s.t
+	t.Helper()
+	old := s.currentPrimary(key)
+	oldPID := s.serverPID(old)
+	var replicas []string
+	for _, p := range s.clusterPods(key.Name) {
+		if p.Name != old {
+			replicas = append(replicas, p.Name)
+		}
+	}
+	var replicaPIDs []int
+	for _, r := range replicas {
+		pid := s.serverPID(r)
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		replicaPIDs = append(replicaPIDs, pid)
+	}
+	direct := s.sqlDBAs(appUser, appPassword, s.podAddr(old))
+	defer direct.Close()
+	var before string
+	if err := direct.QueryRow("SELECT @@gtid_binlog_pos").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	acked := make(chan error, 1)
+	go func() {
+		_, err := direct.Exec(fmt.Sprintf("INSERT INTO app.rows (id) VALUES (%d)", tailMarker))
+		acked <- err
+	}()
+	// The marker is in the primary's binary log once its position moves (the application
+	// writer's statements wait there too).
+	var end string
+	testenv.Eventually(t, 10*time.Second, "the tail in the old primary's binary log", func() error {
+		if err := direct.QueryRow("SELECT @@gtid_binlog_pos").Scan(&end); err != nil {
+			return err
+		}
+		if seqOf(end) <= seqOf(before) {
+			return fmt.Errorf("at %s, %s before the write", end, before)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // let the marker's own commit reach the binary log too
+	if err := direct.QueryRow("SELECT @@gtid_binlog_pos").Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(oldPID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range replicaPIDs {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 120*time.Second, "a new primary after the tail", func() error {
+		if p := s.currentPrimary(key); p == old || p == "" {
+			return fmt.Errorf("primary %q", p)
+		}
+		return nil
+	})
+	if err := syscall.Kill(oldPID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("killing the hung primary %s: %v", old, err)
+	}
+	select {
+	case err := <-acked:
+		if err == nil {
+			t.Fatalf("the write of row %d to the isolated primary was acknowledged", tailMarker)
+		}
+		t.Logf("the marker's write failed as it must: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the marker's write neither failed nor returned")
+	}
+	newPrimary := s.currentPrimary(key)
+	endPos, err := binlog.Parse(end)
+	if err != nil {
+		t.Fatalf("the old primary's position %q: %v", end, err)
+	}
+	oldGTID, ok := endPos.Last(0)
+	if !ok {
+		t.Fatalf("the old primary's position %q has no domain 0", end)
+	}
+	// What the new primary holds of the old primary's transactions (gtid_binlog_state lists the
+	// last one of every server).
+	pdb := s.sqlDBAs(appUser, appPassword, s.podAddr(newPrimary))
+	defer pdb.Close()
+	var state string
+	if err := pdb.QueryRow("SELECT @@gtid_binlog_state").Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	tail := droppedTail{server: oldGTID.Server, lastSeq: oldGTID.Seq}
+	for _, part := range strings.Split(state, ",") {
+		if g, err := binlog.ParseGTID(strings.TrimSpace(part)); err == nil && g.Domain == 0 && g.Server == oldGTID.Server {
+			tail.afterSeq = g.Seq
+		}
+	}
+	if tail.afterSeq >= tail.lastSeq {
+		t.Fatalf("no tail: the new primary %s has the old primary's transactions up to %d, the old primary had %s (state %s)", newPrimary, tail.afterSeq, end, state)
+	}
+	var n int
+	if err := pdb.QueryRow("SELECT COUNT(*) FROM app.rows WHERE id = ?", tailMarker).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the new primary %s has %d rows %d (%v)", newPrimary, n, tailMarker, err)
+	}
+	// The old primary rejoins without the tail: nobody is errant.
+	s.waitHealthy(key)
+	odb := s.sqlDBAs(appUser, appPassword, s.podAddr(old))
+	defer odb.Close()
+	if err := odb.QueryRow("SELECT COUNT(*) FROM app.rows WHERE id = ?", tailMarker).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the old primary %s, rejoined, has %d rows %d (%v)", old, n, tailMarker, err)
+	}
+	t.Logf("%s failed over to %s, dropping the unacknowledged tail %s; %s rejoined without it", old, newPrimary, tail, old)
+	return tail
+}
+
 // failOverByCrash makes the primary fail for good and waits for a failover: its server is
 // hung (SIGSTOP) until another instance is primary, then killed (-9), and the node restarts
 // it as the replica it must rejoin as. A kill -9 alone is not enough: the node restarts the
@@ -321,6 +479,7 @@ func (s *stack) failOverByCrash(key client.ObjectKey, what string) {
 	s.t.Logf("%s: %s failed over to %s", what, old, s.currentPrimary(key))
 }
 
+// patchCluster applies edit to the cluster with a merge patch.
 func (s *stack) patchCluster(key client.ObjectKey, edit func(*dolphinv1.MySQLCluster)) {
 	s.t.Helper()
 	var c dolphinv1.MySQLCluster
