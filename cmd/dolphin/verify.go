@@ -33,8 +33,10 @@ type verifyFlags struct {
 	store storeFlags
 
 	path, scratchDir, tmpDir, useMemory, resultFile string
-	serverOptions                                   []string
-	tableTimeout                                    time.Duration
+	// archivePrefix is the binlog archive, in the same store, replayed after the backup.
+	archivePrefix string
+	serverOptions []string
+	tableTimeout  time.Duration
 }
 
 // newVerifyCmd returns `dolphin verify`, run by the operator in a throwaway pod to prove that a
@@ -52,11 +54,13 @@ func (f *verifyFlags) command() *cobra.Command {
 			"data directory in --scratch-dir, checking every object's checksum while it is read, and\n" +
 			"prepare it; check that it holds the manifest's GTID position; start a temporary server on\n" +
 			"it (no networking, no grant tables, no binary log) and run CHECK TABLE and SELECT COUNT(*)\n" +
-			"on every table outside the system schemas; shut it down cleanly. The restored data is\n" +
+			"on every table outside the system schemas; shut it down cleanly. With --archive-prefix, the\n" +
+			"binlog archive in the same store is first replayed onto the data from the backup's position\n" +
+			"to its end, and the server must land exactly there. The restored data is\n" +
 			"removed whatever happens, and nothing is written to the store.\n\n" +
 			"The S3 credentials come from the environment: " + envS3AccessKeyID + " and " + envS3SecretAccessKey + ".\n" +
 			"Progress goes to stderr. The last line is \"" + verifyLogPrefix + "ok gtid=<position> tables=<n>\n" +
-			"rows=<n> seconds=<s>\" on success (exit 0), \"" + verifyLogPrefix + "<error>\" on failure (exit 1);\n" +
+			"rows=<n> seconds=<s>[ archive=<position> segments=<n>]\" on success (exit 0), \"" + verifyLogPrefix + "<error>\" on failure (exit 1);\n" +
 			"it is written to --result-file too.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,6 +76,7 @@ func (f *verifyFlags) command() *cobra.Command {
 	fs.StringVar(&f.useMemory, "use-memory", "", "memory for mariadb-backup --prepare and the server's buffer pool, e.g. 256M (default: theirs)")
 	fs.StringVar(&f.resultFile, "result-file", defaultResultFile, "file that receives the last line too; the default is skipped when it is missing or not writable, \"\" skips it")
 	fs.StringArrayVar(&f.serverOptions, "server-option", nil, "extra [mysqld] setting of the temporary server, key or key=value, e.g. lower_case_table_names=1 (repeatable)")
+	fs.StringVar(&f.archivePrefix, "archive-prefix", "", "the binlog archive's prefix in the same store: replayed after the backup to its end before the tables are checked")
 	fs.DurationVar(&f.tableTimeout, "table-timeout", restore.DefaultTableTimeout, "limit of CHECK TABLE, and of SELECT COUNT(*), on one table")
 	f.store.register(cmd)
 	return cmd
@@ -107,13 +112,23 @@ func (f *verifyFlags) options(getenv func(string) string, readFile func(string) 
 		return o, err
 	}
 	o.Store = store
+	if f.archivePrefix != "" {
+		o.Archive = &restore.VerifyArchive{Store: store, Prefix: f.archivePrefix}
+	}
 	return o, nil
 }
 
 // verifyResult is the last line of a successful verification, after verifyLogPrefix.
 func verifyResult(rep restore.VerifyReport) string {
-	return fmt.Sprintf("ok gtid=%s tables=%d rows=%d seconds=%d",
+	line := fmt.Sprintf("ok gtid=%s tables=%d rows=%d seconds=%d",
 		rep.GTIDPosition, rep.Tables, rep.Rows, int64(math.Round(rep.Duration.Seconds())))
+	switch {
+	case rep.ArchiveReplayedTo != "":
+		line += fmt.Sprintf(" archive=%s segments=%d", rep.ArchiveReplayedTo, rep.ArchiveSegments)
+	case rep.ArchiveNote != "":
+		line += " archive=none (the binlog archive does not reach back to this backup)"
+	}
+	return line
 }
 
 // finish writes the last line for rep or err to w and to the result file, and ends the

@@ -104,6 +104,14 @@ func TestVerifyResultLine(t *testing.T) {
 	if got, want := verifyResult(rep), "ok gtid=0-1-14,1-1-3 tables=5 rows=315 seconds=13"; got != want {
 		t.Errorf("verifyResult\n got %q\nwant %q", got, want)
 	}
+	withArchive := rep
+	withArchive.ArchiveReplayedTo, withArchive.ArchiveSegments = "0-1-99,1-1-3", 4
+	if got, want := verifyResult(withArchive), "ok gtid=0-1-14,1-1-3 tables=5 rows=315 seconds=13 archive=0-1-99,1-1-3 segments=4"; got != want {
+		t.Errorf("verifyResult with an archive = %q, want %q", got, want)
+	}
+	if got, want := verifyResult(restore.VerifyReport{ArchiveNote: "x"}), "ok gtid= tables=0 rows=0 seconds=0 archive=none (the binlog archive does not reach back to this backup)"; got != want {
+		t.Errorf("verifyResult with an archive note = %q, want %q", got, want)
+	}
 	if got, want := verifyResult(restore.VerifyReport{}), "ok gtid= tables=0 rows=0 seconds=0"; got != want {
 		t.Errorf("verifyResult\n got %q\nwant %q", got, want)
 	}

@@ -64,7 +64,13 @@ func (r *MySQLBackupReconciler) verify(ctx context.Context, b *dolphinv1.MySQLBa
 		}
 		storeURL = cfg.HTTP.URL
 	}
-	if err := r.Client.Apply(ctx, resources.VerifyPod(&c, b, storeURL, r.Build), client.FieldOwner(resources.FieldManager), client.ForceOwnership); err != nil {
+	// With continuous archiving on, the check replays the archive after the backup too: a
+	// point-in-time restore from this backup would need it.
+	archivePrefix := ""
+	if c.Spec.Backup != nil && c.Spec.Backup.ContinuousArchiving != nil && c.Spec.Backup.ContinuousArchiving.Enabled {
+		archivePrefix = resources.BinlogArchivePrefix(&c)
+	}
+	if err := r.Client.Apply(ctx, resources.VerifyPod(&c, b, storeURL, archivePrefix, r.Build), client.FieldOwner(resources.FieldManager), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, fmt.Errorf("creating the verification pod: %w", err)
 	}
 	now := metav1.Now()

@@ -393,3 +393,20 @@ func TestDynamicVariablesAndUnknownKeys(t *testing.T) {
 		t.Errorf("unknown keys %v, want [no_such_setting] (loose_ keys pass unchecked)", got)
 	}
 }
+
+// The verification pod replays the cluster's binlog archive only when asked to (continuous
+// archiving on): --archive-prefix with the archive's prefix in the backup's store.
+func TestVerifyPodArchivePrefix(t *testing.T) {
+	c := minimal()
+	store := restored().Status.RestoredFrom.Store
+	b := &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "nightly", UID: "u1"},
+		Status: dolphinv1.MySQLBackupStatus{Store: &store, Path: "shop/orders/nightly/"}}
+	for _, prefix := range []string{"", BinlogArchivePrefix(c)} {
+		pod := VerifyPod(c, b, "", prefix, BuildOptions{AgentImage: "ghcr.io/dolphin-operator/dolphin:test"})
+		cmd := strings.Join(pod.Spec.Containers[0].Command, " ")
+		has := strings.Contains(cmd, "--archive-prefix")
+		if prefix == "" && has || prefix != "" && !strings.Contains(cmd, "--archive-prefix "+prefix) {
+			t.Errorf("archive prefix %q: command %q", prefix, cmd)
+		}
+	}
+}

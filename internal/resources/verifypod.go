@@ -28,10 +28,14 @@ func VerifyPodName(b *dolphinv1.MySQLBackup) string { return b.Name + "-verify" 
 // it (`dolphin verify`: every object's sha256, the GTID position, CHECK TABLE on every table),
 // in the cluster's database image, ending with one result line in its termination message. It
 // is owned by the MySQLBackup and runs once (restartPolicy Never). storeURL is the address
-// of a pvc store's server (empty for S3).
-func VerifyPod(c *dolphinv1.MySQLCluster, b *dolphinv1.MySQLBackup, storeURL string, o BuildOptions) *corev1ac.PodApplyConfiguration {
+// of a pvc store's server (empty for S3). archivePrefix, when set, is the cluster's binlog
+// archive in the backup's store, replayed after the backup to its end.
+func VerifyPod(c *dolphinv1.MySQLCluster, b *dolphinv1.MySQLBackup, storeURL, archivePrefix string, o BuildOptions) *corev1ac.PodApplyConfiguration {
 	store := *b.Status.Store
 	args, env, mounts := storeArgs(store, b.Namespace, b.Status.Path, storeURL)
+	if archivePrefix != "" {
+		args = append(args, "--archive-prefix", archivePrefix)
+	}
 	const scratch = "/var/lib/dolphin-verify"
 	args = append([]string{"verify", "--scratch-dir", scratch, "--tmp-dir", "/tmp", "--use-memory", "128M"}, args...)
 	mounts = append(mounts,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -128,6 +129,54 @@ func TestServerRestoreToPoint(t *testing.T) {
 			}
 		})
 	}
+
+	// Verification replays the archive after the backup to its end (and checks the tables
+	// with the replayed rows); an archive that does not reach back to the backup is noted,
+	// a damaged one fails the check.
+	verifyWith := func(t *testing.T, root, prefix string) (VerifyReport, error) {
+		opts := verifyOptions(t, root, t.TempDir())
+		opts.Path = "ns/src/b/"
+		opts.Archive = &VerifyArchive{Store: objectstore.Config{Directory: root}, Prefix: prefix}
+		return Verify(t.Context(), opts)
+	}
+	t.Run("VerifyReplaysTheArchive", func(t *testing.T) {
+		rep, err := verifyWith(t, root, "ns/src/binlog/")
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		if !SameGTIDPosition(rep.ArchiveReplayedTo, final) || rep.ArchiveSegments < 2 || rep.ArchiveNote != "" {
+			t.Errorf("replayed to %q in %d segments (note %q), want the archive's end %q in several", rep.ArchiveReplayedTo, rep.ArchiveSegments, rep.ArchiveNote, final)
+		}
+		if rep.Rows != 40 || !SameGTIDPosition(rep.GTIDPosition, m.GTIDPosition) {
+			t.Errorf("report: %d rows at %q, want the 40 rows after the replay and the backup's position %q", rep.Rows, rep.GTIDPosition, m.GTIDPosition)
+		}
+	})
+	t.Run("VerifyArchiveNotReachingTheBackup", func(t *testing.T) {
+		rep, err := verifyWith(t, root, "ns/other/binlog/")
+		if err != nil {
+			t.Fatalf("Verify with an empty archive: %v (the backup itself is fine)", err)
+		}
+		if rep.ArchiveReplayedTo != "" || !strings.Contains(rep.ArchiveNote, "nothing is archived") || rep.Rows != 10 {
+			t.Errorf("report %+v: want no replay, a note, the backup's 10 rows", rep)
+		}
+	})
+	t.Run("VerifyDamagedArchive", func(t *testing.T) {
+		copied := t.TempDir()
+		if out, err := exec.Command("cp", "-a", root+"/.", copied).CombinedOutput(); err != nil {
+			t.Fatalf("copying the store: %v: %s", err, out)
+		}
+		l, err := binlog.ListSegments(t.Context(), dirStore(t, copied), "ns/src/binlog/")
+		if err != nil || len(l.Segments) < 2 {
+			t.Fatalf("ListSegments: %v (%d segments)", err, len(l.Segments))
+		}
+		victim := l.Segments[len(l.Segments)-1]
+		flipByte(t, filepath.Join(copied, "ns/src/binlog", victim.Object))
+		_, err = verifyWith(t, copied, "ns/src/binlog/")
+		if !errors.Is(err, binlog.ErrCorrupt) || !strings.Contains(err.Error(), victim.Object) {
+			t.Fatalf("Verify with a damaged segment: %v; want ErrCorrupt naming %s", err, victim.Object)
+		}
+		t.Logf("error: %v", err)
+	})
 
 	t.Run("BeyondTheArchive", func(t *testing.T) {
 		inst := target(t)

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
 
@@ -32,6 +33,12 @@ const (
 	verifyConfig = "verify.cnf"
 	// verifyDataDir is the throwaway data directory.
 	verifyDataDir = "data"
+	// verifyBinlog is the binary log's base name inside the throwaway data directory (only
+	// written when an archive is replayed).
+	verifyBinlog = "verify-bin"
+	// verifyServerID is the temporary server's server_id when it writes a binary log: a
+	// replayed transaction keeps its own server id, so it only has to be non-zero.
+	verifyServerID = "4000000001"
 	// backupConfig is the option file mariadb-backup writes into every backup: the InnoDB
 	// settings the data files were written with.
 	backupConfig = "backup-my.cnf"
@@ -99,6 +106,19 @@ type VerifyOptions struct {
 	// instead, gets them at V(0). Neither: silence.
 	Log    func(format string, args ...any)
 	Logger logr.Logger
+	// Archive, when set, takes the check past the backup: the binlog archive is replayed onto
+	// the restored data up to its end before the tables are checked.
+	Archive *VerifyArchive
+}
+
+// VerifyArchive is a binlog archive a verification replays (see Verify).
+type VerifyArchive struct {
+	// Store holds the archive (a cluster's is in its backup store) and Prefix is the archive's
+	// key prefix in it (resources.BinlogArchivePrefix).
+	Store  objectstore.Config
+	Prefix string
+	// MariaDBBinlog and MariaDB are the tools' paths; looked up on PATH when empty.
+	MariaDBBinlog, MariaDB string
 }
 
 // VerifyReport is what Verify proved about a backup.
@@ -115,6 +135,13 @@ type VerifyReport struct {
 	// SkippedTables are the tables, as `schema`.`table`, whose engine keeps no data in the
 	// data directory (see uncheckedEngines): neither checked nor counted.
 	SkippedTables []string
+	// ArchiveReplayedTo is the GTID position the archive was replayed to (its end), and
+	// ArchiveSegments how many segments that took; both empty when no archive was replayed.
+	// ArchiveNote says why not when an archive was given but does not reach back to the
+	// backup (archiving began after it, or nothing is archived).
+	ArchiveReplayedTo string
+	ArchiveSegments   int
+	ArchiveNote       string
 	// Duration of the whole verification, from reading the manifest to removing the data.
 	Duration time.Duration
 	// CheckedAt is when the verification completed (UTC, to the second).
@@ -130,10 +157,15 @@ type VerifyReport struct {
 // extracted and prepared with mariadb-backup. The prepared data's binlog info file must be at
 // the manifest's binary log coordinates and not ahead of its GTIDPosition. A temporary mariadbd then starts on it with an option file of
 // its own, the cluster's being unknown here: no networking, no grant tables, no replication
-// threads, no events, no binary log, the InnoDB layout recorded in the backup's
+// threads, no events, no binary log (unless opts.Archive is replayed: see below), the InnoDB layout recorded in the backup's
 // backup-my.cnf, then opts.ServerOptions. Every base table of every schema but mysql, sys,
 // performance_schema and information_schema goes through CHECK TABLE, which must report
 // nothing but OK, and SELECT COUNT(*). The server must then shut down cleanly.
+//
+// With opts.Archive, the binlog archive is replayed onto the data before the tables are
+// checked, from the position the data holds to the archive's end (replayArchive): the server
+// must land exactly there. An archive that does not reach back to the backup is noted in the
+// report; a gap, a damaged segment or a failing transaction fails the check.
 //
 // Whatever happens, the temporary server is stopped and everything Verify put in
 // opts.ScratchDir is removed before it returns. Errors name the failing object or tables and
@@ -230,7 +262,7 @@ func Verify(ctx context.Context, opts VerifyOptions) (rep VerifyReport, err erro
 		return rep, fmt.Errorf("verify: %w", err)
 	}
 	log("the temporary server's option file %s: %s", cnf, settings(conf))
-	if err := ro.checkTables(ctx, opts.TableTimeout, &rep); err != nil {
+	if err := ro.checkTables(ctx, opts.TableTimeout, opts.Archive, &rep); err != nil {
 		return rep, fmt.Errorf("verify: backup %s: %w", where, err)
 	}
 	return rep, nil // the deferred function completes rep
@@ -257,8 +289,17 @@ func serverConfig(dataDir, tmp string, opts VerifyOptions) (string, error) {
 			b.WriteString(kv + "\n")
 		}
 	}
-	b.WriteString("# Nothing of the check is logged or replicated; it needs little memory.\n")
-	b.WriteString("skip_log_bin\n")
+	if opts.Archive != nil {
+		// The archive's transactions are replayed with their GTIDs: the binary log must be
+		// on for the position to be checked (binlog.Replay).
+		b.WriteString("# The binlog archive is replayed onto the data; its GTIDs go to this binary log.\n")
+		b.WriteString("log_bin=" + filepath.Join(dataDir, verifyBinlog) + "\n")
+		b.WriteString("server_id=" + verifyServerID + "\n")
+	} else {
+		b.WriteString("# Nothing of the check is logged or replicated.\n")
+		b.WriteString("skip_log_bin\n")
+	}
+	b.WriteString("# It needs little memory.\n")
 	b.WriteString("performance_schema=OFF\n")
 	b.WriteString("innodb_log_file_size=" + verifyLogFileSize + "\n")
 	if opts.UseMemory != "" {
@@ -418,7 +459,7 @@ const maxFailedTables = 10
 
 // checkTables starts the temporary server on the restored data directory, checks and counts
 // every table into rep, and shuts the server down cleanly.
-func (o *Options) checkTables(ctx context.Context, tableTimeout time.Duration, rep *VerifyReport) (err error) {
+func (o *Options) checkTables(ctx context.Context, tableTimeout time.Duration, archive *VerifyArchive, rep *VerifyReport) (err error) {
 	log := o.logf()
 	srv, err := o.startTempServer(ctx)
 	if err != nil {
@@ -467,6 +508,11 @@ func (o *Options) checkTables(ctx context.Context, tableTimeout time.Duration, r
 	}
 	rep.GTIDPosition = holds
 	log("the restored data holds GTID position %q", holds)
+	if archive != nil {
+		if err := replayArchive(ctx, conn, srv, o, archive, holds, rep); err != nil {
+			return withTail(err)
+		}
+	}
 
 	tables, err := listTables(ctx, conn)
 	if err != nil {
@@ -572,4 +618,44 @@ func checkTable(ctx context.Context, conn *sql.Conn, t verifiedTable) ([]string,
 		return nil, fmt.Errorf("%s: %w", q, err)
 	}
 	return problems, nil
+}
+
+// replayArchive replays the archive onto the temporary server from the backup's position
+// holds to the archive's end (binlog.Replay: every segment's sha256 checked, the server's
+// GTID position checked before and after, so it lands exactly on the end). An archive that
+// does not reach back to the backup is noted, not failed: the backup itself is fine, it just
+// cannot start a point-in-time restore. A gap, a damaged segment or a transaction the server
+// refuses fails the check.
+func replayArchive(ctx context.Context, conn *sql.Conn, srv *tempServer, o *Options, a *VerifyArchive, holds string, rep *VerifyReport) error {
+	log := o.logf()
+	store, err := objectstore.New(ctx, a.Store)
+	if err != nil {
+		return fmt.Errorf("opening the binlog archive's store: %w", err)
+	}
+	where := objectstore.Locate(store, a.Prefix)
+	// The binary log is new: it must start at the data's position for the replay to continue it.
+	for _, q := range []string{"RESET MASTER", "SET GLOBAL gtid_binlog_state = '" + holds + "'"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("preparing the replay of the binlog archive: %s: %w", q, err)
+		}
+	}
+	log("replaying the binlog archive %s from %q to its end", where, holds)
+	began := time.Now()
+	res, err := binlog.Replay(ctx, binlog.ReplayOptions{
+		Store: store, Prefix: a.Prefix, From: holds,
+		MySQLArgs: []string{"--no-defaults", "--user=root", "--socket=" + srv.socket},
+		TmpDir:    o.TmpDir, MariaDBBinlog: a.MariaDBBinlog, MariaDB: a.MariaDB,
+	})
+	if errors.Is(err, binlog.ErrOutsideArchive) {
+		rep.ArchiveNote = "the binlog archive " + where + " does not reach back to this backup: " + err.Error()
+		log("%s", rep.ArchiveNote)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replaying the binlog archive %s after the backup: %w", where, err)
+	}
+	rep.ArchiveReplayedTo, rep.ArchiveSegments = res.Position, len(res.Segments)
+	log("replayed %d segment(s) of %s, %d bytes, in %v: the server is at the archive's end %q",
+		len(res.Segments), where, res.RawBytes, time.Since(began).Round(time.Millisecond), res.Position)
+	return nil
 }

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -182,6 +184,14 @@ func TestLocalBinlogArchive(t *testing.T) {
 		}
 	}
 
+	// A restore check of b1 replays the archive after it, to its end.
+	vb := s.verifyAndWait("b1", "with-archive", dolphinv1.VerificationVerified)
+	if msg := vb.Status.Verification.Message; !strings.Contains(msg, "archive="+final.LastArchivedGTID+" ") {
+		t.Errorf("b1's check %q did not replay the archive to its end %s", msg, final.LastArchivedGTID)
+	} else {
+		t.Logf("b1's check: %s", msg)
+	}
+
 	// Point-in-time restores. The first writer's rows are all committed before the second
 	// T; the second writer starts a second after T, so its rows are all stamped after it.
 	p1 := final.LastArchivedGTID
@@ -312,6 +322,9 @@ func (s *stack) waitArchived(key client.ObjectKey, primary *sql.DB, what string)
 	return out
 }
 
+// e2eBridge is the local node's bridge in these tests (dolphin local up --bridge).
+const e2eBridge = "dle2e"
+
 // tailMarker is the id of the row written only into an unacknowledged tail.
 const tailMarker = 5_000_000
 
@@ -331,14 +344,16 @@ func (d droppedTail) String() string {
 }
 
 // failOverWithUnacknowledgedTail leaves transactions in the primary's binary log that no
-// replica received, then fails over: the replicas are hung (SIGSTOP), a row (tailMarker) is
-// written straight to the primary as the application — it waits for a semi-sync
-// acknowledgement that cannot come — the primary is hung, the replicas are killed (what they
-// had buffered from the primary is gone) and restarted by the node, and Dolphin promotes one
-// of them. The hung primary is then killed; restarted, it must drop the tail
-// (--init-rpl-role=SLAVE) and rejoin. The marker's write is never acknowledged, no instance
-// has it (when the marker reached the binary log before the primary hung; the tail itself is
-// checked by GTID), and the tail it returns is the GTIDs the new primary never had.
+// replica received, then fails over — a network partition, one fault: the replicas' links are
+// cut (their host-side veth down), a row (tailMarker) is written straight to the primary as the
+// application — it waits for a semi-sync acknowledgement that cannot come — then the primary
+// is cut off too and hung (SIGSTOP: its kernel must not retransmit the tail to the replicas once
+// their links are back, and a SIGTERM must not commit it), the replicas' links come back and
+// Dolphin promotes one of them. The hung primary is then killed; restarted, it must drop the
+// tail (--init-rpl-role=SLAVE rolls back what was only prepared) and rejoin. The marker's write
+// is never acknowledged, no instance has it (when it reached the binary log before the
+// primary hung; the tail itself is checked by GTID), and the tail returned is the GTIDs the new
+// primary never had.
 func (s *stack) failOverWithUnacknowledgedTail(key client.ObjectKey) droppedTail {
 	t := s.t
 	t.Helper()
@@ -350,14 +365,19 @@ func (s *stack) failOverWithUnacknowledgedTail(key client.ObjectKey) droppedTail
 			replicas = append(replicas, p.Name)
 		}
 	}
-	var replicaPIDs []int
 	for _, r := range replicas {
-		pid := s.serverPID(r)
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		replicaPIDs = append(replicaPIDs, pid)
+		s.setPodLink(r, false)
 	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			for _, r := range replicas {
+				s.setPodLink(r, true)
+			}
+		}
+	}
+	defer restore()
 	direct := s.sqlDBAs(appUser, appPassword, s.podAddr(old))
 	defer direct.Close()
 	var before string
@@ -385,14 +405,11 @@ func (s *stack) failOverWithUnacknowledgedTail(key client.ObjectKey) droppedTail
 	if err := direct.QueryRow("SELECT @@gtid_binlog_pos").Scan(&end); err != nil {
 		t.Fatal(err)
 	}
+	s.setPodLink(old, false)
 	if err := syscall.Kill(oldPID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	for _, pid := range replicaPIDs {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-	}
+	restore()
 	testenv.Eventually(t, 120*time.Second, "a new primary after the tail", func() error {
 		if p := s.currentPrimary(key); p == old || p == "" {
 			return fmt.Errorf("primary %q", p)
@@ -450,6 +467,23 @@ func (s *stack) failOverWithUnacknowledgedTail(key client.ObjectKey) droppedTail
 	}
 	t.Logf("%s failed over to %s, dropping the unacknowledged tail %s; %s rejoined without it", old, newPrimary, tail, old)
 	return tail
+}
+
+// setPodLink sets the host end of a pod's veth pair (the local node names it after the
+// bridge and the pod's UID) up or down: down, the pod is cut off from everything, its server
+// and agent untouched. A pod re-created gets a new veth, up.
+func (s *stack) setPodLink(pod string, up bool) {
+	s.t.Helper()
+	var p corev1.Pod
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
+		s.t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(p.UID))
+	veth := e2eBridge + hex.EncodeToString(sum[:])[:15-len(e2eBridge)]
+	state := map[bool]string{true: "up", false: "down"}[up]
+	if out, err := exec.Command("ip", "link", "set", "dev", veth, state).CombinedOutput(); err != nil {
+		s.t.Fatalf("ip link set %s %s (pod %s): %v: %s", veth, state, pod, err, out)
+	}
 }
 
 // failOverByCrash makes the primary fail for good and waits for a failover: its server is
