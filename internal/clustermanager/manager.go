@@ -191,16 +191,16 @@ func (m *Manager) Stop(key types.NamespacedName) {
 	}
 }
 
-// RequestSwitchover asks the engine of a cluster for a planned switchover.
-func (m *Manager) RequestSwitchover(key types.NamespacedName, to string) error {
+// RequestSwitchover asks the engine of a cluster for a planned switchover, and reports whether
+// the request is new (see topology.Engine.RequestSwitchover).
+func (m *Manager) RequestSwitchover(key types.NamespacedName, to string) (bool, error) {
 	m.mu.Lock()
 	p, ok := m.running[key]
 	m.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("no topology engine runs for %s", key)
+		return false, fmt.Errorf("no topology engine runs for %s", key)
 	}
-	p.engine.RequestSwitchover(to)
-	return nil
+	return p.engine.RequestSwitchover(to), nil
 }
 
 // engineConfig builds an engine configuration from the cluster and its credentials Secret.

@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -373,13 +372,6 @@ func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphi
 	}
 	a := nextRollout(rolloutInput{StatefulSet: &sts, Pods: pods.Items, Topology: c.Status.Topology,
 		Forced: c.Annotations[ForceRolloutAnnotation] == "true"})
-	// The status already carrying a switchover's message means it was requested and announced
-	// by an earlier reconcile: repeat the request, which changes nothing, without a second
-	// event.
-	announced := false
-	if cond := meta.FindStatusCondition(c.Status.Conditions, dolphinv1.ConditionProgressing); cond != nil {
-		announced = cond.Message == a.Message
-	}
 	logger := log.FromContext(ctx)
 	switch a.Kind {
 	case rolloutDeletePod:
@@ -416,11 +408,14 @@ func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphi
 		if err := r.Topology.Update(ctx, c); err != nil {
 			return fmt.Errorf("updating the topology engine before a switchover: %w", err)
 		}
-		if err := r.Topology.RequestSwitchover(client.ObjectKeyFromObject(c), a.Pod); err != nil {
+		fresh, err := r.Topology.RequestSwitchover(client.ObjectKeyFromObject(c), a.Pod)
+		if err != nil {
 			return fmt.Errorf("requesting a switchover to %s before restarting the primary %s: %w", a.Pod, a.From, err)
 		}
-		logger.Info("rollout: switchover requested", "from", a.From, "to", a.Pod)
-		if !announced {
+		logger.Info("rollout: switchover requested", "from", a.From, "to", a.Pod, "new", fresh)
+		// The engine says whether the request is new: a repeat (every pass until it is
+		// done, or a stale cache after it) is not announced again.
+		if fresh {
 			r.event(c, corev1.EventTypeNormal, "RolloutSwitchover", "Switchover", "%s", a.Message)
 		}
 	case rolloutWait:

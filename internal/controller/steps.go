@@ -133,12 +133,16 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 		// Scaling down would remove the primary: keep it, and move the primary role to the
 		// first instance first.
 		target := resources.PodName(c, 0)
-		r.event(c, corev1.EventTypeNormal, "ScaleDownWaitsForSwitchover", "Scale",
-			"keeping %d instances until the primary %s hands over to %s", run, c.Status.Topology.Primary, target)
+		fresh := true
 		if r.Topology != nil {
-			if err := r.Topology.RequestSwitchover(client.ObjectKeyFromObject(c), target); err != nil {
+			var err error
+			if fresh, err = r.Topology.RequestSwitchover(client.ObjectKeyFromObject(c), target); err != nil {
 				return fmt.Errorf("requesting a switchover before scaling down: %w", err)
 			}
+		}
+		if fresh {
+			r.event(c, corev1.EventTypeNormal, "ScaleDownWaitsForSwitchover", "Scale",
+				"keeping %d instances until the primary %s hands over to %s", run, c.Status.Topology.Primary, target)
 		}
 		c = c.DeepCopy()
 		c.Spec.Replicas = run

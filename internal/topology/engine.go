@@ -156,14 +156,18 @@ func (e *Engine) Trigger() {
 }
 
 // RequestSwitchover asks to move the primary role to `to` ("" = the most advanced replica).
-// Repeating a pending request changes nothing.
-func (e *Engine) RequestSwitchover(to string) {
+// Repeating a pending request changes nothing. It reports whether this is a new request: none
+// of that target was pending, and `to` is not the primary already.
+func (e *Engine) RequestSwitchover(to string) bool {
 	e.mu.Lock()
+	fresh := false
 	if e.switchover == nil || e.switchover.To != to {
 		e.switchover, e.switchAt = &SwitchoverRequest{To: to}, time.Now()
+		fresh = to == "" || to != e.state.Primary
 	}
 	e.mu.Unlock()
 	e.Trigger()
+	return fresh
 }
 
 // State returns the engine's current state, as it would be persisted.
