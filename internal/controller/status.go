@@ -238,7 +238,7 @@ func topologyProblem(t *dolphinv1.TopologyStatus) *problem {
 		return nil
 	case len(t.ErrantInstances) > 0:
 		return &problem{"ErrantInstances", strings.Join(t.ErrantInstances, ", ") +
-			" hold transactions the primary lacks and are kept out of the topology; Dolphin re-clones them from a healthy peer, discarding those transactions (status.lastReclone says what), unless the cluster has "+RecloneAnnotation+"=manual"}
+			" hold transactions the primary lacks and are kept out of the topology; Dolphin re-clones them from a healthy peer, discarding those transactions (status.lastReclone says what), unless the cluster has " + RecloneAnnotation + "=manual"}
 	case t.SemiSyncFallback:
 		return &problem{"SemiSyncFallback",
 			"the primary stopped waiting for replica acknowledgements: acknowledged writes may be lost in a failover; check that the replicas run and catch up"}
