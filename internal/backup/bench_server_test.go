@@ -31,6 +31,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/objectstore/s3test"
 	"github.com/dolphin-operator/dolphin/internal/restore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // Environment of TestBenchBackup.
@@ -38,8 +39,6 @@ const (
 	// benchGiBEnv is the size of the generated InnoDB table in GiB (fractions allowed); the
 	// benchmark is skipped when it is unset.
 	benchGiBEnv = "DOLPHIN_BENCH_BACKUP_GIB"
-	// benchOutEnv names a file that receives the figures and the summary line.
-	benchOutEnv = "DOLPHIN_BENCH_OUT"
 	// benchBinEnv, when set, is a dolphin binary to run the agent from instead of building
 	// ./cmd/dolphin (e.g. one built from a clean checkout while the working tree does not
 	// compile).
@@ -114,7 +113,7 @@ func TestBenchBackup(t *testing.T) {
 	}
 	dbtest.RequireMariaDB(t)
 	s3test.RequireVersitygw(t)
-	rep := newBenchReport(t)
+	rep := testenv.NewBenchReport(t)
 	ctx := t.Context()
 
 	step(t, "building the dolphin binary")
@@ -141,7 +140,7 @@ func TestBenchBackup(t *testing.T) {
 	want := int64(gib * (1 << 30))
 	step(t, "generating %.2f GiB of InnoDB data", gib)
 	ds := loadData(t, db, src.DataDir, want)
-	rep.add("dataset: rows=%d table_bytes=%d datadir_bytes=%d (%.2f GiB on disk) generated_s=%.1f flushed_s=%.1f",
+	rep.Add("dataset: rows=%d table_bytes=%d datadir_bytes=%d (%.2f GiB on disk) generated_s=%.1f flushed_s=%.1f",
 		ds.rows, ds.tableBytes, ds.dataDirBytes, float64(ds.dataDirBytes)/(1<<30), ds.loadTook.Seconds(), ds.flushTook.Seconds())
 	srcGTID := queryString(t, db, "SELECT @@gtid_binlog_pos")
 	step(t, "CHECKSUM TABLE on the source (%d rows)", ds.rows)
@@ -154,10 +153,10 @@ func TestBenchBackup(t *testing.T) {
 	base := runBaseline(t, backup.TakeOptions{
 		Socket: socket, User: benchUser, Password: benchPassword, DataDir: src.DataDir, TmpDir: t.TempDir(),
 	})
-	rep.add("baseline mariadb-backup --stream=mbstream | cat >/dev/null: bytes=%d seconds=%.2f MB/s=%.1f tool_maxrss_mb=%d tool_cpu_s=%.2f",
-		base.bytes, base.took.Seconds(), mbps(base.bytes, base.took), base.maxRSSKB/1024, base.cpu.Seconds())
-	rep.add("baseline timeline: all but the last MiB streamed at %.2fs (%.1f MB/s), exit at %.2fs (the tool's final wait for its redo log copy thread)",
-		base.bulk.Seconds(), mbps(base.bytes, base.bulk), base.took.Seconds())
+	rep.Add("baseline mariadb-backup --stream=mbstream | cat >/dev/null: bytes=%d seconds=%.2f MB/s=%.1f tool_maxrss_mb=%d tool_cpu_s=%.2f",
+		base.bytes, base.took.Seconds(), testenv.MBps(base.bytes, base.took), base.maxRSSKB/1024, base.cpu.Seconds())
+	rep.Add("baseline timeline: all but the last MiB streamed at %.2fs (%.1f MB/s), exit at %.2fs (the tool's final wait for its redo log copy thread)",
+		base.bulk.Seconds(), testenv.MBps(base.bytes, base.bulk), base.took.Seconds())
 
 	// 2. Dolphin's backup, through the agent process into versitygw.
 	s3 := s3test.Start(t)
@@ -172,15 +171,15 @@ func TestBenchBackup(t *testing.T) {
 	gwCPU, busy := mustCPU(t, gwPID).sub(gw0), machineCPU(t).sub(busy0)
 	m := bk.status.Manifest
 	raw, stored := m.Objects[0].RawSize, m.StoredBytes()
-	rep.add("dolphin backup (agent → zstd → S3): raw_bytes=%d stored_bytes=%d seconds=%.2f MB/s=%.1f compression=%.2f (client saw %.2fs)",
-		raw, stored, bk.took.Seconds(), mbps(raw, bk.took), float64(raw)/float64(stored), bk.wall.Seconds())
-	rep.add("agent during the backup: idle_rss_mb=%d peak_sampled_mb=%d vmhwm_mb=%d samples=%d agent_cpu_s=%.2f tool_cpu_s=%.2f",
+	rep.Add("dolphin backup (agent → zstd → S3): raw_bytes=%d stored_bytes=%d seconds=%.2f MB/s=%.1f compression=%.2f (client saw %.2fs)",
+		raw, stored, bk.took.Seconds(), testenv.MBps(raw, bk.took), float64(raw)/float64(stored), bk.wall.Seconds())
+	rep.Add("agent during the backup: idle_rss_mb=%d peak_sampled_mb=%d vmhwm_mb=%d samples=%d agent_cpu_s=%.2f tool_cpu_s=%.2f",
 		idleKB/1024, bk.mem.peakKB/1024, bk.mem.hwmKB/1024, bk.mem.samples, bk.cpu.self.Seconds(), bk.cpu.children.Seconds())
-	rep.add("machine during the backup: versitygw_cpu_s=%.2f other_cpu_s=%.2f (mariadbd, this test, anything else) busy_cores=%.2f of %d, %.2f until all but the last MiB was stored (from /proc/stat)",
+	rep.Add("machine during the backup: versitygw_cpu_s=%.2f other_cpu_s=%.2f (mariadbd, this test, anything else) busy_cores=%.2f of %d, %.2f until all but the last MiB was stored (from /proc/stat)",
 		gwCPU.self.Seconds(), (busy.busy - bk.cpu.self - bk.cpu.children - gwCPU.self).Seconds(),
 		busy.busy.Seconds()/bk.wall.Seconds(), busy.cores, bk.bulkBusy.busy.Seconds()/bk.bulk.Seconds())
-	rep.add("dolphin timeline: all but the last MiB stored at %.2fs (%.1f MB/s of raw data), mariadb-backup last seen at %.2fs, finished at %.2fs (client's clock, polled every %v)",
-		bk.bulk.Seconds(), mbps(raw, bk.bulk), bk.toolSeen.Seconds(), bk.wall.Seconds(), benchRSSInterval)
+	rep.Add("dolphin timeline: all but the last MiB stored at %.2fs (%.1f MB/s of raw data), mariadb-backup last seen at %.2fs, finished at %.2fs (client's clock, polled every %v)",
+		bk.bulk.Seconds(), testenv.MBps(raw, bk.bulk), bk.toolSeen.Seconds(), bk.wall.Seconds(), benchRSSInterval)
 	if ok, err := backup.SameGTID(m.GTIDPosition, srcGTID); err != nil || !ok {
 		t.Fatalf("the manifest's GTID position %q is not the source's gtid_binlog_pos %q (%v)", m.GTIDPosition, srcGTID, err)
 	}
@@ -196,10 +195,10 @@ func TestBenchBackup(t *testing.T) {
 	}
 	step(t, "restore from versitygw into %s", spare.DataDir)
 	rs := runRestore(t, store, spare.DataDir)
-	rep.add("restore extract (S3 → sha256 → zstd → mbstream -x): bytes=%d seconds=%.2f MB/s=%.1f",
-		raw, rs.extract.Seconds(), mbps(raw, rs.extract))
-	rep.add("restore total (extract + --prepare --use-memory=%s): bytes=%d seconds=%.2f MB/s=%.1f prepare_s=%.2f",
-		benchUseMemory, raw, rs.total.Seconds(), mbps(raw, rs.total), (rs.total - rs.extract).Seconds())
+	rep.Add("restore extract (S3 → sha256 → zstd → mbstream -x): bytes=%d seconds=%.2f MB/s=%.1f",
+		raw, rs.extract.Seconds(), testenv.MBps(raw, rs.extract))
+	rep.Add("restore total (extract + --prepare --use-memory=%s): bytes=%d seconds=%.2f MB/s=%.1f prepare_s=%.2f",
+		benchUseMemory, raw, rs.total.Seconds(), testenv.MBps(raw, rs.total), (rs.total - rs.extract).Seconds())
 	if ok, err := backup.SameGTID(rs.manifest.GTIDPosition, srcGTID); err != nil || !ok {
 		t.Fatalf("restored GTID position %q, the source's %q (%v)", rs.manifest.GTIDPosition, srcGTID, err)
 	}
@@ -208,7 +207,7 @@ func TestBenchBackup(t *testing.T) {
 	rdb := openDB(t, spare)
 	restoredSum := checksum(t, rdb, "bench.t")
 	restoredRows := queryString(t, rdb, "SELECT COUNT(*) FROM bench.t")
-	rep.add("check: CHECKSUM TABLE bench.t source=%s restored=%s rows=%s gtid=%s",
+	rep.Add("check: CHECKSUM TABLE bench.t source=%s restored=%s rows=%s gtid=%s",
 		srcSum, restoredSum, restoredRows, rs.manifest.GTIDPosition)
 	if restoredSum != srcSum || restoredRows != strconv.FormatInt(ds.rows, 10) {
 		t.Fatalf("the restored table differs: checksum %s (source %s), %s rows (source %d)", restoredSum, srcSum, restoredRows, ds.rows)
@@ -220,65 +219,23 @@ func TestBenchBackup(t *testing.T) {
 
 	backupRatio := base.took.Seconds() / bk.took.Seconds()
 	restoreRatio := base.took.Seconds() / rs.total.Seconds()
-	rep.add("ratios (throughput relative to the baseline): backup=%.2f restore_total=%.2f restore_extract=%.2f",
+	rep.Add("ratios (throughput relative to the baseline): backup=%.2f restore_total=%.2f restore_extract=%.2f",
 		backupRatio, restoreRatio, base.took.Seconds()/rs.extract.Seconds())
 	// mariadb-backup ends every backup with a fixed wait for its redo log copy thread (~5 s in
 	// 10.11); Dolphin's runs pay it too. Without it (an estimate: the same wait assumed in
 	// every run) the ratio says how the streaming itself compares.
 	if wait := base.took - base.bulk; bk.took > wait {
-		rep.add("estimate without the tool's final wait (%.2fs, assumed equal in both runs): backup_ratio=%.2f",
+		rep.Add("estimate without the tool's final wait (%.2fs, assumed equal in both runs): backup_ratio=%.2f",
 			wait.Seconds(), base.bulk.Seconds()/(bk.took-wait).Seconds())
 	}
-	rep.summary = fmt.Sprintf("backup bytes=%d backup_ratio=%.2f restore_ratio=%.2f agent_peak_rss_mb=%d clone_s=%s",
+	rep.Summary = fmt.Sprintf("backup bytes=%d backup_ratio=%.2f restore_ratio=%.2f agent_peak_rss_mb=%d clone_s=%s",
 		raw, backupRatio, restoreRatio, max(bk.mem.hwmKB, bk.mem.peakKB, cloneKB)/1024, cloneS)
-}
-
-// benchReport collects the figure lines; at the end of the test (t.Cleanup) it logs them
-// and writes them, with the summary line when the test passed, to DOLPHIN_BENCH_OUT.
-type benchReport struct {
-	lines   []string
-	summary string
-}
-
-func newBenchReport(t *testing.T) *benchReport {
-	r := &benchReport{}
-	t.Cleanup(func() {
-		lines := r.lines
-		if r.summary != "" && !t.Failed() {
-			lines = append(lines, r.summary)
-		}
-		text := strings.Join(lines, "\n")
-		if text != "" {
-			text += "\n"
-		}
-		out := os.Getenv(benchOutEnv)
-		if out == "" {
-			t.Log("\n" + text)
-			return
-		}
-		if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
-			t.Errorf("writing %s: %v", out, err)
-		}
-	})
-	return r
-}
-
-func (r *benchReport) add(format string, args ...any) {
-	r.lines = append(r.lines, fmt.Sprintf(format, args...))
 }
 
 // step logs a progress line (the Makefile shows them while the benchmark runs).
 func step(t *testing.T, format string, args ...any) {
 	t.Helper()
 	t.Logf("step: "+format, args...)
-}
-
-// mbps is bytes per second in MB (10^6 bytes).
-func mbps(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / 1e6 / d.Seconds()
 }
 
 // buildDolphin builds cmd/dolphin into the test's temporary directory, unless
@@ -899,7 +856,7 @@ func runRestore(t *testing.T, store objectstore.Store, target string) restoreRun
 // inst on it and checks its table and GTID position against the source's. It returns the
 // clone_s figure and the agent's peak RSS during the clone (kB), or "not-built" when the agent
 // answers that clone is not built.
-func cloneFigure(t *testing.T, a *agentProcess, inst *dbtest.Instance, rows int64, srcSum, srcGTID string, raw int64, baseTook time.Duration, rep *benchReport) (string, int64) {
+func cloneFigure(t *testing.T, a *agentProcess, inst *dbtest.Instance, rows int64, srcSum, srcGTID string, raw int64, baseTook time.Duration, rep *testenv.BenchReport) (string, int64) {
 	t.Helper()
 	inst.Stop(t)
 	if err := os.RemoveAll(inst.DataDir); err != nil {
@@ -934,16 +891,16 @@ func cloneFigure(t *testing.T, a *agentProcess, inst *dbtest.Instance, rows int6
 	mem.finish(t)
 	cpu := mustCPU(t, a.pid()).sub(cpu0)
 	if err != nil && strings.Contains(err.Error(), "clone is not built") {
-		rep.add("clone: not built (the agent answers: %v)", err)
+		rep.Add("clone: not built (the agent answers: %v)", err)
 		return "not-built", 0
 	}
 	if err != nil {
 		t.Fatalf("clone: %v\nagent log:\n%s", err, a.logTail())
 	}
 	stream := time.Unix(0, lastRead.Load()).Sub(began)
-	rep.add("clone (agent → zstd → HTTPS → mbstream -x, --prepare, fix-up): wire_bytes=%d seconds=%.2f stream_s=%.2f MB/s=%.1f (raw bytes %d) ratio=%.2f",
-		received.Load(), took.Seconds(), stream.Seconds(), mbps(raw, took), raw, baseTook.Seconds()/took.Seconds())
-	rep.add("agent during the clone: peak_sampled_mb=%d vmhwm_mb=%d samples=%d agent_cpu_s=%.2f tool_cpu_s=%.2f",
+	rep.Add("clone (agent → zstd → HTTPS → mbstream -x, --prepare, fix-up): wire_bytes=%d seconds=%.2f stream_s=%.2f MB/s=%.1f (raw bytes %d) ratio=%.2f",
+		received.Load(), took.Seconds(), stream.Seconds(), testenv.MBps(raw, took), raw, baseTook.Seconds()/took.Seconds())
+	rep.Add("agent during the clone: peak_sampled_mb=%d vmhwm_mb=%d samples=%d agent_cpu_s=%.2f tool_cpu_s=%.2f",
 		mem.peakKB/1024, mem.hwmKB/1024, mem.samples, cpu.self.Seconds(), cpu.children.Seconds())
 
 	inst.StartAs(t, "root", cloneRootPw)
@@ -955,7 +912,7 @@ func cloneFigure(t *testing.T, a *agentProcess, inst *dbtest.Instance, rows int6
 	sum := checksum(t, db, "bench.t")
 	n := queryString(t, db, "SELECT COUNT(*) FROM bench.t")
 	gtid := queryString(t, db, "SELECT @@gtid_current_pos")
-	rep.add("check clone: CHECKSUM TABLE bench.t=%s rows=%s gtid_current_pos=%s", sum, n, gtid)
+	rep.Add("check clone: CHECKSUM TABLE bench.t=%s rows=%s gtid_current_pos=%s", sum, n, gtid)
 	if sum != srcSum || n != strconv.FormatInt(rows, 10) {
 		t.Fatalf("the cloned table differs: checksum %s (source %s), %s rows (source %d)", sum, srcSum, n, rows)
 	}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/objectstore/s3test"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // Settings of TestBenchPITR (make bench-pitr sets them).
@@ -26,7 +26,6 @@ const (
 	benchPITRSecondsEnv = "DOLPHIN_BENCH_PITR_SECONDS"     // how long the writers write (required)
 	benchPITRWritersEnv = "DOLPHIN_BENCH_PITR_WRITERS"     // concurrent writers (default 4)
 	benchPITRAgeEnv     = "DOLPHIN_BENCH_PITR_SEGMENT_AGE" // the archiver's SegmentMaxAge (default: Dolphin's)
-	benchOutEnv         = "DOLPHIN_BENCH_OUT"
 )
 
 // archiveLagTarget is the issue's RPO target for the archive lag under load.
@@ -44,8 +43,9 @@ const archiveLagTarget = 5 * time.Second
 //     `mariadb-binlog <files> | mariadb` on the same segments already on local disk; twice
 //     each, alternating targets, best of two. replay_ratio is Dolphin's speed over the tool's.
 //   - Exact restores: replays to two GTIDs, a time and the end each give exactly the rows
-//     that target holds (by GTID from the writers' acknowledgements, by time from the rows'
-//     server timestamps), the end the source's table and checksum.
+//     that target holds (by GTID from the writers' acknowledgements; a time resolves to the
+//     last commit before it, checked against the acknowledgement and statement times that
+//     bound each commit), the end the source's table and checksum.
 //
 // The figures go to the test log and DOLPHIN_BENCH_OUT, ending with
 // `pitr archive_lag_p50=…s archive_lag_p99=…s replay_ratio=… restores_exact=K/K`.
@@ -68,7 +68,7 @@ func TestBenchPITR(t *testing.T) {
 		}
 		age = d
 	}
-	rep := newPITRReport(t)
+	rep := testenv.NewBenchReport(t)
 
 	srvs := startServers(t, 2)
 	primary, replica := srvs[0], srvs[1]
@@ -122,14 +122,14 @@ func TestBenchPITR(t *testing.T) {
 		stored += m.StoredBytes
 		raw += m.RawBytes
 	}
-	rep.add("load: writers=%d seconds=%.1f acknowledged=%d tx/s=%.0f segments=%d raw_bytes=%d stored_bytes=%d segment_max_age=%v",
+	rep.Add("load: writers=%d seconds=%.1f acknowledged=%d tx/s=%.0f segments=%d raw_bytes=%d stored_bytes=%d segment_max_age=%v",
 		writers, wrote.Seconds(), len(acks), float64(len(acks))/wrote.Seconds(), len(l.Segments), raw, stored, age)
 	p50, p90, p99, worst := percentile(lags, 50), percentile(lags, 90), percentile(lags, 99), percentile(lags, 100)
 	met := "met"
 	if p99 > archiveLagTarget {
 		met = "NOT met"
 	}
-	rep.add("archive lag (client ack → stored segment, %d writes): p50=%.2fs p90=%.2fs p99=%.2fs max=%.2fs; target p99 ≤ %v %s",
+	rep.Add("archive lag (client ack → stored segment, %d writes): p50=%.2fs p90=%.2fs p99=%.2fs max=%.2fs; target p99 ≤ %v %s",
 		len(lags), p50.Seconds(), p90.Seconds(), p99.Seconds(), worst.Seconds(), archiveLagTarget, met)
 
 	// Replay speed: the same segments, Dolphin's Replay from S3 against the tool on local files.
@@ -162,9 +162,9 @@ func TestBenchPITR(t *testing.T) {
 			}
 		}
 	}
-	rep.add("replay (best of 2, %d events, %d raw bytes): dolphin seconds=%.2f events/s=%.0f MB/s=%.1f (download, sha256, zstd and apply); mariadb-binlog | mariadb on local files seconds=%.2f events/s=%.0f MB/s=%.1f",
-		events, raw, dolphinBest.Seconds(), float64(events)/dolphinBest.Seconds(), mbps(raw, dolphinBest),
-		toolBest.Seconds(), float64(events)/toolBest.Seconds(), mbps(raw, toolBest))
+	rep.Add("replay (best of 2, %d events, %d raw bytes): dolphin seconds=%.2f events/s=%.0f MB/s=%.1f (download, sha256, zstd and apply); mariadb-binlog | mariadb on local files seconds=%.2f events/s=%.0f MB/s=%.1f",
+		events, raw, dolphinBest.Seconds(), float64(events)/dolphinBest.Seconds(), testenv.MBps(raw, dolphinBest),
+		toolBest.Seconds(), float64(events)/toolBest.Seconds(), testenv.MBps(raw, toolBest))
 	ratio := toolBest.Seconds() / dolphinBest.Seconds()
 
 	// Exact restores.
@@ -182,11 +182,11 @@ func TestBenchPITR(t *testing.T) {
 		got := tg.ids("app.w")
 		if !slices.Equal(got, want) {
 			t.Errorf("restore to %s (%s): %d rows, want %d (%s)", what, res.Position, len(got), len(want), firstDifference(got, want))
-			rep.add("restore to %s: position %s, %d rows, want %d: NOT exact", what, res.Position, len(got), len(want))
+			rep.Add("restore to %s: position %s, %d rows, want %d: NOT exact", what, res.Position, len(got), len(want))
 			return
 		}
 		exact++
-		rep.add("restore to %s: position %s, %d rows, exact", what, res.Position, len(got))
+		rep.Add("restore to %s: position %s, %d rows, exact", what, res.Position, len(got))
 	}
 	upTo := func(seq uint64) []int64 {
 		var ids []int64
@@ -201,17 +201,34 @@ func TestBenchPITR(t *testing.T) {
 	for _, k := range []ack{acks[len(acks)/3], acks[len(acks)*2/3]} {
 		restore("GTID "+k.gtid.String(), k.gtid.String(), upTo(k.gtid.Seq))
 	}
-	// A time: just before a whole second in the middle of the run, so that the rows before it
-	// are those the server stamped with an earlier second (a binlog event's time is the
-	// statement's start, in whole seconds, as NOW(6) is).
+	// A time: just before a whole second in the middle of the run. It resolves to the last
+	// transaction whose commit event (stamped in whole seconds) is before that second, and the
+	// restore must hold exactly the rows up to that GTID. The resolution itself is checked
+	// against both clocks that bound a commit: every row acknowledged before the second was
+	// committed before it and is in; no row whose statement started (NOW(6)) at or after the
+	// second can have committed before it and is out.
 	second := acks[len(acks)/2].at.Truncate(time.Second).Add(time.Second)
 	at := second.Add(-time.Millisecond)
 	resolved, err := ResolveTime(t.Context(), store, prefix, at)
 	if err != nil {
 		t.Fatalf("ResolveTime(%v): %v", at, err)
 	}
-	restore(fmt.Sprintf("time %s (GTID %s)", at.UTC().Format(time.RFC3339Nano), resolved), resolved,
-		primary.idsWhere(fmt.Sprintf("UNIX_TIMESTAMP(at) < %d", second.Unix())))
+	resolvedPos, err := Parse(resolved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTime := upTo(resolvedPos.lastSeq(t))
+	for _, k := range acks {
+		if _, in := slices.BinarySearch(byTime, k.id); k.at.Before(second) && !in {
+			t.Errorf("time %v resolved to %s, without row %d acknowledged at %v", at, resolved, k.id, k.at)
+		}
+	}
+	for _, id := range primary.idsWhere(fmt.Sprintf("at >= FROM_UNIXTIME(%d)", second.Unix())) {
+		if _, in := slices.BinarySearch(byTime, id); in {
+			t.Errorf("time %v resolved to %s, with row %d whose statement started after it", at, resolved, id)
+		}
+	}
+	restore(fmt.Sprintf("time %s (GTID %s)", at.UTC().Format(time.RFC3339Nano), resolved), resolved, byTime)
 	all := upTo(end.lastSeq(t))
 	if src := primary.ids("app.w"); !slices.Equal(src, all) {
 		t.Errorf("the source holds %d rows, the writers acknowledged %d", len(src), len(all))
@@ -227,8 +244,8 @@ func TestBenchPITR(t *testing.T) {
 			lost++
 		}
 	}
-	rep.add("lost_acked_writes=%d (acknowledged rows missing from the latest restore)", lost)
-	rep.summary = fmt.Sprintf("pitr archive_lag_p50=%.2fs archive_lag_p99=%.2fs replay_ratio=%.2f restores_exact=%d/%d",
+	rep.Add("lost_acked_writes=%d (acknowledged rows missing from the latest restore)", lost)
+	rep.Summary = fmt.Sprintf("pitr archive_lag_p50=%.2fs archive_lag_p99=%.2fs replay_ratio=%.2f restores_exact=%d/%d",
 		p50.Seconds(), p99.Seconds(), ratio, exact, total)
 }
 
@@ -261,23 +278,7 @@ func (s *server) emptyApp() {
 // idsWhere returns app.w's ids matching cond, in order.
 func (s *server) idsWhere(cond string) []int64 {
 	s.t.Helper()
-	rows, err := s.db.QueryContext(ctx30(s.t), "SELECT id FROM app.w WHERE "+cond+" ORDER BY id")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			s.t.Fatal(err)
-		}
-		out = append(out, id)
-	}
-	if err := rows.Err(); err != nil {
-		s.t.Fatal(err)
-	}
-	return out
+	return s.idList("SELECT id FROM app.w WHERE " + cond + " ORDER BY id")
 }
 
 // lastSeq is the sequence number of the position's last GTID in domain 0.
@@ -427,43 +428,4 @@ func firstDifference(got, want []int64) string {
 		return fmt.Sprintf("missing ids from %d", want[len(got)])
 	}
 	return "equal"
-}
-
-// pitrReport collects the figure lines; at the end of the test it logs them and writes
-// them, with the summary line when the test passed, to DOLPHIN_BENCH_OUT.
-type pitrReport struct {
-	lines   []string
-	summary string
-}
-
-func newPITRReport(t *testing.T) *pitrReport {
-	r := &pitrReport{}
-	t.Cleanup(func() {
-		lines := r.lines
-		if r.summary != "" && !t.Failed() {
-			lines = append(lines, r.summary)
-		}
-		text := strings.Join(lines, "\n") + "\n"
-		out := os.Getenv(benchOutEnv)
-		if out == "" {
-			t.Log("\n" + text)
-			return
-		}
-		if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
-			t.Errorf("writing %s: %v", out, err)
-		}
-	})
-	return r
-}
-
-func (r *pitrReport) add(format string, args ...any) {
-	r.lines = append(r.lines, fmt.Sprintf(format, args...))
-}
-
-// mbps is bytes per second in MB (10^6 bytes).
-func mbps(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / 1e6 / d.Seconds()
 }

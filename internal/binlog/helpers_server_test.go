@@ -140,7 +140,13 @@ func (s *server) checksum(table string) string {
 // ids returns the ids in table, in order.
 func (s *server) ids(table string) []int64 {
 	s.t.Helper()
-	rows, err := s.db.QueryContext(ctx30(s.t), "SELECT id FROM "+table+" ORDER BY id")
+	return s.idList("SELECT id FROM " + table + " ORDER BY id")
+}
+
+// idList runs a query of one integer column and returns its values.
+func (s *server) idList(q string) []int64 {
+	s.t.Helper()
+	rows, err := s.db.QueryContext(ctx30(s.t), q)
 	if err != nil {
 		s.t.Fatal(err)
 	}
