@@ -19,7 +19,8 @@ var GroupVersion = schema.GroupVersion{Group: "mysql.dolphin.dev", Version: "v1a
 // AddToScheme registers the types of this package with a scheme. Each manager builds
 // its own scheme and calls this explicitly (see cmd/dolphin).
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &MySQLCluster{}, &MySQLClusterList{}, &MySQLBackup{}, &MySQLBackupList{})
+	s.AddKnownTypes(GroupVersion, &MySQLCluster{}, &MySQLClusterList{}, &MySQLBackup{}, &MySQLBackupList{},
+		&MySQLUser{}, &MySQLUserList{}, &MySQLDatabase{}, &MySQLDatabaseList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

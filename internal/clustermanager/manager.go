@@ -81,6 +81,8 @@ type process struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	hash   string
+	// sql is the pool on the primary for application users and databases (sqlobjects.go).
+	sql primarySQL
 }
 
 // APIReader returns the live reader (Reader, or Client when unset).
@@ -172,6 +174,7 @@ func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 	go func() {
 		defer m.wg.Done()
 		defer close(p.done)
+		defer p.sql.close()
 		_ = e.Run(pctx)
 	}()
 	m.Log.Info("topology engine started", "cluster", key.String())
@@ -280,6 +283,7 @@ func accountsFrom(pw map[string][]byte) dbsql.Accounts {
 		Operator:    dbsql.Account{User: resources.OperatorUser, Password: get(resources.OperatorPasswordKey)},
 		Replication: dbsql.Account{User: resources.ReplicationUser, Password: get(resources.ReplicationPasswordKey)},
 		Monitor:     dbsql.Account{User: resources.MonitorUser, Password: get(resources.MonitorPasswordKey)},
+		Schema:      dbsql.Account{User: resources.SchemaUser, Password: get(resources.OperatorPasswordKey)},
 		Root:        dbsql.Account{User: "root", Password: get(resources.RootPasswordKey)},
 	}
 }

@@ -36,6 +36,16 @@ func (in *instance) EnsureAccounts(ctx context.Context, a Accounts) error {
 			st(alterUser, x.acct.User, x.acct.Password),
 			st(x.grant, x.acct.User))
 	}
+	if a.Schema.User != "" {
+		if a.Schema.Password == "" {
+			return fmt.Errorf("dbsql: schema account needs a password")
+		}
+		stmts = append(stmts,
+			st(createUser, a.Schema.User, a.Schema.Password),
+			st(alterUser, a.Schema.User, a.Schema.Password),
+			st(grantAll, a.Schema.User),
+			st("REVOKE "+in.d.readOnlyBypassPrivileges+" ON *.* FROM ?@'%'", a.Schema.User))
+	}
 	if a.Root.Password != "" {
 		// root@localhost stays for socket access inside the pod; it gets the password of
 		// the credentials Secret instead of the installer's empty one.

@@ -226,3 +226,22 @@ func (in *instance) Close() error {
 	}
 	return nil
 }
+
+// OpenReplicated returns a connection pool on cfg whose statements are written to the binary
+// log like any client's (no sql_log_bin=0): for data that must replicate from the primary,
+// such as application accounts and databases. Arguments are quoted by the driver.
+func OpenReplicated(cfg Config) (*sql.DB, error) {
+	if cfg.Addr == "" {
+		return nil, errors.New("dbsql: Config.Addr is empty")
+	}
+	conn, err := mysql.NewConnector(driverConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("dbsql: driver config for %s: %w", cfg.Addr, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(2)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(time.Minute)
+	db.SetConnMaxLifetime(connMaxLifetime)
+	return db, nil
+}

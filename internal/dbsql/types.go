@@ -114,6 +114,11 @@ type Accounts struct {
 	Replication Account
 	// Monitor has only what metrics and health checks need.
 	Monitor Account
+	// Schema applies application users and databases (MySQLUser, MySQLDatabase) on the
+	// primary: every privilege, with grant option, except the ones that bypass read_only, so
+	// that a server that is not the writable primary refuses its statements. Not created
+	// when User is empty.
+	Schema Account
 	// Root, when its password is set, is the password given to root@localhost: local
 	// (socket) access from inside the instance's pod for emergencies. Dolphin never logs
 	// in with it. An empty password leaves root@localhost as it is.

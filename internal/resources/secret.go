@@ -23,6 +23,9 @@ const (
 	OperatorUser    = "dolphin"
 	ReplicationUser = "dolphin-repl"
 	MonitorUser     = "dolphin-monitor"
+	// SchemaUser applies MySQLUser and MySQLDatabase resources on the primary. It has the
+	// operator's password and every privilege except bypassing read_only.
+	SchemaUser = "dolphin-schema"
 )
 
 // CredentialsLabel, set to "true", marks every Secret Dolphin reads passwords from: the

@@ -1,0 +1,66 @@
+package clustermanager
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/sqlobjects"
+	"github.com/dolphin-operator/dolphin/internal/topology"
+)
+
+// ErrNoEngine means no topology engine runs for the cluster: it is paused, being deleted,
+// not reconciled yet, or this operator replica is not the leader.
+var ErrNoEngine = errors.New("no topology engine runs for the cluster")
+
+// primarySQL is a process's pool on its primary as the schema account, reopened when the
+// primary or the password changes.
+type primarySQL struct {
+	mu     sync.Mutex
+	access topology.PrimaryAccess
+	server *sqlobjects.Server
+}
+
+func (p *primarySQL) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.server != nil {
+		_ = p.server.Close()
+		p.server = nil
+	}
+}
+
+// PrimarySQL returns a connection to the cluster's current primary for application users and
+// databases: topology.ErrNoPrimary while it has none (or fails over), ErrNoEngine when no
+// engine runs. The pool is shared by every caller and follows the primary.
+func (m *Manager) PrimarySQL(key types.NamespacedName) (*sqlobjects.Server, error) {
+	m.mu.Lock()
+	p, ok := m.running[key]
+	m.mu.Unlock()
+	if !ok {
+		return nil, ErrNoEngine
+	}
+	access, err := p.engine.PrimaryAccess()
+	if err != nil {
+		return nil, err
+	}
+	p.sql.mu.Lock()
+	defer p.sql.mu.Unlock()
+	if p.sql.server != nil && p.sql.access == access {
+		return p.sql.server, nil
+	}
+	if p.sql.server != nil {
+		_ = p.sql.server.Close()
+		p.sql.server = nil
+	}
+	db, err := dbsql.OpenReplicated(dbsql.Config{Flavor: access.Flavor, Addr: access.Member.Addr(),
+		User: access.Account.User, Password: access.Account.Password})
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", access.Member.Name, err)
+	}
+	p.sql.access, p.sql.server = access, sqlobjects.NewServer(db, sqlobjects.Flavor(access.Flavor))
+	return p.sql.server, nil
+}
