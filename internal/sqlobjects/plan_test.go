@@ -54,16 +54,16 @@ func TestPlanUser(t *testing.T) {
 		want: app,
 		have: ObservedUser{Exists: true, Privileges: map[Scope]Held{shop: held("SELECT,INSERT", false)}},
 	}, {
-		name: "a grant removed by hand comes back",
-		want: app,
-		have: ObservedUser{Exists: true, Privileges: map[Scope]Held{shop: held("SELECT", false)}},
+		name:  "a grant removed by hand comes back",
+		want:  app,
+		have:  ObservedUser{Exists: true, Privileges: map[Scope]Held{shop: held("SELECT", false)}},
 		stmts: []string{"GRANT INSERT ON `shop`.* TO 'app'@'%'"},
 	}, {
 		name: "privileges no longer declared are revoked, everywhere",
 		want: app,
 		have: ObservedUser{Exists: true, Privileges: map[Scope]Held{
-			{Database: "*", Table: "*"}: held("PROCESS", false),
-			shop:                        held("SELECT,INSERT,DELETE,UPDATE", true),
+			{Database: "*", Table: "*"}:    held("PROCESS", false),
+			shop:                           held("SELECT,INSERT,DELETE,UPDATE", true),
 			{Database: "shop", Table: "t"}: held("SELECT", false),
 			{Database: "shop_%", Table: "*", Pattern: true}: held("SELECT", false),
 		}},
@@ -75,9 +75,9 @@ func TestPlanUser(t *testing.T) {
 			"REVOKE SELECT ON `shop`.`t` FROM 'app'@'%'",
 		},
 	}, {
-		name: "grant option alone",
-		want: User{Name: "app", Host: "%", Grants: []Grant{{Privileges: []string{"SELECT"}, Database: "shop", GrantOption: true}}},
-		have: ObservedUser{Exists: true, Privileges: map[Scope]Held{shop: held("SELECT", false)}},
+		name:  "grant option alone",
+		want:  User{Name: "app", Host: "%", Grants: []Grant{{Privileges: []string{"SELECT"}, Database: "shop", GrantOption: true}}},
+		have:  ObservedUser{Exists: true, Privileges: map[Scope]Held{shop: held("SELECT", false)}},
 		stmts: []string{"GRANT USAGE ON `shop`.* TO 'app'@'%' WITH GRANT OPTION"},
 	}, {
 		name:   "ALL PRIVILEGES held in full: nothing to do, nothing is extra",
