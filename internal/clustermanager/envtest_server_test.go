@@ -40,6 +40,9 @@ func (l loopback) Member(c *dolphinv1.MySQLCluster, i int) topology.Member {
 	return topology.Member{Name: resources.PodName(c, i), Host: in.Host, Port: in.Port}
 }
 
+// sqlResync is how often the test operator compares users and databases with the servers.
+const sqlResync = 2 * time.Second
+
 // operatorEnv is a real API server, the reconciler and the topology engines in one
 // manager, and real MariaDB servers; pods are created by the test (no StatefulSet
 // controller or kubelet runs in envtest).
@@ -77,6 +80,17 @@ func startOperator(t *testing.T, ns string, failover dolphinv1.FailoverSpec, add
 	}
 	r := &mysqlcontroller.MySQLClusterReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("dolphin-operator"), Topology: engines}
 	if err := r.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	// Application users and databases, checked against the servers every 2 s.
+	users := &mysqlcontroller.MySQLUserReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("dolphin-operator"), SQL: engines, ResyncInterval: sqlResync}
+	if err := users.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
+		t.Fatal(err)
+	}
+	dbs := &mysqlcontroller.MySQLDatabaseReconciler{Client: mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("dolphin-operator"), SQL: engines, ResyncInterval: sqlResync}
+	if err := dbs.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

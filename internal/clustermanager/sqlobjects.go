@@ -1,7 +1,6 @@
 package clustermanager
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -11,10 +10,6 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/sqlobjects"
 	"github.com/dolphin-operator/dolphin/internal/topology"
 )
-
-// ErrNoEngine means no topology engine runs for the cluster: it is paused, being deleted,
-// not reconciled yet, or this operator replica is not the leader.
-var ErrNoEngine = errors.New("no topology engine runs for the cluster")
 
 // primarySQL is a process's pool on its primary as the schema account, reopened when the
 // primary or the password changes.
@@ -34,14 +29,15 @@ func (p *primarySQL) close() {
 }
 
 // PrimarySQL returns a connection to the cluster's current primary for application users and
-// databases: topology.ErrNoPrimary while it has none (or fails over), ErrNoEngine when no
-// engine runs. The pool is shared by every caller and follows the primary.
+// databases, or an error wrapping topology.ErrNoPrimary while it has none: no engine runs
+// (paused, being deleted, not reconciled yet) or it fails over. The pool is shared by every
+// caller and follows the primary.
 func (m *Manager) PrimarySQL(key types.NamespacedName) (*sqlobjects.Server, error) {
 	m.mu.Lock()
 	p, ok := m.running[key]
 	m.mu.Unlock()
 	if !ok {
-		return nil, ErrNoEngine
+		return nil, fmt.Errorf("no topology engine runs for %s (paused, or not reconciled yet): %w", key, topology.ErrNoPrimary)
 	}
 	access, err := p.engine.PrimaryAccess()
 	if err != nil {

@@ -78,35 +78,48 @@ func (r *MySQLClusterReconciler) reconcileUserCredentials(ctx context.Context, c
 	return r.reconcileCredentialHistory(ctx, c, s.Data)
 }
 
-// readUserSecret reads a user-supplied Secret from the cache, and live when the cache does
-// not have it: a Secret Dolphin has not labelled yet (new, or its label was removed) is
-// outside the cache.
+// readUserSecret reads a user-supplied Secret (see readSecretCachedOrLive).
 func (r *MySQLClusterReconciler) readUserSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
+	return readSecretCachedOrLive(ctx, r.Client, r.apiReader(), key)
+}
+
+// readSecretCachedOrLive reads a user-supplied Secret from the cache, and live when the cache
+// does not have it: a Secret Dolphin has not labelled yet (new, or its label was removed) is
+// outside the cache.
+func readSecretCachedOrLive(ctx context.Context, cached client.Reader, live client.Reader, key types.NamespacedName) (*corev1.Secret, error) {
 	var s corev1.Secret
-	if err := r.Client.Get(ctx, key, &s); !apierrors.IsNotFound(err) {
+	if err := cached.Get(ctx, key, &s); !apierrors.IsNotFound(err) {
 		return &s, err
 	}
-	err := r.apiReader().Get(ctx, key, &s)
+	err := live.Get(ctx, key, &s)
 	return &s, err
 }
 
-// labelUserSecret adds CredentialsLabel to the user's Secret s unless it has it. A merge
-// patch of that one label: it fails on a Secret deleted meanwhile instead of creating one,
-// and leaves every other field, and any other writer's change, alone. s is updated from the
-// answer.
+// labelUserSecret adds CredentialsLabel to the user's Secret s (see labelCredentialsSecret).
 func (r *MySQLClusterReconciler) labelUserSecret(ctx context.Context, c *dolphinv1.MySQLCluster, s *corev1.Secret) error {
+	labelled, err := labelCredentialsSecret(ctx, r.Client, s)
+	if labelled {
+		r.event(c, corev1.EventTypeNormal, "CredentialsSecretLabeled", "Label",
+			"labelled Secret %s with %s=true so that Dolphin watches it for password changes (nothing else in it was changed)",
+			s.Name, resources.CredentialsLabel)
+	}
+	return err
+}
+
+// labelCredentialsSecret adds CredentialsLabel to a Secret the user owns unless it has it,
+// and reports whether it did. A merge patch of that one label: it fails on a Secret deleted
+// meanwhile instead of creating one, and leaves every other field, and any other writer's
+// change, alone. s is updated from the answer.
+func labelCredentialsSecret(ctx context.Context, c client.Client, s *corev1.Secret) (bool, error) {
 	if s.Labels[resources.CredentialsLabel] == "true" {
-		return nil
+		return false, nil
 	}
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{resources.CredentialsLabel: "true"}}})
 	if err != nil {
-		return fmt.Errorf("encoding the label patch: %w", err)
+		return false, fmt.Errorf("encoding the label patch: %w", err)
 	}
-	if err := r.Client.Patch(ctx, s, client.RawPatch(types.MergePatchType, body)); err != nil {
-		return fmt.Errorf("labelling Secret %s/%s with %s=true: %w", s.Namespace, s.Name, resources.CredentialsLabel, err)
+	if err := c.Patch(ctx, s, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return false, fmt.Errorf("labelling Secret %s/%s with %s=true: %w", s.Namespace, s.Name, resources.CredentialsLabel, err)
 	}
-	r.event(c, corev1.EventTypeNormal, "CredentialsSecretLabeled", "Label",
-		"labelled Secret %s with %s=true so that Dolphin watches it for password changes (nothing else in it was changed)",
-		s.Name, resources.CredentialsLabel)
-	return nil
+	return true, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -71,6 +72,9 @@ type Options struct {
 	// AgentImage is the image with the dolphin binary that instance pods copy the agent from
 	// (resources.BuildOptions).
 	AgentImage string
+	// SQLResyncInterval is how often a converged MySQLUser or MySQLDatabase is compared with
+	// the server again, which is how changes made by hand on the server are repaired.
+	SQLResyncInterval time.Duration
 
 	// Zap configures the structured logger: JSON at info level by default, console at
 	// debug level with --zap-devel.
@@ -93,6 +97,7 @@ func DefaultOptions() Options {
 		GracefulShutdownTimeout: DefaultGracefulShutdownTimeout,
 		InstanceAddress:         "dns",
 		AgentImage:              resources.DefaultAgentImage,
+		SQLResyncInterval:       controller.DefaultSQLResyncInterval,
 	}
 }
 
@@ -129,6 +134,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AgentImage, "agent-image", d.AgentImage,
 		"Image with the dolphin binary; instance pods copy the backup and clone agent from it. Use the operator's own image.")
 
+	fs.DurationVar(&o.SQLResyncInterval, "sql-resync-interval", d.SQLResyncInterval,
+		"How often each MySQLUser and MySQLDatabase is compared with the server again (changes made by hand are repaired then).")
+
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
@@ -143,6 +151,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--graceful-shutdown-timeout must not be negative, got %s", o.GracefulShutdownTimeout)
 	case o.LeaderElect && o.LeaderElectionID == "":
 		return fmt.Errorf("--leader-election-id must be set when --leader-elect is on")
+	case o.SQLResyncInterval < time.Second:
+		return fmt.Errorf("--sql-resync-interval must be at least 1s, got %s", o.SQLResyncInterval)
 	case o.InstanceAddress != "dns" && o.InstanceAddress != "pod-ip":
 		return fmt.Errorf(`--instance-address must be "dns" or "pod-ip", got %q`, o.InstanceAddress)
 	}

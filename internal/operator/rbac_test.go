@@ -18,6 +18,8 @@ var clusterScoped = map[string]bool{
 	"pods": false, "secrets": false, "statefulsets": false, "deployments": false, "leases": false, "events": false,
 	"mysqlclusters": false, "mysqlclusters/finalizers": false, "mysqlclusters/status": false,
 	"mysqlbackups": false, "mysqlbackups/finalizers": false, "mysqlbackups/status": false,
+	"mysqlusers": false, "mysqlusers/finalizers": false, "mysqlusers/status": false,
+	"mysqldatabases": false, "mysqldatabases/finalizers": false, "mysqldatabases/status": false,
 	"poddisruptionbudgets": false,
 	"tokenreviews":         true, "subjectaccessreviews": true, "storageclasses": true,
 }

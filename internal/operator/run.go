@@ -100,6 +100,25 @@ func Run(ctx context.Context, opts Options) error {
 	if err := backups.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
 		return fmt.Errorf("setting up the MySQLBackup controller: %w", err)
 	}
+	users := &controller.MySQLUserReconciler{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder(EventSource),
+		SQL:            engines,
+		ResyncInterval: opts.SQLResyncInterval,
+	}
+	if err := users.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
+		return fmt.Errorf("setting up the MySQLUser controller: %w", err)
+	}
+	databases := &controller.MySQLDatabaseReconciler{
+		Client:         mgr.GetClient(),
+		Recorder:       mgr.GetEventRecorder(EventSource),
+		SQL:            engines,
+		ResyncInterval: opts.SQLResyncInterval,
+	}
+	if err := databases.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
+		return fmt.Errorf("setting up the MySQLDatabase controller: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}

@@ -19,6 +19,18 @@ var ErrReadOnly = errors.New("the server is read-only: it is not the writable pr
 // errOptionPreventsStatement is ER_OPTION_PREVENTS_STATEMENT, what read_only answers.
 const errOptionPreventsStatement = 1290
 
+// errAccessDenied is ER_ACCESS_DENIED_ERROR: the schema account does not log in (yet).
+const errAccessDenied = 1045
+
+// IsRefused reports whether err is the server refusing a statement (an unknown collation, a
+// name too long, a privilege it does not have …): something to fix in the declaration, as
+// opposed to a server that cannot be reached, is read-only, or does not let the schema
+// account in yet (Dolphin creates it when the engine starts).
+func IsRefused(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number != errOptionPreventsStatement && me.Number != errAccessDenied
+}
+
 // defaultTimeout bounds each statement. A statement that waits for a semi-sync
 // acknowledgement longer than this has still been written; the next observation sees it.
 const defaultTimeout = 10 * time.Second
