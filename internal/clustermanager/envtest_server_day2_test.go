@@ -121,19 +121,8 @@ func TestEnvtestServerDay2(t *testing.T) {
 		}
 		return &s
 	}
-	s := secret()
-	op, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/", resources.OperatorUser, s.Data[resources.OperatorPasswordKey], o.db.Instances[0].Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)",
-		"CREATE USER 'app'@'%' IDENTIFIED BY 'app-Secret-9'", "GRANT INSERT, SELECT ON app.* TO 'app'@'%'"} {
-		if _, err := op.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	op.Close()
-	app, err := sql.Open("mysql", fmt.Sprintf("app:app-Secret-9@tcp(%s)/?timeout=2s&readTimeout=10s", o.db.Instances[0].Addr()))
+	o.declareAppAccount(t)
+	app, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=10s", appUser, appPassword, o.db.Instances[0].Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}

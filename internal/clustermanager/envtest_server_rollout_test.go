@@ -346,24 +346,10 @@ type appWriter struct {
 
 func startAppWriter(t *testing.T, o *operatorEnv) *appWriter {
 	t.Helper()
-	var s corev1.Secret
-	if err := o.c.Get(o.ctx, client.ObjectKey{Namespace: o.ns, Name: "shop-credentials"}, &s); err != nil {
-		t.Fatal(err)
-	}
-	op, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/", resources.OperatorUser, s.Data[resources.OperatorPasswordKey], o.db.Instances[0].Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Close()
-	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)",
-		"CREATE USER 'app'@'%' IDENTIFIED BY 'app-Secret-9'", "GRANT INSERT, SELECT ON app.* TO 'app'@'%'"} {
-		if _, err := op.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	o.declareAppAccount(t)
 	w := &appWriter{stop: make(chan struct{}), done: make(chan struct{})}
 	for _, in := range o.db.Instances {
-		db, err := sql.Open("mysql", fmt.Sprintf("app:app-Secret-9@tcp(%s)/?timeout=2s&readTimeout=10s&writeTimeout=10s", in.Addr()))
+		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=10s&writeTimeout=10s", appUser, appPassword, in.Addr()))
 		if err != nil {
 			t.Fatal(err)
 		}

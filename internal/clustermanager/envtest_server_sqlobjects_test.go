@@ -379,3 +379,36 @@ func waitGone(t *testing.T, o *operatorEnv, obj client.Object) {
 		return fmt.Errorf("still there (finalizers %v): %v", obj.GetFinalizers(), err)
 	})
 }
+
+// The application account of the writers in these tests, declared as a MySQLUser.
+const appUser, appPassword = "app", "app-Secret-9"
+
+// declareAppAccount declares database app and the application account app (SELECT, INSERT
+// on it, and CREATE for its table) as MySQLDatabase and MySQLUser resources, waits until both
+// are applied, and creates table app.rows as that account on the primary.
+func (o *operatorEnv) declareAppAccount(t *testing.T) {
+	t.Helper()
+	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: "app-password"}, StringData: map[string]string{"password": appPassword}}
+	db := &dolphinv1.MySQLDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: "app"}, Spec: dolphinv1.MySQLDatabaseSpec{Cluster: "shop"}}
+	user := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: appUser},
+		Spec: dolphinv1.MySQLUserSpec{Cluster: "shop", PasswordSecretKeyRef: &dolphinv1.SecretKeyReference{Name: pw.Name},
+			Grants: []dolphinv1.Grant{{Privileges: []dolphinv1.Privilege{"SELECT", "INSERT", "CREATE"}, Database: "app"}}}}
+	for _, obj := range []client.Object{pw, db, user} {
+		if err := o.c.Create(o.ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.waitCondition(t, db, metav1.ConditionTrue, dolphinv1.ReasonApplied)
+	o.waitCondition(t, user, metav1.ConditionTrue, dolphinv1.ReasonApplied)
+	var c dolphinv1.MySQLCluster
+	if err := o.c.Get(o.ctx, o.key, &c); err != nil {
+		t.Fatal(err)
+	}
+	var primary int
+	if _, err := fmt.Sscanf(c.Status.CurrentPrimary, "shop-%d", &primary); err != nil {
+		t.Fatalf("current primary %q: %v", c.Status.CurrentPrimary, err)
+	}
+	if err := canRun(o.ctx, o.db.Instances[primary], appUser, appPassword, "app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)"); err != nil {
+		t.Fatalf("creating app.rows as the application account: %v", err)
+	}
+}

@@ -122,7 +122,7 @@ func (r *MySQLDatabaseReconciler) cleanup(ctx context.Context, d *dolphinv1.MySQ
 		switch {
 		case err != nil:
 			return nil, err
-		case wait != nil && wait.reason == dolphinv1.ReasonClusterNotFound:
+		case wait != nil && wait.clusterGone:
 			// Nothing left to drop it from.
 		case wait != nil:
 			return deleting(*wait, "dropping database "+name), nil

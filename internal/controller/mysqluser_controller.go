@@ -214,7 +214,7 @@ func (r *MySQLUserReconciler) cleanup(ctx context.Context, u *dolphinv1.MySQLUse
 		switch {
 		case err != nil:
 			return nil, err
-		case wait != nil && wait.reason == dolphinv1.ReasonClusterNotFound:
+		case wait != nil && wait.clusterGone:
 			// Nothing left to drop it from.
 		case wait != nil:
 			return deleting(*wait, "dropping account "+name+"@"+host), nil

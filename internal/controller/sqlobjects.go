@@ -58,6 +58,9 @@ type sqlState struct {
 	message string
 	// requeue is when to look again (the resync interval once Ready).
 	requeue time.Duration
+	// clusterGone: the cluster does not exist or is being deleted, so there is nothing to
+	// clean up on it.
+	clusterGone bool
 }
 
 // primaryFor finds the cluster named by a user or database and its primary. A nil server with
@@ -67,7 +70,7 @@ func primaryFor(ctx context.Context, c client.Reader, sql PrimarySQL, ns, cluste
 	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: cluster}, &mc)
 	if apierrors.IsNotFound(err) {
 		// No requeue: creating the cluster is a watch event.
-		return nil, &sqlState{reason: dolphinv1.ReasonClusterNotFound, message: fmt.Sprintf(
+		return nil, &sqlState{reason: dolphinv1.ReasonClusterNotFound, clusterGone: true, message: fmt.Sprintf(
 			"MySQLCluster %q does not exist in namespace %s: create it, or set spec.cluster to an existing cluster", cluster, ns)}, nil
 	}
 	if err != nil {
@@ -78,7 +81,7 @@ func primaryFor(ctx context.Context, c client.Reader, sql PrimarySQL, ns, cluste
 			"MySQLCluster %q is paused (spec.paused): changes are applied once it is resumed", cluster)}, nil
 	}
 	if !mc.DeletionTimestamp.IsZero() {
-		return nil, &sqlState{reason: dolphinv1.ReasonClusterNotReady, message: fmt.Sprintf("MySQLCluster %q is being deleted", cluster)}, nil
+		return nil, &sqlState{reason: dolphinv1.ReasonClusterNotReady, clusterGone: true, message: fmt.Sprintf("MySQLCluster %q is being deleted", cluster)}, nil
 	}
 	srv, err := sql.PrimarySQL(types.NamespacedName{Namespace: ns, Name: cluster})
 	if errors.Is(err, topology.ErrNoPrimary) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/sqlobjects"
 )
 
 // These tests run the engine against real mariadbd processes (internal/dbsql/dbtest). They
@@ -236,13 +237,28 @@ func startWriter(h *harness) *writer {
 // appAccount is an application account: unlike the operator's, read_only stops it.
 var appAccount = dbsql.Account{User: "app", Password: "app-Secret-4"}
 
-// createAppAccount creates appAccount on the primary db-0 (replicated, like any application
-// statement), allowed to read and write database app.
+// createAppAccount creates appAccount on the primary db-0, allowed to read and write database
+// app, with the statements a MySQLUser is applied with (sqlobjects, replicated like any
+// application statement; there is no Kubernetes in these tests to declare it).
 func (h *harness) createAppAccount() {
 	h.t.Helper()
-	db := h.sqlDB(0)
-	mustExec(h.t, db, fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", appAccount.User, appAccount.Password))
-	mustExec(h.t, db, fmt.Sprintf("GRANT INSERT, SELECT ON app.* TO '%s'@'%%'", appAccount.User))
+	in := h.db.Instances[0]
+	db, err := dbsql.OpenReplicated(dbsql.Config{Flavor: dbsql.FlavorMariaDB, Addr: in.Addr(),
+		User: testAccounts.Operator.User, Password: testAccounts.Operator.Password})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer db.Close()
+	srv := sqlobjects.NewServer(db, sqlobjects.MariaDB)
+	want := sqlobjects.User{Name: appAccount.User, Host: "%", Password: appAccount.Password,
+		Grants: []sqlobjects.Grant{{Privileges: []string{"INSERT", "SELECT"}, Database: "app"}}}
+	have, err := srv.ObserveUser(h.t.Context(), want.Name, want.Host)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := srv.Apply(h.t.Context(), sqlobjects.PlanUser(srv.Flavor(), want, have, true)); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // startWriterAs writes as account (create it first).

@@ -10,28 +10,51 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
-// appAccount is an application account: unlike Dolphin's own, read_only stops it.
+// appUser and appPassword are the application account every test writer uses (declared as a
+// MySQLUser by declareAppAccount): unlike Dolphin's own, read_only stops it.
 const appUser, appPassword = "app", "App-Secret-42x"
 
-// createAppAccount creates the application account through the primary Service as the
-// operator (replicated like any application statement), allowed to write app.*.
-func (s *stack) createAppAccount(primary *sql.DB) {
+// declareAppAccount declares database app and the application account app of a cluster
+// (password from a Secret of the test's) as MySQLDatabase and MySQLUser resources, and waits
+// until Dolphin reports both applied.
+func (s *stack) declareAppAccount(cluster string) {
 	s.t.Helper()
-	for _, q := range []string{
-		fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", appUser, appPassword),
-		fmt.Sprintf("GRANT INSERT, SELECT ON app.* TO '%s'@'%%'", appUser),
-	} {
-		if _, err := primary.Exec(q); err != nil {
-			s.t.Fatalf("%s: %v", q, err)
+	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster + "-app-password"},
+		StringData: map[string]string{"password": appPassword}}
+	db := &dolphinv1.MySQLDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster + "-app"},
+		Spec: dolphinv1.MySQLDatabaseSpec{Cluster: cluster, Name: "app"}}
+	user := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster + "-app"},
+		Spec: dolphinv1.MySQLUserSpec{Cluster: cluster, Name: appUser,
+			PasswordSecretKeyRef: &dolphinv1.SecretKeyReference{Name: pw.Name},
+			// REPLACE needs DELETE; the table is created by the application itself.
+			Grants: []dolphinv1.Grant{{Privileges: []dolphinv1.Privilege{"SELECT", "INSERT", "DELETE", "CREATE"}, Database: "app"}}}}
+	for _, o := range []client.Object{pw, db, user} {
+		if err := s.c.Create(s.ctx, o); err != nil {
+			s.t.Fatal(err)
 		}
 	}
+	testenv.Eventually(s.t, 60*time.Second, "MySQLDatabase and MySQLUser of "+cluster+" applied", func() error {
+		for _, o := range []client.Object{db, user} {
+			if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(o), o); err != nil {
+				return err
+			}
+		}
+		for _, c := range [][]metav1.Condition{db.Status.Conditions, user.Status.Conditions} {
+			if r := meta.FindStatusCondition(c, "Ready"); r == nil || r.Status != metav1.ConditionTrue {
+				return fmt.Errorf("not applied: %+v", r)
+			}
+		}
+		return nil
+	})
 }
 
 // appWriter inserts through the primary Service as the application account, each statement
@@ -250,7 +273,7 @@ func (s *stack) healthyAppCluster(name string) (*dolphinv1.MySQLCluster, client.
 	}
 	key := client.ObjectKeyFromObject(cluster)
 	s.waitHealthy(key)
-	s.createAppAccount(s.primaryWithTable(name))
+	s.primaryWithTable(name)
 	return cluster, key
 }
 

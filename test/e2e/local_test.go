@@ -526,26 +526,27 @@ func grepLines(s, substr string) string {
 	return strings.Join(out, "\n")
 }
 
-// primaryWithTable logs in as the operator account through the cluster's primary Service and
-// creates table app.rows; it returns the connection pool.
+// primaryWithTable declares the application account and database of a cluster (a
+// MySQLUser and a MySQLDatabase, as users do), creates table app.rows through the primary
+// Service as that account, and returns its connection pool there: every test writer writes
+// as an application, which read_only stops, never as Dolphin's own account.
 func (s *stack) primaryWithTable(cluster string) *sql.DB {
 	s.t.Helper()
 	var secret corev1.Secret
 	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: cluster + "-credentials"}, &secret); err != nil {
 		s.t.Fatal(err)
 	}
-	s.dbPass = string(secret.Data["operator-password"])
-	primary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort(cluster+"-primary")))
+	s.dbPass = string(secret.Data["operator-password"]) // for the tests' own administrative statements
+	s.declareAppAccount(cluster)
+	primary := s.sqlDBAs(appUser, appPassword, "127.0.0.1:"+strconv.Itoa(s.servicePort(cluster+"-primary")))
 	// Ready says the pods and the topology are; the Service's endpoints reach the proxy a
 	// moment later (as they reach kube-proxy), and until then a connection is accepted and
 	// closed ("invalid connection"). Wait for the Service to answer, as a client would retry.
-	testenv.Eventually(s.t, 30*time.Second, "the primary Service answers", func() error {
+	testenv.Eventually(s.t, 30*time.Second, "the primary Service answers the application account", func() error {
 		return primary.QueryRow("SELECT 1").Scan(new(int))
 	})
-	for _, q := range []string{"CREATE DATABASE app", "CREATE TABLE app.rows (id BIGINT PRIMARY KEY)"} {
-		if _, err := primary.Exec(q); err != nil {
-			s.t.Fatalf("%s through the primary Service: %v", q, err)
-		}
+	if _, err := primary.Exec("CREATE TABLE app.rows (id BIGINT PRIMARY KEY)"); err != nil {
+		s.t.Fatalf("CREATE TABLE through the primary Service as the application account: %v", err)
 	}
 	return primary
 }
