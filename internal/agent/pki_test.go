@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"testing"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/pki"
 )
 
 func TestAgentPKI(t *testing.T) {
@@ -19,11 +21,11 @@ func TestAgentPKI(t *testing.T) {
 	if got := AgentServerName("db", "prod"); got != "db-agent.prod.dolphin.internal" {
 		t.Errorf("AgentServerName = %q", got)
 	}
-	ca, err := parseCertPEM(caPEM)
+	ca, err := pki.ParseCert(caPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := parseCertPEM(certPEM)
+	cert, err := pki.ParseCert(certPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
