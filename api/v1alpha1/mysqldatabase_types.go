@@ -137,6 +137,8 @@ const (
 	ReasonConflict = "Conflict"
 	// ReasonPasswordSecretNotFound: the password Secret or key does not exist.
 	ReasonPasswordSecretNotFound = "PasswordSecretNotFound"
+	// ReasonPasswordTooWeak: the password in the user's own Secret is too weak to apply.
+	ReasonPasswordTooWeak = "PasswordTooWeak"
 	// ReasonDeleting: the cleanup policy is being carried out.
 	ReasonDeleting = "Deleting"
 )

@@ -194,7 +194,7 @@ type MySQLUserStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions: Ready (reasons Applied, ClusterNotFound, ClusterNotReady, NoWritablePrimary,
-	// PasswordSecretNotFound, ApplyFailed, Conflict, Deleting).
+	// PasswordSecretNotFound, PasswordTooWeak, ApplyFailed, Conflict, Deleting).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -265,12 +265,12 @@ func TestEnvtestServerUsersAndDatabases(t *testing.T) {
 	if !strings.Contains(cond.Message, `"rotor-pw"`) || !strings.Contains(cond.Message, `"pw"`) {
 		t.Errorf("PasswordSecretNotFound message does not name the Secret and key: %s", cond.Message)
 	}
-	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rotor-pw"}, StringData: map[string]string{"pw": "first-Rotor-9"}}
+	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rotor-pw"}, StringData: map[string]string{"pw": "first-Sw1tch-9x"}}
 	if err := c.Create(ctx, userSecret); err != nil {
 		t.Fatal(err)
 	}
 	o.waitCondition(t, rotor, metav1.ConditionTrue, dolphinv1.ReasonApplied)
-	session, err := loginTo(ctx, primary, "rotor", "first-Rotor-9", "shop_data")
+	session, err := loginTo(ctx, primary, "rotor", "first-Sw1tch-9x", "shop_data")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,12 +285,12 @@ func TestEnvtestServerUsersAndDatabases(t *testing.T) {
 	if userSecret.Labels[resources.CredentialsLabel] != "true" {
 		t.Errorf("the user's Secret was not labelled for the watch: %v", userSecret.Labels)
 	}
-	userSecret.Data["pw"] = []byte("second-Rotor-9")
+	userSecret.Data["pw"] = []byte("second-Sw1tch-9x")
 	if err := c.Update(ctx, userSecret); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "new password accepted", func() error {
-		db, err := loginTo(ctx, primary, "rotor", "second-Rotor-9", "shop_data")
+		db, err := loginTo(ctx, primary, "rotor", "second-Sw1tch-9x", "shop_data")
 		if err != nil {
 			return err
 		}
@@ -299,9 +299,27 @@ func TestEnvtestServerUsersAndDatabases(t *testing.T) {
 	if _, err := session.ExecContext(ctx, "INSERT INTO t VALUES (11)"); err != nil {
 		t.Errorf("the session opened before the rotation broke: %v", err)
 	}
-	if db, err := loginTo(ctx, primary, "rotor", "first-Rotor-9", "shop_data"); err == nil {
+	if db, err := loginTo(ctx, primary, "rotor", "first-Sw1tch-9x", "shop_data"); err == nil {
 		db.Close()
 		t.Error("the old password still logs in")
+	}
+	// A weak password written into the Secret (no admission webhook runs here) is not
+	// applied: the condition says why, the account keeps the password it has.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(userSecret), userSecret); err != nil {
+		t.Fatal(err)
+	}
+	userSecret.Data["pw"] = []byte("rotor2024")
+	if err := c.Update(ctx, userSecret); err != nil {
+		t.Fatal(err)
+	}
+	cond = o.waitCondition(t, rotor, metav1.ConditionFalse, dolphinv1.ReasonPasswordTooWeak)
+	if !strings.Contains(cond.Message, `key "pw" of Secret "rotor-pw"`) || !strings.Contains(cond.Message, "contains the user name") {
+		t.Errorf("PasswordTooWeak message: %s", cond.Message)
+	}
+	if db, err := loginTo(ctx, primary, "rotor", "second-Sw1tch-9x", "shop_data"); err != nil {
+		t.Errorf("the account lost its password to a weak one that was refused: %v", err)
+	} else {
+		db.Close()
 	}
 
 	// No password, generated or the user's, is in any event.
@@ -310,7 +328,7 @@ func TestEnvtestServerUsersAndDatabases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs.Items {
-		for _, pw := range []string{password, "first-Rotor-9", "second-Rotor-9"} {
+		for _, pw := range []string{password, "first-Sw1tch-9x", "second-Sw1tch-9x"} {
 			if strings.Contains(e.Note, pw) {
 				t.Errorf("event %s/%s shows a password: %s", e.Regarding.Name, e.Reason, e.Note)
 			}
@@ -381,7 +399,7 @@ func waitGone(t *testing.T, o *operatorEnv, obj client.Object) {
 }
 
 // The application account of the writers in these tests, declared as a MySQLUser.
-const appUser, appPassword = "app", "app-Secret-9"
+const appUser, appPassword = "app", "Wr1ter-Secret-9"
 
 // declareAppAccount declares database app and the application account app (SELECT, INSERT
 // on it, and CREATE for its table) as MySQLDatabase and MySQLUser resources, waits until both

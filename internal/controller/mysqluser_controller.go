@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/passwords"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/sqlobjects"
 )
@@ -195,6 +196,14 @@ func (r *MySQLUserReconciler) password(ctx context.Context, u *dolphinv1.MySQLUs
 	if pw == "" {
 		return nil, "", &sqlState{reason: dolphinv1.ReasonPasswordSecretNotFound, message: fmt.Sprintf(
 			"Secret %q has no key %q (or it is empty): add the password there, or set spec.passwordSecretKeyRef.key", key.Name, pwKey)}, nil
+	}
+	// The admission webhook rejects weak passwords; this catches one written while it did
+	// not run, or into a Secret before Dolphin labelled it.
+	if !generated {
+		if err := passwords.Check(pw, resources.UserName(u)); err != nil {
+			return nil, "", &sqlState{reason: dolphinv1.ReasonPasswordTooWeak, message: fmt.Sprintf(
+				"key %q of Secret %q: %v; change it there (the account keeps its current password meanwhile)", pwKey, key.Name, err)}, nil
+		}
 	}
 	return s, pw, nil, nil
 }

@@ -8,10 +8,14 @@ package operator
 import (
 	goflag "flag"
 	"fmt"
+	"net"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/webhook"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -72,6 +76,25 @@ type Options struct {
 	// AgentImage is the image with the dolphin binary that instance pods copy the agent from
 	// (resources.BuildOptions).
 	AgentImage string
+	// WebhookPort is where the admission webhooks are served over HTTPS (9443 in the
+	// manifests); 0 serves none. The serving certificate is Dolphin's own (WebhookSecret),
+	// issued and renewed by every replica, its CA put into WebhookConfiguration.
+	WebhookPort int
+	// WebhookHost is the address the webhook server binds to ("" = all).
+	WebhookHost string
+	// WebhookNamespace holds WebhookSecret; the leader election namespace when empty.
+	WebhookNamespace string
+	// WebhookSecret is the Secret with the webhook's CA and serving certificate.
+	WebhookSecret string
+	// WebhookConfiguration is the ValidatingWebhookConfiguration whose caBundle Dolphin keeps.
+	WebhookConfiguration string
+	// WebhookDNSNames are the names in the serving certificate; dolphin-webhook.<namespace>.svc
+	// when empty.
+	WebhookDNSNames []string
+	// WebhookIPs are IP addresses in the serving certificate (e.g. 127.0.0.1 when the API
+	// server calls the webhook on its own host).
+	WebhookIPs []string
+
 	// SQLResyncInterval is how often a converged MySQLUser or MySQLDatabase is compared with
 	// the server again, which is how changes made by hand on the server are repaired.
 	SQLResyncInterval time.Duration
@@ -98,6 +121,8 @@ func DefaultOptions() Options {
 		InstanceAddress:         "dns",
 		AgentImage:              resources.DefaultAgentImage,
 		SQLResyncInterval:       controller.DefaultSQLResyncInterval,
+		WebhookSecret:           "dolphin-webhook-cert",
+		WebhookConfiguration:    "dolphin-validating-webhooks",
 	}
 }
 
@@ -134,6 +159,17 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AgentImage, "agent-image", d.AgentImage,
 		"Image with the dolphin binary; instance pods copy the backup and clone agent from it. Use the operator's own image.")
 
+	fs.IntVar(&o.WebhookPort, "webhook-port", d.WebhookPort,
+		"Port of the admission webhook server (HTTPS with a certificate Dolphin issues and renews); 0 serves no webhooks.")
+	fs.StringVar(&o.WebhookHost, "webhook-host", d.WebhookHost, "Address the webhook server binds to; empty means all.")
+	fs.StringVar(&o.WebhookNamespace, "webhook-namespace", d.WebhookNamespace,
+		"Namespace of the webhook certificate Secret; defaults to --leader-election-namespace.")
+	fs.StringVar(&o.WebhookSecret, "webhook-cert-secret", d.WebhookSecret, "Secret with the webhook's CA and serving certificate.")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", d.WebhookConfiguration,
+		"ValidatingWebhookConfiguration whose caBundle Dolphin keeps.")
+	fs.StringSliceVar(&o.WebhookDNSNames, "webhook-dns-names", d.WebhookDNSNames,
+		"DNS names of the webhook serving certificate; default dolphin-webhook.<namespace>.svc and .svc.cluster.local.")
+	fs.StringSliceVar(&o.WebhookIPs, "webhook-ips", d.WebhookIPs, "IP addresses of the webhook serving certificate.")
 	fs.DurationVar(&o.SQLResyncInterval, "sql-resync-interval", d.SQLResyncInterval,
 		"How often each MySQLUser and MySQLDatabase is compared with the server again (changes made by hand are repaired then).")
 
@@ -151,10 +187,45 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--graceful-shutdown-timeout must not be negative, got %s", o.GracefulShutdownTimeout)
 	case o.LeaderElect && o.LeaderElectionID == "":
 		return fmt.Errorf("--leader-election-id must be set when --leader-elect is on")
+	case o.WebhookPort < 0 || o.WebhookPort > 65535:
+		return fmt.Errorf("--webhook-port must be 0 (off) or a port, got %d", o.WebhookPort)
+	case o.WebhookPort > 0 && o.webhookNamespace() == "":
+		return fmt.Errorf("--webhook-namespace (or --leader-election-namespace) must be set to serve webhooks: it holds the certificate Secret")
 	case o.SQLResyncInterval < time.Second:
 		return fmt.Errorf("--sql-resync-interval must be at least 1s, got %s", o.SQLResyncInterval)
 	case o.InstanceAddress != "dns" && o.InstanceAddress != "pod-ip":
 		return fmt.Errorf(`--instance-address must be "dns" or "pod-ip", got %q`, o.InstanceAddress)
 	}
 	return nil
+}
+
+// webhookNamespace is the namespace of the webhook certificate Secret.
+func (o *Options) webhookNamespace() string {
+	if o.WebhookNamespace != "" {
+		return o.WebhookNamespace
+	}
+	return o.LeaderElectionNamespace
+}
+
+// webhookCerts is the certificate manager the options describe, or nil when no webhooks are
+// served. Its clients are set once the manager exists.
+func (o *Options) webhookCerts(logger logr.Logger) (*webhook.CertManager, error) {
+	if o.WebhookPort == 0 {
+		return nil, nil
+	}
+	ns := o.webhookNamespace()
+	names := o.WebhookDNSNames
+	if len(names) == 0 {
+		names = []string{"dolphin-webhook." + ns + ".svc", "dolphin-webhook." + ns + ".svc.cluster.local"}
+	}
+	var ips []net.IP
+	for _, s := range o.WebhookIPs {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return nil, fmt.Errorf("--webhook-ips: %q is not an IP address", s)
+		}
+		ips = append(ips, ip)
+	}
+	return &webhook.CertManager{Namespace: ns, SecretName: o.WebhookSecret, DNSNames: names, IPs: ips,
+		Configurations: []string{o.WebhookConfiguration}, Log: logger.WithName("webhook-certs")}, nil
 }

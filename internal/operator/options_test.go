@@ -56,6 +56,14 @@ func TestAddFlagsParse(t *testing.T) {
 		"--instance-address=pod-ip",
 		"--agent-image=registry.example/dolphin:v1",
 		"--kubeconfig=/tmp/kubeconfig",
+		"--sql-resync-interval=30s",
+		"--webhook-port=9443",
+		"--webhook-host=127.0.0.1",
+		"--webhook-namespace=ops",
+		"--webhook-cert-secret=wh-cert",
+		"--webhook-configuration=wh-config",
+		"--webhook-dns-names=a.ops.svc,b.ops.svc",
+		"--webhook-ips=127.0.0.1",
 		"--zap-devel",
 	)
 	if !got.Zap.Development {
@@ -75,6 +83,14 @@ func TestAddFlagsParse(t *testing.T) {
 		WatchNamespace:          "databases",
 		InstanceAddress:         "pod-ip",
 		AgentImage:              "registry.example/dolphin:v1",
+		SQLResyncInterval:       30 * time.Second,
+		WebhookPort:             9443,
+		WebhookHost:             "127.0.0.1",
+		WebhookNamespace:        "ops",
+		WebhookSecret:           "wh-cert",
+		WebhookConfiguration:    "wh-config",
+		WebhookDNSNames:         []string{"a.ops.svc", "b.ops.svc"},
+		WebhookIPs:              []string{"127.0.0.1"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("parsed options:\n got %+v\nwant %+v", got, want)
@@ -96,14 +112,20 @@ func TestValidate(t *testing.T) {
 		mutate  func(*Options)
 		wantErr string
 	}{
-		"defaults":              {mutate: func(*Options) {}},
-		"edge mode":             {mutate: func(o *Options) { o.LeaderElect, o.LeaderElectionID = false, "" }},
-		"no concurrency":        {mutate: func(o *Options) { o.MaxConcurrentReconciles = 0 }, wantErr: "--max-concurrent-reconciles"},
-		"negative shutdown":     {mutate: func(o *Options) { o.GracefulShutdownTimeout = -time.Second }, wantErr: "--graceful-shutdown-timeout"},
-		"election without ID":   {mutate: func(o *Options) { o.LeaderElectionID = "" }, wantErr: "--leader-election-id"},
-		"zero shutdown is fine": {mutate: func(o *Options) { o.GracefulShutdownTimeout = 0 }},
-		"pod-ip addresses":      {mutate: func(o *Options) { o.InstanceAddress = "pod-ip" }},
-		"unknown addresses":     {mutate: func(o *Options) { o.InstanceAddress = "ip" }, wantErr: "--instance-address"},
+		"defaults":                     {mutate: func(*Options) {}},
+		"edge mode":                    {mutate: func(o *Options) { o.LeaderElect, o.LeaderElectionID = false, "" }},
+		"no concurrency":               {mutate: func(o *Options) { o.MaxConcurrentReconciles = 0 }, wantErr: "--max-concurrent-reconciles"},
+		"negative shutdown":            {mutate: func(o *Options) { o.GracefulShutdownTimeout = -time.Second }, wantErr: "--graceful-shutdown-timeout"},
+		"election without ID":          {mutate: func(o *Options) { o.LeaderElectionID = "" }, wantErr: "--leader-election-id"},
+		"zero shutdown is fine":        {mutate: func(o *Options) { o.GracefulShutdownTimeout = 0 }},
+		"pod-ip addresses":             {mutate: func(o *Options) { o.InstanceAddress = "pod-ip" }},
+		"unknown addresses":            {mutate: func(o *Options) { o.InstanceAddress = "ip" }, wantErr: "--instance-address"},
+		"webhooks without a namespace": {mutate: func(o *Options) { o.WebhookPort = 9443 }, wantErr: "--webhook-namespace"},
+		"webhooks in the election namespace": {mutate: func(o *Options) {
+			o.WebhookPort, o.LeaderElectionNamespace = 9443, "dolphin-system"
+		}},
+		"webhook port out of range": {mutate: func(o *Options) { o.WebhookPort = 70000 }, wantErr: "--webhook-port"},
+		"resync too often":          {mutate: func(o *Options) { o.SQLResyncInterval = time.Millisecond }, wantErr: "--sql-resync-interval"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()

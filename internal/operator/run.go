@@ -18,11 +18,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/clustermanager"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/webhook"
 )
 
 // EventSource is the reporting controller name on the events the operator records.
@@ -61,9 +63,27 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, managerOptions(opts, scheme, logger))
+	certs, err := opts.webhookCerts(logger)
+	if err != nil {
+		return err
+	}
+	mo := managerOptions(opts, scheme, logger)
+	if certs != nil {
+		mo.WebhookServer = crwebhook.NewServer(crwebhook.Options{Host: opts.WebhookHost, Port: opts.WebhookPort,
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+				c.GetCertificate = certs.GetCertificate
+				c.NextProtos = []string{"http/1.1"} // no HTTP/2, as for metrics
+			}}})
+	}
+	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+	if certs != nil {
+		certs.Client, certs.Reader = mgr.GetClient(), mgr.GetAPIReader()
+		if err := webhook.Register(mgr, certs); err != nil {
+			return err
+		}
 	}
 
 	engines := &clustermanager.Manager{

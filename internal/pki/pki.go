@@ -129,9 +129,11 @@ func NotAfter(certPEM []byte) (time.Time, error) {
 	return c.NotAfter, nil
 }
 
-// RenewAt is when a certificate should be replaced: once two thirds of its validity passed.
+// RenewAt is when a certificate issued here should be replaced: once two thirds of its
+// validity passed (counted from when it was issued, Backdate after its NotBefore).
 func RenewAt(c *x509.Certificate) time.Time {
-	return c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3)
+	issued := c.NotBefore.Add(Backdate)
+	return issued.Add(c.NotAfter.Sub(issued) * 2 / 3)
 }
 
 // sign creates the certificate tmpl for pub, signed by parent/parentKey (self-signed when

@@ -21,7 +21,7 @@ import (
 
 // appUser and appPassword are the application account every test writer uses (declared as a
 // MySQLUser by declareAppAccount): unlike Dolphin's own, read_only stops it.
-const appUser, appPassword = "app", "App-Secret-42x"
+const appUser, appPassword = "app", "Wr1ter-Secret-42x"
 
 // declareAppAccount declares database app and the application account app of a cluster
 // (password from a Secret of the test's) as MySQLDatabase and MySQLUser resources, and waits

@@ -1,0 +1,287 @@
+// Package webhook serves Dolphin's admission webhooks: validation that CEL cannot do because it
+// reads other objects (the password in a referenced Secret). It also issues and rotates the
+// webhook's own serving certificate, so that an install needs no cert-manager.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dolphin-operator/dolphin/internal/pki"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// Keys of the webhook certificate Secret.
+const (
+	CABundleKey = "ca.crt" // every CA the API server should trust (the current one first)
+	CAKeyKey    = "ca.key"
+	CertKey     = "tls.crt"
+	KeyKey      = "tls.key"
+)
+
+// Validity of the webhook PKI. The serving certificate is renewed after two thirds of its
+// life; the CA when it would end before a new serving certificate does.
+const (
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	CertValidity = 90 * 24 * time.Hour
+)
+
+// CertManager keeps the webhook's serving certificate in a Secret, serves it from memory
+// (GetCertificate) and puts its CA into the webhook configurations (caBundle). Every operator
+// replica runs one (webhooks are served by all replicas, leader or not); they share the
+// Secret, and whichever renews first writes it, with optimistic locking.
+type CertManager struct {
+	// Client writes the Secret and the webhook configurations.
+	Client client.Client
+	// Reader reads them live (neither is in the operator's cache).
+	Reader client.Reader
+	// Namespace and SecretName locate the Secret.
+	Namespace, SecretName string
+	// DNSNames and IPs are the names the API server reaches the webhook by (the Service's
+	// DNS names; 127.0.0.1 when it runs on the API server's host).
+	DNSNames []string
+	IPs      []net.IP
+	// Configurations are the ValidatingWebhookConfigurations whose caBundle is kept.
+	Configurations []string
+	// Interval is how often the Secret is checked (a minute when zero).
+	Interval time.Duration
+	// CAValidity and CertValidity override the validity of new CAs and certificates
+	// (CAValidity, CertValidity when zero; tests shorten them to see renewals).
+	CAValidity, CertValidity time.Duration
+	// Now is the clock (time.Now when nil); tests move it to force a renewal.
+	Now func() time.Time
+	Log logr.Logger
+
+	current  atomic.Pointer[tls.Certificate]
+	injected atomic.Bool
+}
+
+// NeedLeaderElection is false: every replica serves webhooks.
+func (m *CertManager) NeedLeaderElection() bool { return false }
+
+// Start keeps the certificate until ctx ends.
+func (m *CertManager) Start(ctx context.Context) error {
+	interval := m.Interval
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	for {
+		wait := interval
+		if err := m.Sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			m.Log.Error(err, "webhook certificate")
+			wait = min(interval, 5*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// GetCertificate serves the current certificate; before the first one is loaded TLS
+// handshakes fail, so nothing is answered without a certificate the API server trusts.
+func (m *CertManager) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c := m.current.Load(); c != nil {
+		return c, nil
+	}
+	return nil, errors.New("the webhook certificate is not ready yet")
+}
+
+// Ready is nil once a certificate is served and its CA is in every webhook configuration
+// (a readiness check: the operator's pod is not an endpoint of the webhook Service before).
+func (m *CertManager) Ready(*http.Request) error {
+	if m.current.Load() == nil {
+		return errors.New("the webhook certificate is not ready yet")
+	}
+	if !m.injected.Load() {
+		return errors.New("the webhook CA is not in the webhook configurations yet")
+	}
+	return nil
+}
+
+func (m *CertManager) validity() (ca, cert time.Duration) {
+	ca, cert = CAValidity, CertValidity
+	if m.CAValidity > 0 {
+		ca = m.CAValidity
+	}
+	if m.CertValidity > 0 {
+		cert = m.CertValidity
+	}
+	return ca, cert
+}
+
+func (m *CertManager) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// Sync makes sure the Secret holds a valid certificate for the names, renewing it when due,
+// loads it and injects the CA bundle.
+func (m *CertManager) Sync(ctx context.Context) error {
+	key := types.NamespacedName{Namespace: m.Namespace, Name: m.SecretName}
+	var s corev1.Secret
+	err := m.Reader.Get(ctx, key, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		data, err := m.issue(nil)
+		if err != nil {
+			return err
+		}
+		s = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.SecretName,
+			Labels: map[string]string{resources.LabelManagedBy: resources.ManagedBy, resources.LabelComponent: "webhook"}},
+			Type: corev1.SecretTypeOpaque, Data: data}
+		if err := m.Client.Create(ctx, &s); err != nil {
+			return fmt.Errorf("creating webhook certificate Secret %s: %w", key, err) // AlreadyExists: another replica won; next round reads it
+		}
+		m.Log.Info("issued the webhook certificate", "secret", key.String(), "dnsNames", m.DNSNames)
+	case err != nil:
+		return fmt.Errorf("reading webhook certificate Secret %s: %w", key, err)
+	default:
+		if why := m.renewalReason(s.Data); why != "" {
+			data, err := m.issue(s.Data)
+			if err != nil {
+				return err
+			}
+			patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			s.Data = data
+			if err := m.Client.Patch(ctx, &s, patch); err != nil {
+				return fmt.Errorf("renewing the webhook certificate (%s): %w", why, err)
+			}
+			m.Log.Info("renewed the webhook certificate", "reason", why, "secret", key.String())
+		}
+	}
+	pair, err := tls.X509KeyPair(s.Data[CertKey], s.Data[KeyKey])
+	if err != nil {
+		return fmt.Errorf("webhook certificate Secret %s: %w", key, err)
+	}
+	m.current.Store(&pair)
+	if err := m.inject(ctx, s.Data[CABundleKey]); err != nil {
+		return err
+	}
+	m.injected.Store(true)
+	return nil
+}
+
+// renewalReason says why the certificate in data must be replaced, or "".
+func (m *CertManager) renewalReason(data map[string][]byte) string {
+	cert, err := pki.ParseCert(data[CertKey])
+	if err != nil {
+		return "no valid certificate"
+	}
+	if _, err := tls.X509KeyPair(data[CertKey], data[KeyKey]); err != nil {
+		return "the key does not match the certificate"
+	}
+	now := m.now()
+	if !now.Before(pki.RenewAt(cert)) {
+		return fmt.Sprintf("two thirds of its validity passed (renew at %s)", pki.RenewAt(cert).Format(time.RFC3339))
+	}
+	_, certValidity := m.validity()
+	if ca, err := pki.ParseCert(data[CABundleKey]); err != nil || ca.NotAfter.Before(now.Add(certValidity)) {
+		return "the CA ends within a certificate's validity"
+	}
+	for _, n := range m.DNSNames {
+		if !slices.Contains(cert.DNSNames, n) {
+			return "it lacks the name " + n
+		}
+	}
+	for _, ip := range m.IPs {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			return "it lacks the address " + ip.String()
+		}
+	}
+	if pool := x509.NewCertPool(); !pool.AppendCertsFromPEM(data[CABundleKey]) {
+		return "no CA bundle"
+	} else if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now}); err != nil {
+		return "it does not verify against the CA bundle: " + err.Error()
+	}
+	return ""
+}
+
+// issue makes new Secret data: a serving certificate under the existing CA when it is good
+// for a whole certificate's life, else under a new CA (the old one stays in the bundle while
+// it is valid, so a configuration not yet updated still trusts the old certificate).
+func (m *CertManager) issue(old map[string][]byte) (map[string][]byte, error) {
+	now := m.now()
+	caValidity, certValidity := m.validity()
+	caPEM, caKey := firstPEM(old[CABundleKey]), old[CAKeyKey]
+	bundle := old[CABundleKey]
+	if ca, err := pki.ParseCert(caPEM); err != nil || len(caKey) == 0 || ca.NotAfter.Before(now.Add(certValidity)) {
+		newCA, newKey, nerr := pki.NewCA("dolphin-webhook-ca", caValidity, now)
+		if nerr != nil {
+			return nil, nerr
+		}
+		bundle = newCA
+		if err == nil && now.Before(ca.NotAfter) {
+			bundle = append(bundle, caPEM...)
+		}
+		caPEM, caKey = newCA, newKey
+	}
+	name := "dolphin-webhook"
+	if len(m.DNSNames) > 0 {
+		name = m.DNSNames[0]
+	}
+	cert, key, err := pki.Issue(caPEM, caKey, pki.Leaf{CommonName: name, DNSNames: m.DNSNames, IPs: m.IPs, Validity: certValidity}, now)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{CABundleKey: bundle, CAKeyKey: caKey, CertKey: cert, KeyKey: key}, nil
+}
+
+// firstPEM is the first PEM block of b (the current CA of a bundle).
+func firstPEM(b []byte) []byte {
+	if i := bytes.Index(b, []byte("-----END CERTIFICATE-----")); i >= 0 {
+		return append(bytes.TrimLeft(b[:i], "\n"), []byte("-----END CERTIFICATE-----\n")...)
+	}
+	return b
+}
+
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch
+
+// inject sets caBundle on every webhook of the configurations.
+func (m *CertManager) inject(ctx context.Context, bundle []byte) error {
+	for _, name := range m.Configurations {
+		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := m.Reader.Get(ctx, types.NamespacedName{Name: name}, &cfg); err != nil {
+			return fmt.Errorf("reading ValidatingWebhookConfiguration %s: %w", name, err)
+		}
+		patch := client.MergeFromWithOptions(cfg.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		changed := false
+		for i := range cfg.Webhooks {
+			if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, bundle) {
+				cfg.Webhooks[i].ClientConfig.CABundle = bundle
+				changed = true
+			}
+		}
+		if !changed {
+			continue
+		}
+		if err := m.Client.Patch(ctx, &cfg, patch); err != nil {
+			return fmt.Errorf("setting the CA bundle of ValidatingWebhookConfiguration %s: %w", name, err)
+		}
+		m.Log.Info("set the webhook CA bundle", "configuration", name)
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/passwords"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// Paths the validators are served at (the ValidatingWebhookConfiguration names them).
+const (
+	MySQLUserPath    = "/validate-mysql-dolphin-dev-v1alpha1-mysqluser"
+	MySQLClusterPath = "/validate-mysql-dolphin-dev-v1alpha1-mysqlcluster"
+	SecretPath       = "/validate--v1-secret"
+)
+
+// passwordKeys are the keys of a user-supplied Secret whose passwords a resource uses, with
+// the user name each protects ("" when it is not one account's).
+type passwordKeys map[string]string
+
+// userKeys are the password keys a MySQLUser reads from its own Secret (none when Dolphin
+// generates it).
+func userKeys(u *dolphinv1.MySQLUser) (string, passwordKeys) {
+	if u.Spec.PasswordSecretKeyRef == nil {
+		return "", nil
+	}
+	return u.Spec.PasswordSecretKeyRef.Name, passwordKeys{resources.UserPasswordKey(u): resources.UserName(u)}
+}
+
+// clusterKeys are the password keys a MySQLCluster reads from a user-supplied credentials
+// Secret.
+func clusterKeys(c *dolphinv1.MySQLCluster) (string, passwordKeys) {
+	if c.Spec.Credentials.SecretName == "" {
+		return "", nil
+	}
+	return c.Spec.Credentials.SecretName, passwordKeys{
+		resources.OperatorPasswordKey: resources.OperatorUser, resources.ReplicationPasswordKey: resources.ReplicationUser,
+		resources.MonitorPasswordKey: resources.MonitorUser, resources.RootPasswordKey: "root"}
+}
+
+// checkSecret checks the passwords at keys of Secret data; field names where the Secret is
+// referenced, for the message. A missing key is not an error here (the controller reports
+// it); a weak password is.
+func checkSecret(field, secret string, data map[string][]byte, keys passwordKeys) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		pw, ok := data[k]
+		if !ok || len(pw) == 0 {
+			continue
+		}
+		if err := passwords.Check(string(pw), keys[k]); err != nil {
+			errs = append(errs, fmt.Errorf("%s: key %q of Secret %q: %w", field, k, secret, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// secretChecker reads a referenced Secret live (a user's Secret is outside the operator's
+// cache until Dolphin labels it) and checks its passwords.
+type secretChecker struct{ reader client.Reader }
+
+func (c secretChecker) check(ctx context.Context, ns, field, name string, keys passwordKeys) (admission.Warnings, error) {
+	if name == "" || len(keys) == 0 {
+		return nil, nil
+	}
+	var s corev1.Secret
+	err := c.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s)
+	if apierrors.IsNotFound(err) {
+		return admission.Warnings{fmt.Sprintf("Secret %q named in %s does not exist yet: its password is checked when it is created or changed", name, field)}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Secret %q named in %s: %w", name, field, err)
+	}
+	return nil, checkSecret(field, name, s.Data, keys)
+}
+
+// UserValidator rejects a MySQLUser whose own password Secret holds a weak password.
+type UserValidator struct{ secrets secretChecker }
+
+// ValidateCreate implements admission.Validator.
+func (v UserValidator) ValidateCreate(ctx context.Context, u *dolphinv1.MySQLUser) (admission.Warnings, error) {
+	name, keys := userKeys(u)
+	return v.secrets.check(ctx, u.Namespace, "spec.passwordSecretKeyRef", name, keys)
+}
+
+// ValidateUpdate implements admission.Validator: only a change of the reference is checked (a
+// Secret's own changes are checked by the Secret webhook).
+func (v UserValidator) ValidateUpdate(ctx context.Context, old, u *dolphinv1.MySQLUser) (admission.Warnings, error) {
+	oldName, oldKeys := userKeys(old)
+	name, keys := userKeys(u)
+	if oldName == name && maps.Equal(oldKeys, keys) {
+		return nil, nil
+	}
+	return v.ValidateCreate(ctx, u)
+}
+
+// ValidateDelete implements admission.Validator.
+func (UserValidator) ValidateDelete(context.Context, *dolphinv1.MySQLUser) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ClusterValidator rejects a MySQLCluster whose user-supplied credentials Secret holds a weak
+// password.
+type ClusterValidator struct{ secrets secretChecker }
+
+// ValidateCreate implements admission.Validator.
+func (v ClusterValidator) ValidateCreate(ctx context.Context, c *dolphinv1.MySQLCluster) (admission.Warnings, error) {
+	name, keys := clusterKeys(c)
+	return v.secrets.check(ctx, c.Namespace, "spec.credentials.secretName", name, keys)
+}
+
+// ValidateUpdate implements admission.Validator (the Secret name is immutable; nothing to
+// check again).
+func (ClusterValidator) ValidateUpdate(context.Context, *dolphinv1.MySQLCluster, *dolphinv1.MySQLCluster) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateDelete implements admission.Validator.
+func (ClusterValidator) ValidateDelete(context.Context, *dolphinv1.MySQLCluster) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// SecretValidator rejects a change that puts a weak password into a Secret a MySQLUser or a
+// MySQLCluster reads its passwords from. It sees only Secrets labelled
+// mysql.dolphin.dev/credentials=true (the webhook's object selector): the ones Dolphin reads.
+type SecretValidator struct {
+	// Client lists MySQLUsers and MySQLClusters (from the cache).
+	Client client.Reader
+}
+
+// ValidateCreate implements admission.Validator.
+func (v SecretValidator) ValidateCreate(ctx context.Context, s *corev1.Secret) (admission.Warnings, error) {
+	return nil, v.check(ctx, s)
+}
+
+// ValidateUpdate implements admission.Validator: a change that leaves the data alone (a label
+// Dolphin adds) is not checked again.
+func (v SecretValidator) ValidateUpdate(ctx context.Context, old, s *corev1.Secret) (admission.Warnings, error) {
+	if maps.EqualFunc(old.Data, s.Data, func(a, b []byte) bool { return string(a) == string(b) }) {
+		return nil, nil
+	}
+	return nil, v.check(ctx, s)
+}
+
+// ValidateDelete implements admission.Validator.
+func (SecretValidator) ValidateDelete(context.Context, *corev1.Secret) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v SecretValidator) check(ctx context.Context, s *corev1.Secret) error {
+	var users dolphinv1.MySQLUserList
+	if err := v.Client.List(ctx, &users, client.InNamespace(s.Namespace)); err != nil {
+		return fmt.Errorf("listing MySQLUsers: %w", err)
+	}
+	var errs []error
+	for i := range users.Items {
+		u := &users.Items[i]
+		if name, keys := userKeys(u); name == s.Name {
+			errs = append(errs, checkSecret("MySQLUser "+u.Name+" spec.passwordSecretKeyRef", s.Name, s.Data, keys))
+		}
+	}
+	var clusters dolphinv1.MySQLClusterList
+	if err := v.Client.List(ctx, &clusters, client.InNamespace(s.Namespace)); err != nil {
+		return fmt.Errorf("listing MySQLClusters: %w", err)
+	}
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		if name, keys := clusterKeys(c); name == s.Name {
+			errs = append(errs, checkSecret("MySQLCluster "+c.Name+" spec.credentials.secretName", s.Name, s.Data, keys))
+		}
+	}
+	return errors.Join(errs...)
+}
