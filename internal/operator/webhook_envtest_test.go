@@ -1,0 +1,113 @@
+package operator_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/operator"
+)
+
+// webhookManifest reads the ValidatingWebhookConfiguration of config/webhook and points it at
+// a server on this host (the test's API server runs here) instead of the Service.
+func webhookManifest(t *testing.T, port int) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	b, err := os.ReadFile("../../config/webhook/manifests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Kind != "ValidatingWebhookConfiguration" {
+			continue
+		}
+		for i := range cfg.Webhooks {
+			cc := &cfg.Webhooks[i].ClientConfig
+			cc.URL = ptr.To("https://127.0.0.1:" + strconv.Itoa(port) + *cc.Service.Path)
+			cc.Service = nil
+		}
+		return &cfg
+	}
+	t.Fatal("no ValidatingWebhookConfiguration in config/webhook/manifests.yaml")
+	return nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestEnvtestOperatorServesWebhooks runs the operator as the binary does with --webhook-port
+// and the shipped webhook configuration: it issues its certificate, fills in caBundle, turns
+// ready, and the API server rejects a MySQLUser whose Secret holds a weak password through it.
+func TestEnvtestOperatorServesWebhooks(t *testing.T) {
+	env, c := startEnvtest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	port, probe := freePort(t), freePort(t)
+	if err := c.Create(ctx, webhookManifest(t, port)); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	opts := operator.DefaultOptions()
+	opts.RESTConfig = env.Config
+	opts.LeaderElectionNamespace = "default"
+	opts.MetricsBindAddress = "0"
+	opts.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(probe)
+	opts.WebhookPort, opts.WebhookHost, opts.WebhookIPs = port, "127.0.0.1", []string{"127.0.0.1"}
+	opts.Zap.Development, opts.Zap.DestWriter = true, logs
+	opts.SkipControllerNameValidation = true
+	done := make(chan error, 1)
+	go func() { done <- operator.Run(ctx, opts) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	eventually(t, 60*time.Second, "the operator ready (webhook certificate served)", func() (bool, error) {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(probe) + "/readyz")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	var cert corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "dolphin-webhook-cert"}, &cert); err != nil {
+		t.Fatalf("the webhook certificate Secret: %v", err)
+	}
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app-pw"},
+		StringData: map[string]string{"password": "letmein"}}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Create(ctx, &dolphinv1alpha1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"},
+		Spec: dolphinv1alpha1.MySQLUserSpec{Cluster: "shop", PasswordSecretKeyRef: &dolphinv1alpha1.SecretKeyReference{Name: "app-pw"}}})
+	if err == nil || !strings.Contains(err.Error(), `denied the request: spec.passwordSecretKeyRef: key "password" of Secret "app-pw": the password is too weak`) {
+		t.Fatalf("a MySQLUser with a weak password: %v, want denied by the webhook", err)
+	}
+}
