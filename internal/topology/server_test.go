@@ -230,8 +230,11 @@ type writer struct {
 	done     chan struct{}
 }
 
+// startWriter writes as the application account (created now if it does not exist yet):
+// unlike Dolphin's own, read_only stops it, so a write can never land on a fenced server.
 func startWriter(h *harness) *writer {
-	return startWriterAs(h, testAccounts.Operator)
+	h.createAppAccount()
+	return startWriterAs(h, appAccount)
 }
 
 // appAccount is an application account: unlike the operator's, read_only stops it.
