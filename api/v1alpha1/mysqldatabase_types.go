@@ -19,7 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Charset",type=string,JSONPath=".status.characterSet",priority=1
 // +kubebuilder:printcolumn:name="Collation",type=string,JSONPath=".status.collation",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:validation:XValidation:rule="has(self.spec.name) || (self.metadata.name.size() <= 64 && !self.metadata.name.contains('.'))",message="metadata.name cannot be the database name (at most 64 characters, no '.'): set spec.name"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.name) || (self.metadata.name.size() <= 64 && !self.metadata.name.contains('.') && !(self.metadata.name in ['mysql', 'sys', 'performance_schema', 'information_schema']))",message="metadata.name cannot be the database name (at most 64 characters, no '.', not one of the server's own databases): set spec.name"
 type MySQLDatabase struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -44,7 +44,7 @@ type MySQLDatabaseList struct {
 
 // MySQLDatabaseSpec is a database as it should be.
 // +kubebuilder:validation:XValidation:rule="has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)",message="spec.name is immutable: create another MySQLDatabase for another database"
-// +kubebuilder:validation:XValidation:rule="!has(self.collation) || !has(self.characterSet) || self.collation.startsWith(self.characterSet + '_') || (self.characterSet == 'utf8' && self.collation.startsWith('utf8mb3_'))",message="collation must belong to characterSet (e.g. utf8mb4_unicode_ci for utf8mb4): fix one of them, or set only the collation"
+// +kubebuilder:validation:XValidation:rule="!has(self.collation) || !has(self.characterSet) || self.collation == self.characterSet || self.collation.startsWith(self.characterSet + '_') || ((self.characterSet == 'utf8' || self.characterSet == 'utf8mb3') && (self.collation.startsWith('utf8_') || self.collation.startsWith('utf8mb3_')))",message="collation must belong to characterSet (e.g. utf8mb4_unicode_ci for utf8mb4): fix one of them, or set only the collation"
 type MySQLDatabaseSpec struct {
 	// Cluster is the name of the MySQLCluster, in the same namespace, the database lives on.
 	// It cannot be changed.
@@ -59,6 +59,7 @@ type MySQLDatabaseSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_$-]+$`
+	// +kubebuilder:validation:XValidation:rule="!(self.lowerAscii() in ['mysql', 'sys', 'performance_schema', 'information_schema'])",message="mysql, sys, performance_schema and information_schema are the server's own databases: Dolphin does not manage them"
 	// +optional
 	Name string `json:"name,omitempty"`
 

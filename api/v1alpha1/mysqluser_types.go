@@ -21,7 +21,7 @@ import (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].status",description="True when the account exists as declared"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].reason",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
-// +kubebuilder:validation:XValidation:rule="has(self.spec.name) || (self.metadata.name.size() <= 80 && !self.metadata.name.startsWith('dolphin') && self.metadata.name != 'root')",message="metadata.name cannot be the user name (at most 80 characters, not root, not starting with dolphin): set spec.name"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.name) || (self.metadata.name.size() <= 80 && !self.metadata.name.startsWith('dolphin') && !(self.metadata.name in ['root', 'mariadb.sys', 'mysql.sys', 'mysql.session', 'mysql.infoschema']))",message="metadata.name cannot be the user name (at most 80 characters, not root or a server's own account, not starting with dolphin): set spec.name"
 // +kubebuilder:validation:XValidation:rule="has(self.spec.passwordSecretKeyRef) || self.metadata.name.size() <= 243",message="metadata.name is too long for the generated Secret mysqluser-<name>: use a shorter name or set spec.passwordSecretKeyRef"
 type MySQLUser struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -69,11 +69,12 @@ type MySQLUserSpec struct {
 
 	// Host is the host pattern the account may connect from: '%' (default, anywhere), a host
 	// name, an IP address, a pattern such as 10.0.0.% or an address with a netmask such as
-	// 10.0.0.0/255.255.255.0. It is part of the account's identity and cannot be changed.
+	// 10.0.0.0/255.255.255.0, in lower case (the server stores host names in lower case). It
+	// is part of the account's identity and cannot be changed.
 	// +kubebuilder:default="%"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._%:/-]+$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9._%:/-]+$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.host is immutable (it is part of the account's identity): create another MySQLUser for another host"
 	// +optional
 	Host string `json:"host,omitempty"`
@@ -146,17 +147,21 @@ const (
 // Grant is a set of privileges on one database, or one table, or every database.
 // +kubebuilder:validation:XValidation:rule="self.database != '*' || self.table == '*'",message="a grant on every database (database '*') covers every table: set table to '*'"
 // +kubebuilder:validation:XValidation:rule="self.database != '*' || !self.privileges.exists(p, p == 'ALL' || p == 'ALL PRIVILEGES')",message="ALL PRIVILEGES on every database would include administrative privileges: grant ALL on one database, or list the privileges"
-// +kubebuilder:validation:XValidation:rule="self.database == '*' || !self.privileges.exists(p, p in ['PROCESS', 'RELOAD', 'SHOW DATABASES', 'REPLICATION CLIENT', 'REPLICATION SLAVE', 'BINLOG MONITOR', 'SLAVE MONITOR'])",message="PROCESS, RELOAD, SHOW DATABASES and the replication privileges are global: grant them on database '*'"
+// +kubebuilder:validation:XValidation:rule="self.database == '*' || !self.privileges.exists(p, p in ['PROCESS', 'SHOW DATABASES', 'REPLICATION CLIENT', 'REPLICATION SLAVE', 'BINLOG MONITOR', 'SLAVE MONITOR'])",message="PROCESS, SHOW DATABASES and the replication privileges are global: grant them on database '*'"
+// +kubebuilder:validation:XValidation:rule="self.database != '*' || self.privileges.all(p, p in ['SELECT', 'SHOW VIEW', 'LOCK TABLES', 'PROCESS', 'SHOW DATABASES', 'REPLICATION CLIENT', 'REPLICATION SLAVE', 'BINLOG MONITOR', 'SLAVE MONITOR'])",message="on every database (database '*') only reading and monitoring privileges are offered (SELECT, SHOW VIEW, LOCK TABLES, PROCESS, SHOW DATABASES and the replication privileges): grant the others on the databases the account uses"
+// +kubebuilder:validation:XValidation:rule="!(self.database in ['mysql', 'sys', 'performance_schema', 'information_schema'])",message="the server's own databases (mysql, sys, performance_schema, information_schema) cannot be granted on: privileges there would let an account change any account's privileges"
 // +kubebuilder:validation:XValidation:rule="self.table == '*' || self.privileges.all(p, p in ['ALL', 'ALL PRIVILEGES', 'SELECT', 'INSERT', 'UPDATE', 'DELETE', 'CREATE', 'DROP', 'REFERENCES', 'INDEX', 'ALTER', 'CREATE VIEW', 'SHOW VIEW', 'TRIGGER', 'DELETE HISTORY'])",message="only table privileges (SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, REFERENCES, INDEX, ALTER, CREATE VIEW, SHOW VIEW, TRIGGER, DELETE HISTORY or ALL) can be granted on one table: grant the others on the database (table '*')"
 // +kubebuilder:validation:XValidation:rule="!self.privileges.exists(p, p == 'ALL' || p == 'ALL PRIVILEGES') || self.privileges.size() == 1",message="ALL PRIVILEGES already includes every privilege of its level: list it alone"
 type Grant struct {
-	// Privileges to grant. Offered: SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, REFERENCES,
-	// INDEX, ALTER, CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, CREATE VIEW, SHOW VIEW,
-	// CREATE ROUTINE, ALTER ROUTINE, EVENT, TRIGGER, DELETE HISTORY, ALL PRIVILEGES (on a
-	// database or table), and on every database also PROCESS, RELOAD, SHOW DATABASES,
-	// REPLICATION CLIENT, REPLICATION SLAVE, BINLOG MONITOR and SLAVE MONITOR. Privileges
-	// that would let an application bypass read_only or administer the servers (SUPER,
-	// READ_ONLY ADMIN, FILE, SHUTDOWN, CREATE USER, the *ADMIN privileges) are not offered.
+	// Privileges to grant. On a database or a table: SELECT, INSERT, UPDATE, DELETE, CREATE,
+	// DROP, REFERENCES, INDEX, ALTER, CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, CREATE
+	// VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE, EVENT, TRIGGER, DELETE HISTORY or ALL
+	// PRIVILEGES (table privileges only on a table). On every database ('*'): SELECT, SHOW
+	// VIEW, LOCK TABLES, PROCESS, SHOW DATABASES, REPLICATION CLIENT, REPLICATION SLAVE,
+	// BINLOG MONITOR and SLAVE MONITOR (reading and monitoring). Privileges that would let an
+	// application bypass read_only or administer the servers (SUPER, READ_ONLY ADMIN, FILE,
+	// SHUTDOWN, RELOAD, CREATE USER, the *ADMIN privileges) are not offered, nor anything on
+	// the server's own databases.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=set
@@ -185,7 +190,7 @@ type Grant struct {
 }
 
 // Privilege is one privilege name, upper-case, as in GRANT statements.
-// +kubebuilder:validation:Enum=ALL;ALL PRIVILEGES;SELECT;INSERT;UPDATE;DELETE;CREATE;DROP;REFERENCES;INDEX;ALTER;CREATE TEMPORARY TABLES;LOCK TABLES;EXECUTE;CREATE VIEW;SHOW VIEW;CREATE ROUTINE;ALTER ROUTINE;EVENT;TRIGGER;DELETE HISTORY;PROCESS;RELOAD;SHOW DATABASES;REPLICATION CLIENT;REPLICATION SLAVE;BINLOG MONITOR;SLAVE MONITOR
+// +kubebuilder:validation:Enum=ALL;ALL PRIVILEGES;SELECT;INSERT;UPDATE;DELETE;CREATE;DROP;REFERENCES;INDEX;ALTER;CREATE TEMPORARY TABLES;LOCK TABLES;EXECUTE;CREATE VIEW;SHOW VIEW;CREATE ROUTINE;ALTER ROUTINE;EVENT;TRIGGER;DELETE HISTORY;PROCESS;SHOW DATABASES;REPLICATION CLIENT;REPLICATION SLAVE;BINLOG MONITOR;SLAVE MONITOR
 type Privilege string
 
 // MySQLUserStatus is what Dolphin observed of a MySQLUser.

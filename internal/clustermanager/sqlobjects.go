@@ -17,11 +17,13 @@ type primarySQL struct {
 	mu     sync.Mutex
 	access topology.PrimaryAccess
 	server *sqlobjects.Server
+	closed bool // the engine stopped: open nothing more
 }
 
 func (p *primarySQL) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	if p.server != nil {
 		_ = p.server.Close()
 		p.server = nil
@@ -45,6 +47,9 @@ func (m *Manager) PrimarySQL(key types.NamespacedName) (*sqlobjects.Server, erro
 	}
 	p.sql.mu.Lock()
 	defer p.sql.mu.Unlock()
+	if p.sql.closed {
+		return nil, fmt.Errorf("the topology engine of %s stopped: %w", key, topology.ErrNoPrimary)
+	}
 	if p.sql.server != nil && p.sql.access == access {
 		return p.sql.server, nil
 	}

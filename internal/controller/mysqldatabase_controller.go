@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -109,13 +110,15 @@ func (r *MySQLDatabaseReconciler) apply(ctx context.Context, d *dolphinv1.MySQLD
 
 // cleanup carries out the cleanup policy of a deleted MySQLDatabase; a nil state means done.
 func (r *MySQLDatabaseReconciler) cleanup(ctx context.Context, d *dolphinv1.MySQLDatabase, name string) (*sqlState, error) {
-	drop := d.Spec.CleanupPolicy == dolphinv1.CleanupDelete
+	// Drop only a database this resource applied, and only when no other resource claims
+	// it: after a conflict, the other one manages it now, whichever was older.
+	drop := d.Spec.CleanupPolicy == dolphinv1.CleanupDelete && d.Status.ObservedGeneration > 0
 	if drop {
-		other, err := r.manager(ctx, d, name)
+		_, others, err := r.claimants(ctx, d, name)
 		if err != nil {
 			return nil, err
 		}
-		drop = other == "" // a resource that lost a conflict never managed the database
+		drop = !others
 	}
 	if drop {
 		srv, wait, err := primaryFor(ctx, r.Client, r.SQL, d.Namespace, d.Spec.Cluster)
@@ -150,17 +153,23 @@ func deleting(st sqlState, what string) *sqlState {
 // manager returns the name of another MySQLDatabase that manages the same database (the
 // older one wins), or "".
 func (r *MySQLDatabaseReconciler) manager(ctx context.Context, d *dolphinv1.MySQLDatabase, name string) (string, error) {
+	older, _, err := r.claimants(ctx, d, name)
+	return older, err
+}
+
+// claimants looks for other live MySQLDatabases naming the same database: the older one that
+// manages it instead of d ("" when d does), and whether there is any other at all.
+func (r *MySQLDatabaseReconciler) claimants(ctx context.Context, d *dolphinv1.MySQLDatabase, name string) (string, bool, error) {
 	var list dolphinv1.MySQLDatabaseList
 	if err := r.Client.List(ctx, &list, client.InNamespace(d.Namespace), client.MatchingFields{sqlIdentityIndex: databaseIdentity(d.Spec.Cluster, name)}); err != nil {
-		return "", fmt.Errorf("listing MySQLDatabases: %w", err)
+		return "", false, fmt.Errorf("listing MySQLDatabases: %w", err)
 	}
+	objs := make([]metav1.Object, len(list.Items))
 	for i := range list.Items {
-		o := &list.Items[i]
-		if o.UID != d.UID && o.DeletionTimestamp.IsZero() && olderWins(o, d) {
-			return o.Name, nil
-		}
+		objs[i] = &list.Items[i]
 	}
-	return "", nil
+	older, others := otherClaimants(d, objs)
+	return older, others, nil
 }
 
 func databaseIdentity(cluster, name string) string { return cluster + "/" + name }

@@ -210,13 +210,16 @@ func (r *MySQLUserReconciler) password(ctx context.Context, u *dolphinv1.MySQLUs
 
 // cleanup carries out the cleanup policy of a deleted MySQLUser; a nil state means done.
 func (r *MySQLUserReconciler) cleanup(ctx context.Context, u *dolphinv1.MySQLUser, name, host string) (*sqlState, error) {
-	drop := u.Spec.CleanupPolicy != dolphinv1.CleanupRetain
+	// Drop only an account this resource applied (not one it never got to, which may be
+	// someone's own), and only when no other resource claims it: after a conflict, the
+	// other one manages it now, whichever was older.
+	drop := u.Spec.CleanupPolicy != dolphinv1.CleanupRetain && u.Status.ObservedGeneration > 0
 	if drop {
-		other, err := r.manager(ctx, u, name, host)
+		_, others, err := r.claimants(ctx, u, name, host)
 		if err != nil {
 			return nil, err
 		}
-		drop = other == "" // a resource that lost a conflict never managed the account
+		drop = !others
 	}
 	if drop {
 		srv, wait, err := primaryFor(ctx, r.Client, r.SQL, u.Namespace, u.Spec.Cluster)
@@ -240,17 +243,23 @@ func (r *MySQLUserReconciler) cleanup(ctx context.Context, u *dolphinv1.MySQLUse
 // manager returns the name of another MySQLUser that manages the same account (the older
 // one wins), or "".
 func (r *MySQLUserReconciler) manager(ctx context.Context, u *dolphinv1.MySQLUser, name, host string) (string, error) {
+	older, _, err := r.claimants(ctx, u, name, host)
+	return older, err
+}
+
+// claimants looks for other live MySQLUsers naming the same account: the older one that
+// manages it instead of u ("" when u does), and whether there is any other at all.
+func (r *MySQLUserReconciler) claimants(ctx context.Context, u *dolphinv1.MySQLUser, name, host string) (string, bool, error) {
 	var list dolphinv1.MySQLUserList
 	if err := r.Client.List(ctx, &list, client.InNamespace(u.Namespace), client.MatchingFields{sqlIdentityIndex: userIdentity(u.Spec.Cluster, name, host)}); err != nil {
-		return "", fmt.Errorf("listing MySQLUsers: %w", err)
+		return "", false, fmt.Errorf("listing MySQLUsers: %w", err)
 	}
+	objs := make([]metav1.Object, len(list.Items))
 	for i := range list.Items {
-		o := &list.Items[i]
-		if o.UID != u.UID && o.DeletionTimestamp.IsZero() && olderWins(o, u) {
-			return o.Name, nil
-		}
+		objs[i] = &list.Items[i]
 	}
-	return "", nil
+	older, others := otherClaimants(u, objs)
+	return older, others, nil
 }
 
 func userIdentity(cluster, name, host string) string { return cluster + "/" + name + "@" + host }

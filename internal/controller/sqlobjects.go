@@ -145,6 +145,22 @@ func releaseSQLFinalizer(ctx context.Context, c client.Client, obj client.Object
 	return nil
 }
 
+// otherClaimants looks at the resources claiming the same server object as self (self may be
+// among them): the name of a live one older than self, which manages it instead of self (""
+// when self does), and whether any other live one exists.
+func otherClaimants(self metav1.Object, all []metav1.Object) (older string, others bool) {
+	for _, o := range all {
+		if o.GetUID() == self.GetUID() || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		others = true
+		if older == "" && olderWins(o, self) {
+			older = o.GetName()
+		}
+	}
+	return older, others
+}
+
 // olderWins orders two resources claiming the same server object: the older one manages it
 // (ties broken by name), so the choice is stable and the same from either side.
 func olderWins(a, b metav1.Object) bool {

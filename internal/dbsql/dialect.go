@@ -46,9 +46,10 @@ type dialect struct {
 
 	replicationPrivileges string
 	monitorPrivileges     string
-	// readOnlyBypassPrivileges are the privileges that let writes through read_only; the
-	// schema account holds everything but these.
-	readOnlyBypassPrivileges string
+	// schemaPrivileges are the schema account's (with grant option): what application
+	// accounts may be granted, CREATE USER, and nothing that bypasses read_only or
+	// administers the server.
+	schemaPrivileges string
 }
 
 // replicaColumns names the SHOW SLAVE/REPLICA STATUS columns Status reads.
@@ -119,9 +120,11 @@ var mariadbDialect = &dialect{
 	// semi-sync and GTID checks MariaDB replicas issue on connect.
 	replicationPrivileges: "REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR",
 	monitorPrivileges:     "PROCESS, BINLOG MONITOR, SLAVE MONITOR",
-	// Since 10.11.0 SUPER no longer includes READ_ONLY ADMIN: without it, read_only stops
-	// every write (measured: CREATE USER, CREATE DATABASE and GRANT answer 1290).
-	readOnlyBypassPrivileges: "READ_ONLY ADMIN",
+	// Without READ_ONLY ADMIN (or SUPER, which no longer includes it since 10.11.0),
+	// read_only stops every write: measured, CREATE USER, CREATE DATABASE and GRANT answer 1290.
+	schemaPrivileges: "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, REFERENCES, INDEX, ALTER, " +
+		"CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE, " +
+		"EVENT, TRIGGER, DELETE HISTORY, PROCESS, SHOW DATABASES, REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR, CREATE USER",
 }
 
 var mysqlDialect = &dialect{
@@ -163,9 +166,11 @@ var mysqlDialect = &dialect{
 	processList:           "SELECT ID, USER, COMMAND FROM performance_schema.processlist WHERE ID <> CONNECTION_ID()",
 	replicationPrivileges: "REPLICATION SLAVE",
 	monitorPrivileges:     "PROCESS, REPLICATION CLIENT",
-	// super_read_only stops even these; they are revoked for the moment between
-	// read_only=ON and super_read_only=ON. (Not verified here: no MySQL server.)
-	readOnlyBypassPrivileges: "SUPER, CONNECTION_ADMIN",
+	// No SUPER or CONNECTION_ADMIN, which pass read_only (super_read_only stops even them).
+	// Not verified here: no MySQL server.
+	schemaPrivileges: "SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, REFERENCES, INDEX, ALTER, " +
+		"CREATE TEMPORARY TABLES, LOCK TABLES, EXECUTE, CREATE VIEW, SHOW VIEW, CREATE ROUTINE, ALTER ROUTINE, " +
+		"EVENT, TRIGGER, PROCESS, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT, CREATE USER",
 }
 
 func dialectFor(f Flavor) (*dialect, error) {

@@ -36,9 +36,9 @@ func PlanUser(f Flavor, want User, have ObservedUser, setPassword bool) []Statem
 	var out []Statement
 	held := have.Privileges
 	if !have.Exists {
-		out = append(out, createUser(want))
+		out = append(out, createUser(f, want))
 		held = nil // a new account holds nothing (USAGE)
-	} else if s, ok := alterUser(want, have, setPassword); ok {
+	} else if s, ok := alterUser(f, want, have, setPassword); ok {
 		out = append(out, s)
 	}
 	return append(out, planGrants(f, want, held)...)
@@ -49,25 +49,38 @@ func PlanDropUser(name, host string) Statement {
 	return Statement{SQL: "DROP USER IF EXISTS ?@?", Args: []any{name, host}}
 }
 
-func createUser(u User) Statement {
-	q := "CREATE USER ?@? IDENTIFIED BY ?"
+// identifiedBy is how a statement sets a password, and its argument. MariaDB writes the
+// statement to the binary log as typed, so it gets the mysql_native_password hash, never the
+// password (it would be in every binlog, relay log and archive). MySQL rewrites the statement
+// with the hash itself before logging it (not verified here: no MySQL server).
+func identifiedBy(f Flavor, password string) (string, any) {
+	if f == MariaDB {
+		return " IDENTIFIED BY PASSWORD ?", nativePasswordHash(password)
+	}
+	return " IDENTIFIED BY ?", password
+}
+
+func createUser(f Flavor, u User) Statement {
+	clause, arg := identifiedBy(f, u.Password)
+	q := "CREATE USER ?@?" + clause
 	if u.Require != "" {
 		q += requireClause(u.Require)
 	}
 	if u.MaxUserConnections > 0 {
 		q += fmt.Sprintf(" WITH MAX_USER_CONNECTIONS %d", u.MaxUserConnections)
 	}
-	return Statement{SQL: q, Args: []any{u.Name, u.Host, u.Password}, Secret: true}
+	return Statement{SQL: q, Args: []any{u.Name, u.Host, arg}, Secret: true}
 }
 
 // alterUser changes what differs of the account's password, TLS requirement and
 // connection limit in one statement.
-func alterUser(want User, have ObservedUser, setPassword bool) (Statement, bool) {
+func alterUser(f Flavor, want User, have ObservedUser, setPassword bool) (Statement, bool) {
 	q := "ALTER USER ?@?"
 	args := []any{want.Name, want.Host}
 	if setPassword {
-		q += " IDENTIFIED BY ?"
-		args = append(args, want.Password)
+		clause, arg := identifiedBy(f, want.Password)
+		q += clause
+		args = append(args, arg)
 	}
 	if want.Require != have.Require {
 		q += requireClause(want.Require)

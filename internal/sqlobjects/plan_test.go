@@ -45,7 +45,7 @@ func TestPlanUser(t *testing.T) {
 		want: User{Name: "app", Host: "10.0.0.%", Password: "pw", MaxUserConnections: 20, Require: "SSL",
 			Grants: []Grant{{Privileges: []string{"SELECT"}, Database: "my_db"}, {Privileges: []string{"ALL"}, Database: "shop", Table: "orders", GrantOption: true}}},
 		stmts: []string{
-			"CREATE USER 'app'@'10.0.0.%' IDENTIFIED BY '<redacted>' REQUIRE SSL WITH MAX_USER_CONNECTIONS 20",
+			"CREATE USER 'app'@'10.0.0.%' IDENTIFIED BY PASSWORD '<redacted>' REQUIRE SSL WITH MAX_USER_CONNECTIONS 20",
 			"GRANT SELECT ON `my\\_db`.* TO 'app'@'10.0.0.%'",
 			"GRANT ALL PRIVILEGES ON `shop`.`orders` TO 'app'@'10.0.0.%' WITH GRANT OPTION",
 		},
@@ -95,7 +95,7 @@ func TestPlanUser(t *testing.T) {
 		want:        User{Name: "app", Host: "%", Password: "new", MaxUserConnections: 5},
 		have:        ObservedUser{Exists: true, Require: "SSL", MaxUserConnections: 0},
 		setPassword: true,
-		stmts:       []string{"ALTER USER 'app'@'%' IDENTIFIED BY '<redacted>' REQUIRE NONE WITH MAX_USER_CONNECTIONS 5"},
+		stmts:       []string{"ALTER USER 'app'@'%' IDENTIFIED BY PASSWORD '<redacted>' REQUIRE NONE WITH MAX_USER_CONNECTIONS 5"},
 	}, {
 		name:   "MariaDB reports REPLICATION CLIENT as BINLOG MONITOR",
 		want:   User{Name: "cdc", Host: "%", Grants: []Grant{{Privileges: []string{"REPLICATION CLIENT", "REPLICATION SLAVE", "SELECT"}, Database: "*"}}},
@@ -117,12 +117,20 @@ func TestPlanUser(t *testing.T) {
 
 func TestPlanUserNeverShowsThePassword(t *testing.T) {
 	u := User{Name: "app", Host: "%", Password: "hunter2-secret"}
-	for _, s := range append(PlanUser(MariaDB, u, ObservedUser{}, false), PlanUser(MariaDB, u, ObservedUser{Exists: true}, true)...) {
-		if strings.Contains(s.String(), u.Password) {
-			t.Errorf("statement text shows the password: %s", s)
-		}
-		if !s.Secret {
-			t.Errorf("statement not marked secret: %s", s)
+	for _, f := range []Flavor{MariaDB, MySQL} {
+		for _, s := range append(PlanUser(f, u, ObservedUser{}, false), PlanUser(f, u, ObservedUser{Exists: true}, true)...) {
+			if text := s.String(); strings.Contains(text, u.Password) || strings.Contains(text, nativePasswordHash(u.Password)) {
+				t.Errorf("statement text shows the password or its hash: %s", s)
+			}
+			if !s.Secret {
+				t.Errorf("statement not marked secret: %s", s)
+			}
+			// MariaDB binlogs the statement as typed: only the hash may be sent.
+			for _, a := range s.Args {
+				if f == MariaDB && a == u.Password {
+					t.Errorf("MariaDB statement sends the clear-text password (binlogged as typed): %s", s.SQL)
+				}
+			}
 		}
 	}
 }

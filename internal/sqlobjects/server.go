@@ -22,11 +22,18 @@ const errOptionPreventsStatement = 1290
 // errAccessDenied is ER_ACCESS_DENIED_ERROR: the schema account does not log in (yet).
 const errAccessDenied = 1045
 
+// ErrRefused marks a statement the server refused (Apply).
+var ErrRefused = errors.New("the server refused the statement")
+
 // IsRefused reports whether err is the server refusing a statement (an unknown collation, a
-// name too long, a privilege it does not have …): something to fix in the declaration, as
-// opposed to a server that cannot be reached, is read-only, or does not let the schema
-// account in yet (Dolphin creates it when the engine starts).
+// name too long, a privilege the schema account may not grant …): something to fix in the
+// declaration, as opposed to a server that cannot be reached, is read-only, or does not let
+// the schema account log in yet (Dolphin creates it when the engine starts). Access denied
+// (1045) is a login failure when reading, a refusal when a statement answers it.
 func IsRefused(err error) bool {
+	if errors.Is(err, ErrRefused) {
+		return true
+	}
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number != errOptionPreventsStatement && me.Number != errAccessDenied
 }
@@ -171,8 +178,11 @@ func (s *Server) Apply(ctx context.Context, stmts []Statement) error {
 		cancel()
 		if err != nil {
 			var me *mysql.MySQLError
-			if errors.As(err, &me) && me.Number == errOptionPreventsStatement {
+			switch {
+			case errors.As(err, &me) && me.Number == errOptionPreventsStatement:
 				return fmt.Errorf("%s: %w (%w)", st, ErrReadOnly, err)
+			case errors.As(err, &me):
+				return fmt.Errorf("%s: %w: %w", st, ErrRefused, err)
 			}
 			return fmt.Errorf("%s: %w", st, err)
 		}

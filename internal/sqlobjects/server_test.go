@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,19 @@ func TestServerUsersAndDatabases(t *testing.T) {
 	primary, replica := c.Instances[0], c.Instances[1]
 	srv := schemaServer(t, primary)
 	must(t, srv.CheckWritable(ctx))
+	// The schema account itself holds nothing that passes read_only or administers servers.
+	schema, err := srv.ObserveUser(ctx, testAccounts.Schema.User, "%")
+	must(t, err)
+	for _, p := range []string{"READ_ONLY ADMIN", "SUPER", "SHUTDOWN", "FILE", "RELOAD", "BINLOG ADMIN", "CONNECTION ADMIN"} {
+		if schema.Privileges[Scope{Database: "*", Table: "*"}].Privileges[p] {
+			t.Errorf("the schema account holds %s", p)
+		}
+	}
+	// A privilege it cannot grant is the server refusing the declaration, not a wait.
+	err = srv.Apply(ctx, []Statement{{SQL: "GRANT SUPER ON *.* TO ?@?", Args: []any{testAccounts.Monitor.User, "%"}}})
+	if !IsRefused(err) {
+		t.Errorf("granting a privilege the schema account lacks: %v, want refused", err)
+	}
 
 	// A database with declared defaults, and an application account on it.
 	shop := Database{Name: "shop-db", CharacterSet: "utf8mb4", Collation: "utf8mb4_bin"}
@@ -259,6 +273,17 @@ func TestServerUsersAndDatabases(t *testing.T) {
 		t.Error("old password still accepted")
 	}
 
+	// No password reached the binary log (and so no relay log or archive): MariaDB logs the
+	// statements as typed, and Dolphin sends only the hash.
+	for _, pw := range []string{"first-Pa55", "second-Pa55"} {
+		if ev := binlogMentions(ctx, t, root, pw); ev != "" {
+			t.Errorf("the binary log holds the password %q: %s", pw, ev)
+		}
+	}
+	if ev := binlogMentions(ctx, t, root, "ALTER USER"); ev == "" {
+		t.Error("no ALTER USER in the binary log: the check above looked at nothing")
+	}
+
 	// A read-only server (a replica, or a fenced primary) refuses everything, and nothing
 	// reaches its binary log.
 	repSrv := schemaServer(t, replica)
@@ -288,4 +313,34 @@ func TestServerUsersAndDatabases(t *testing.T) {
 		t.Errorf("database after DROP DATABASE: %+v, %v", have, err)
 	}
 	must(t, srv.Apply(ctx, []Statement{PlanDropUser("app", "%"), PlanDropDatabase("shop-db")})) // idempotent
+}
+
+// binlogMentions returns the first binary log event of the server whose text contains s, or "".
+func binlogMentions(ctx context.Context, t *testing.T, db *sql.DB, s string) string {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS")
+	must(t, err)
+	var files []string
+	for rows.Next() {
+		var name string
+		var size any
+		must(t, rows.Scan(&name, &size))
+		files = append(files, name)
+	}
+	rows.Close()
+	for _, f := range files {
+		ev, err := db.QueryContext(ctx, "SHOW BINLOG EVENTS IN '"+f+"'")
+		must(t, err)
+		for ev.Next() {
+			var logName, evType, info string
+			var pos, serverID, end any
+			must(t, ev.Scan(&logName, &pos, &evType, &serverID, &end, &info))
+			if strings.Contains(info, s) {
+				ev.Close()
+				return info
+			}
+		}
+		ev.Close()
+	}
+	return ""
 }

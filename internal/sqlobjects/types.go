@@ -18,8 +18,8 @@ const (
 type User struct {
 	// Name and Host identify the account (Name@Host).
 	Name, Host string
-	// Password is the clear-text password. It only ever leaves this process as a statement
-	// argument; Statement.String redacts it.
+	// Password is the clear-text password. On MariaDB only its hash leaves this process (the
+	// statement is binlogged as typed); Statement.String redacts either.
 	Password string
 	// MaxUserConnections is the account's connection limit (0: none).
 	MaxUserConnections int
@@ -161,9 +161,11 @@ func (s Statement) String() string {
 	return b.String()
 }
 
-// isPasswordSlot reports whether the placeholder after text is a password (IDENTIFIED BY ?).
+// isPasswordSlot reports whether the placeholder after text is a password or its hash
+// (IDENTIFIED BY ?, IDENTIFIED BY PASSWORD ?).
 func isPasswordSlot(text string) bool {
-	return strings.HasSuffix(strings.TrimRight(text, " "), "IDENTIFIED BY")
+	t := strings.TrimRight(text, " ")
+	return strings.HasSuffix(t, "IDENTIFIED BY") || strings.HasSuffix(t, "IDENTIFIED BY PASSWORD")
 }
 
 // quoteIdent quotes a database or table name.

@@ -138,15 +138,17 @@ func (m *CertManager) now() time.Time {
 	return time.Now()
 }
 
-// Sync makes sure the Secret holds a valid certificate for the names, renewing it when due,
-// loads it and injects the CA bundle.
+// Sync makes sure the Secret holds a valid certificate for the names, renewing it (or the
+// CA) when due, loads it and injects the CA bundle. The bundle in the Secret is injected
+// before anything changes, so a CA prepared by an earlier round is trusted by the API server
+// before a certificate it signed is served.
 func (m *CertManager) Sync(ctx context.Context) error {
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.SecretName}
 	var s corev1.Secret
 	err := m.Reader.Get(ctx, key, &s)
 	switch {
 	case apierrors.IsNotFound(err):
-		data, err := m.issue(nil)
+		data, err := m.fresh()
 		if err != nil {
 			return err
 		}
@@ -160,11 +162,14 @@ func (m *CertManager) Sync(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("reading webhook certificate Secret %s: %w", key, err)
 	default:
-		if why := m.renewalReason(s.Data); why != "" {
-			data, err := m.issue(s.Data)
-			if err != nil {
-				return err
-			}
+		if err := m.inject(ctx, s.Data[CABundleKey]); err != nil {
+			return err
+		}
+		data, why, err := m.next(s.Data)
+		if err != nil {
+			return err
+		}
+		if data != nil {
 			patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			s.Data = data
 			if err := m.Client.Patch(ctx, &s, patch); err != nil {
@@ -185,6 +190,88 @@ func (m *CertManager) Sync(ctx context.Context) error {
 	return nil
 }
 
+// Keys of the CA prepared for the rollover (in the bundle already, signing nothing yet).
+const (
+	nextCAKey    = "next-ca.crt"
+	nextCAKeyKey = "next-ca.key"
+)
+
+// fresh is a new CA and a certificate it signed.
+func (m *CertManager) fresh() (map[string][]byte, error) {
+	caValidity, _ := m.validity()
+	ca, caKey, err := pki.NewCA("dolphin-webhook-ca", caValidity, m.now())
+	if err != nil {
+		return nil, err
+	}
+	return m.withLeaf(map[string][]byte{CABundleKey: ca, CAKeyKey: caKey}, ca, caKey)
+}
+
+// withLeaf adds a certificate signed by ca/caKey to data.
+func (m *CertManager) withLeaf(data map[string][]byte, ca, caKey []byte) (map[string][]byte, error) {
+	_, certValidity := m.validity()
+	name := "dolphin-webhook"
+	if len(m.DNSNames) > 0 {
+		name = m.DNSNames[0]
+	}
+	cert, key, err := pki.Issue(ca, caKey, pki.Leaf{CommonName: name, DNSNames: m.DNSNames, IPs: m.IPs, Validity: certValidity}, m.now())
+	if err != nil {
+		return nil, err
+	}
+	data[CertKey], data[KeyKey] = cert, key
+	return data, nil
+}
+
+// next decides the Secret's next data (nil: nothing to change) and says why. The CA is
+// rolled over in two rounds: when it ends within two certificate lives a next CA is made and
+// added to the bundle (signing nothing); when it ends within one, the next CA becomes the
+// active one and signs a new certificate, the old CA staying in the bundle while valid.
+func (m *CertManager) next(old map[string][]byte) (map[string][]byte, string, error) {
+	now := m.now()
+	_, certValidity := m.validity()
+	caPEM := firstPEM(old[CABundleKey])
+	ca, err := pki.ParseCert(caPEM)
+	if err != nil || len(old[CAKeyKey]) == 0 {
+		data, err := m.fresh()
+		return data, "no valid CA", err
+	}
+	data := map[string][]byte{}
+	for k, v := range old {
+		data[k] = v
+	}
+	_, nextErr := pki.ParseCert(old[nextCAKey])
+	switch {
+	case nextErr == nil && len(old[nextCAKeyKey]) > 0 && ca.NotAfter.Before(now.Add(certValidity)):
+		bundle := append([]byte(nil), old[nextCAKey]...)
+		if now.Before(ca.NotAfter) {
+			bundle = append(bundle, caPEM...)
+		}
+		data[CABundleKey], data[CAKeyKey] = bundle, old[nextCAKeyKey]
+		delete(data, nextCAKey)
+		delete(data, nextCAKeyKey)
+		data, err := m.withLeaf(data, old[nextCAKey], old[nextCAKeyKey])
+		return data, "the CA ends within a certificate's life: the next CA signs now", err
+	case nextErr != nil && ca.NotAfter.Before(now.Add(2*certValidity)):
+		caValidity, _ := m.validity()
+		n, nKey, err := pki.NewCA("dolphin-webhook-ca", caValidity, now)
+		if err != nil {
+			return nil, "", err
+		}
+		data[nextCAKey], data[nextCAKeyKey] = n, nKey
+		data[CABundleKey] = append(append([]byte(nil), caPEM...), n...)
+		why := "the CA ends within two certificate lives: the next CA is trusted first"
+		if leafWhy := m.renewalReason(old); leafWhy != "" {
+			data, err = m.withLeaf(data, caPEM, old[CAKeyKey])
+			why += "; " + leafWhy
+		}
+		return data, why, err
+	}
+	if why := m.renewalReason(old); why != "" {
+		data, err := m.withLeaf(data, caPEM, old[CAKeyKey])
+		return data, why, err
+	}
+	return nil, "", nil
+}
+
 // renewalReason says why the certificate in data must be replaced, or "".
 func (m *CertManager) renewalReason(data map[string][]byte) string {
 	cert, err := pki.ParseCert(data[CertKey])
@@ -197,10 +284,6 @@ func (m *CertManager) renewalReason(data map[string][]byte) string {
 	now := m.now()
 	if !now.Before(pki.RenewAt(cert)) {
 		return fmt.Sprintf("two thirds of its validity passed (renew at %s)", pki.RenewAt(cert).Format(time.RFC3339))
-	}
-	_, certValidity := m.validity()
-	if ca, err := pki.ParseCert(data[CABundleKey]); err != nil || ca.NotAfter.Before(now.Add(certValidity)) {
-		return "the CA ends within a certificate's validity"
 	}
 	for _, n := range m.DNSNames {
 		if !slices.Contains(cert.DNSNames, n) {
@@ -220,37 +303,7 @@ func (m *CertManager) renewalReason(data map[string][]byte) string {
 	return ""
 }
 
-// issue makes new Secret data: a serving certificate under the existing CA when it is good
-// for a whole certificate's life, else under a new CA (the old one stays in the bundle while
-// it is valid, so a configuration not yet updated still trusts the old certificate).
-func (m *CertManager) issue(old map[string][]byte) (map[string][]byte, error) {
-	now := m.now()
-	caValidity, certValidity := m.validity()
-	caPEM, caKey := firstPEM(old[CABundleKey]), old[CAKeyKey]
-	bundle := old[CABundleKey]
-	if ca, err := pki.ParseCert(caPEM); err != nil || len(caKey) == 0 || ca.NotAfter.Before(now.Add(certValidity)) {
-		newCA, newKey, nerr := pki.NewCA("dolphin-webhook-ca", caValidity, now)
-		if nerr != nil {
-			return nil, nerr
-		}
-		bundle = newCA
-		if err == nil && now.Before(ca.NotAfter) {
-			bundle = append(bundle, caPEM...)
-		}
-		caPEM, caKey = newCA, newKey
-	}
-	name := "dolphin-webhook"
-	if len(m.DNSNames) > 0 {
-		name = m.DNSNames[0]
-	}
-	cert, key, err := pki.Issue(caPEM, caKey, pki.Leaf{CommonName: name, DNSNames: m.DNSNames, IPs: m.IPs, Validity: certValidity}, now)
-	if err != nil {
-		return nil, err
-	}
-	return map[string][]byte{CABundleKey: bundle, CAKeyKey: caKey, CertKey: cert, KeyKey: key}, nil
-}
-
-// firstPEM is the first PEM block of b (the current CA of a bundle).
+// firstPEM is the first PEM block of b (the active CA of a bundle).
 func firstPEM(b []byte) []byte {
 	if i := bytes.Index(b, []byte("-----END CERTIFICATE-----")); i >= 0 {
 		return append(bytes.TrimLeft(b[:i], "\n"), []byte("-----END CERTIFICATE-----\n")...)

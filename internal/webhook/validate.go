@@ -141,16 +141,23 @@ type SecretValidator struct {
 
 // ValidateCreate implements admission.Validator.
 func (v SecretValidator) ValidateCreate(ctx context.Context, s *corev1.Secret) (admission.Warnings, error) {
-	return nil, v.check(ctx, s)
+	return nil, v.check(ctx, s, nil)
 }
 
-// ValidateUpdate implements admission.Validator: a change that leaves the data alone (a label
-// Dolphin adds) is not checked again.
+// ValidateUpdate implements admission.Validator: only keys whose value changes are checked,
+// so a label Dolphin adds, or rotating one password, is not refused for another key an
+// earlier version accepted.
 func (v SecretValidator) ValidateUpdate(ctx context.Context, old, s *corev1.Secret) (admission.Warnings, error) {
-	if maps.EqualFunc(old.Data, s.Data, func(a, b []byte) bool { return string(a) == string(b) }) {
+	changed := map[string]bool{}
+	for k, val := range s.Data {
+		if o, ok := old.Data[k]; !ok || string(o) != string(val) {
+			changed[k] = true
+		}
+	}
+	if len(changed) == 0 {
 		return nil, nil
 	}
-	return nil, v.check(ctx, s)
+	return nil, v.check(ctx, s, changed)
 }
 
 // ValidateDelete implements admission.Validator.
@@ -158,7 +165,21 @@ func (SecretValidator) ValidateDelete(context.Context, *corev1.Secret) (admissio
 	return nil, nil
 }
 
-func (v SecretValidator) check(ctx context.Context, s *corev1.Secret) error {
+// check checks the keys of s that MySQLUsers and MySQLClusters read (only those in `only`,
+// when not nil).
+func (v SecretValidator) check(ctx context.Context, s *corev1.Secret, only map[string]bool) error {
+	pick := func(keys passwordKeys) passwordKeys {
+		if only == nil {
+			return keys
+		}
+		out := passwordKeys{}
+		for k, u := range keys {
+			if only[k] {
+				out[k] = u
+			}
+		}
+		return out
+	}
 	var users dolphinv1.MySQLUserList
 	if err := v.Client.List(ctx, &users, client.InNamespace(s.Namespace)); err != nil {
 		return fmt.Errorf("listing MySQLUsers: %w", err)
@@ -167,7 +188,7 @@ func (v SecretValidator) check(ctx context.Context, s *corev1.Secret) error {
 	for i := range users.Items {
 		u := &users.Items[i]
 		if name, keys := userKeys(u); name == s.Name {
-			errs = append(errs, checkSecret("MySQLUser "+u.Name+" spec.passwordSecretKeyRef", s.Name, s.Data, keys))
+			errs = append(errs, checkSecret("MySQLUser "+u.Name+" spec.passwordSecretKeyRef", s.Name, s.Data, pick(keys)))
 		}
 	}
 	var clusters dolphinv1.MySQLClusterList
@@ -177,7 +198,7 @@ func (v SecretValidator) check(ctx context.Context, s *corev1.Secret) error {
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
 		if name, keys := clusterKeys(c); name == s.Name {
-			errs = append(errs, checkSecret("MySQLCluster "+c.Name+" spec.credentials.secretName", s.Name, s.Data, keys))
+			errs = append(errs, checkSecret("MySQLCluster "+c.Name+" spec.credentials.secretName", s.Name, s.Data, pick(keys)))
 		}
 	}
 	return errors.Join(errs...)

@@ -51,13 +51,14 @@ func configuration(name string, port int) *admissionregistrationv1.ValidatingWeb
 		}}
 	}
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
+	notDeleting := []admissionregistrationv1.MatchCondition{{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"}}
 	fail, ignore := ptr.To(admissionregistrationv1.Fail), ptr.To(admissionregistrationv1.Ignore)
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
 			{Name: "mysqlusers.mysql.dolphin.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url(MySQLUserPath)},
-				Rules: rule("mysql.dolphin.dev", "mysqlusers"), FailurePolicy: fail, SideEffects: none, AdmissionReviewVersions: []string{"v1"}},
+				Rules: rule("mysql.dolphin.dev", "mysqlusers"), FailurePolicy: fail, SideEffects: none, AdmissionReviewVersions: []string{"v1"}, MatchConditions: notDeleting},
 			{Name: "mysqlclusters.mysql.dolphin.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url(MySQLClusterPath)},
-				Rules: rule("mysql.dolphin.dev", "mysqlclusters"), FailurePolicy: fail, SideEffects: none, AdmissionReviewVersions: []string{"v1"}},
+				Rules: rule("mysql.dolphin.dev", "mysqlclusters"), FailurePolicy: fail, SideEffects: none, AdmissionReviewVersions: []string{"v1"}, MatchConditions: notDeleting},
 			{Name: "credential-secrets.mysql.dolphin.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url(SecretPath)},
 				Rules: rule("", "secrets"), FailurePolicy: ignore, SideEffects: none, AdmissionReviewVersions: []string{"v1"},
 				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{resources.CredentialsLabel: "true"}}},
@@ -96,7 +97,8 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 	if err := c.Create(ctx, configuration("dolphin-validating", port)); err != nil {
 		t.Fatal(err)
 	}
-	// Short lives, to see both renewals: the certificate after 4 s, the CA after ~24 s.
+	// Short lives, to see both renewals: the certificate every 4 s; a next CA trusted at
+	// ~18 s, signing at ~24 s.
 	const caLife, certLife = 30 * time.Second, 6 * time.Second
 	certs := &CertManager{Namespace: "dolphin-system", SecretName: "dolphin-webhook-cert", IPs: []net.IP{net.ParseIP("127.0.0.1")},
 		DNSNames: []string{"dolphin-webhook.dolphin-system.svc"}, Configurations: []string{"dolphin-validating"},
@@ -264,8 +266,27 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 	}
 	expectRejected("a weak password after the renewal", c.Create(ctx, user("weakling2", "weak")), "common password")
 
-	// CA renewal: when the CA would end within a certificate's life, a new CA signs, and the
-	// old one stays in the bundle while valid.
+	// CA renewal: the next CA is in the bundle (and the configuration) before it signs the
+	// certificate served; then it signs, and the old one stays in the bundle while valid.
+	var sawNextFirst bool
+	testenv.Eventually(t, 40*time.Second, "the next CA trusted before it signs", func() error {
+		b := bundle()
+		if strings.Count(string(b), "BEGIN CERTIFICATE") != 2 {
+			return fmt.Errorf("one CA in the bundle")
+		}
+		c, err := servedCert(port, b)
+		if err != nil {
+			return err
+		}
+		if string(c.AuthorityKeyId) != string(first.AuthorityKeyId) {
+			return nil // already rolled over; sawNextFirst stays false
+		}
+		sawNextFirst = true
+		return nil
+	})
+	if !sawNextFirst {
+		t.Error("the served certificate changed CA in the same round its CA entered the bundle")
+	}
 	testenv.Eventually(t, 40*time.Second, "a new CA, the old one still trusted", func() error {
 		b := bundle()
 		if n := strings.Count(string(b), "BEGIN CERTIFICATE"); n != 2 {
