@@ -350,20 +350,15 @@ func TestEnvtestServerUsersAndDatabases(t *testing.T) {
 	}
 	waitGone(t, o, dup)
 
-	// Cleanup policies: the account (Delete, the default) is dropped, the database (Retain,
-	// the default) stays; a database with Delete is dropped. The orphan goes without SQL.
+	// Cleanup policies: the account (Delete, the default) is dropped once no resource names
+	// it, the database (Retain, the default) stays; a database with Delete is dropped. The
+	// orphan, never applied, goes without SQL.
 	scratch := &dolphinv1.MySQLDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scratch"},
 		Spec: dolphinv1.MySQLDatabaseSpec{Cluster: "shop", CleanupPolicy: dolphinv1.CleanupDelete}}
 	if err := c.Create(ctx, scratch); err != nil {
 		t.Fatal(err)
 	}
 	o.waitCondition(t, scratch, metav1.ConditionTrue, dolphinv1.ReasonApplied)
-	for _, obj := range []client.Object{app, shopDB, scratch, orphan} {
-		if err := c.Delete(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		waitGone(t, o, obj)
-	}
 	exists := func(q string, args ...any) bool {
 		t.Helper()
 		var n int
@@ -371,6 +366,28 @@ func TestEnvtestServerUsersAndDatabases(t *testing.T) {
 			t.Fatal(err)
 		}
 		return n > 0
+	}
+	// The winner of a conflict deleted (as the Conflict message suggests) while the other
+	// still names the account: the account stays, and the other takes it over.
+	heir := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-heir"},
+		Spec: dolphinv1.MySQLUserSpec{Cluster: "shop", Name: "app", Grants: app.Spec.Grants}}
+	if err := c.Create(ctx, heir); err != nil {
+		t.Fatal(err)
+	}
+	o.waitCondition(t, heir, metav1.ConditionFalse, dolphinv1.ReasonConflict)
+	if err := c.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, o, app)
+	if !exists("SELECT COUNT(*) FROM mysql.user WHERE User = 'app'") {
+		t.Fatal("deleting the winner of a conflict dropped the account the other resource names")
+	}
+	o.waitCondition(t, heir, metav1.ConditionTrue, dolphinv1.ReasonApplied)
+	for _, obj := range []client.Object{heir, shopDB, scratch, orphan} {
+		if err := c.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, o, obj)
 	}
 	if exists("SELECT COUNT(*) FROM mysql.user WHERE User = 'app'") {
 		t.Error("account app still exists after its MySQLUser (cleanupPolicy Delete) was deleted")
