@@ -81,7 +81,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if certs != nil {
 		certs.Client, certs.Reader = mgr.GetClient(), mgr.GetAPIReader()
-		if err := webhook.Register(mgr, certs); err != nil {
+		if err := webhook.Register(mgr, certs, opts.WatchNamespace); err != nil {
 			return err
 		}
 	}

@@ -12,8 +12,8 @@ import (
 
 // Register adds the validators to the manager's webhook server, the certificate manager to the
 // manager, and a readiness check that passes once the certificate is served and the server
-// listens.
-func Register(mgr ctrl.Manager, certs *CertManager) error {
+// listens. watchNamespace is the one namespace the operator manages ("" = all).
+func Register(mgr ctrl.Manager, certs *CertManager, watchNamespace string) error {
 	secrets := secretChecker{reader: mgr.GetAPIReader()}
 	if err := ctrl.NewWebhookManagedBy(mgr, &dolphinv1.MySQLUser{}).WithValidator(UserValidator{secrets: secrets}).Complete(); err != nil {
 		return fmt.Errorf("registering the MySQLUser webhook: %w", err)
@@ -21,7 +21,7 @@ func Register(mgr ctrl.Manager, certs *CertManager) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &dolphinv1.MySQLCluster{}).WithValidator(ClusterValidator{secrets: secrets}).Complete(); err != nil {
 		return fmt.Errorf("registering the MySQLCluster webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Secret{}).WithValidator(SecretValidator{Client: mgr.GetClient()}).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Secret{}).WithValidator(SecretValidator{Client: mgr.GetClient(), Namespace: watchNamespace}).Complete(); err != nil {
 		return fmt.Errorf("registering the Secret webhook: %w", err)
 	}
 	if err := mgr.Add(certs); err != nil {

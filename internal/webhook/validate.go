@@ -137,6 +137,9 @@ func (ClusterValidator) ValidateDelete(context.Context, *dolphinv1.MySQLCluster)
 type SecretValidator struct {
 	// Client lists MySQLUsers and MySQLClusters (from the cache).
 	Client client.Reader
+	// Namespace, when set, is the only namespace this operator manages (--watch-namespace):
+	// Secrets elsewhere are not its business (and not in its cache).
+	Namespace string
 }
 
 // ValidateCreate implements admission.Validator.
@@ -168,6 +171,9 @@ func (SecretValidator) ValidateDelete(context.Context, *corev1.Secret) (admissio
 // check checks the keys of s that MySQLUsers and MySQLClusters read (only those in `only`,
 // when not nil).
 func (v SecretValidator) check(ctx context.Context, s *corev1.Secret, only map[string]bool) error {
+	if v.Namespace != "" && s.Namespace != v.Namespace {
+		return nil
+	}
 	pick := func(keys passwordKeys) passwordKeys {
 		if only == nil {
 			return keys

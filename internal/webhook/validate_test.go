@@ -40,6 +40,12 @@ func TestSecretValidatorChecksChangedKeys(t *testing.T) {
 	if err != nil && strings.Contains(err.Error(), "operator-password") {
 		t.Errorf("the unchanged operator password was checked: %v", err)
 	}
+	// Another namespace than the one the operator manages is not checked.
+	elsewhere := weakened.DeepCopy()
+	elsewhere.Namespace = "other"
+	if _, err := (SecretValidator{Client: v.Client, Namespace: "ns"}).ValidateUpdate(context.Background(), old, elsewhere); err != nil {
+		t.Errorf("a Secret outside the watched namespace: %v", err)
+	}
 	labelled := old.DeepCopy()
 	labelled.Labels = map[string]string{resources.CredentialsLabel: "true"}
 	if _, err := v.ValidateUpdate(context.Background(), old, labelled); err != nil {

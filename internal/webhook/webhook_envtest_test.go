@@ -111,7 +111,7 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	certs.Client, certs.Reader = mgr.GetClient(), mgr.GetAPIReader()
-	if err := Register(mgr, certs); err != nil {
+	if err := Register(mgr, certs, ""); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
