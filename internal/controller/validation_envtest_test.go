@@ -287,6 +287,10 @@ func TestEnvtestSamplesAreValid(t *testing.T) {
 			obj = &dolphinv1.MySQLCluster{}
 		case "MySQLBackup":
 			obj = &dolphinv1.MySQLBackup{}
+		case "MySQLUser":
+			obj = &dolphinv1.MySQLUser{}
+		case "MySQLDatabase":
+			obj = &dolphinv1.MySQLDatabase{}
 		default:
 			t.Errorf("%s: kind %q has no case here", f, meta.Kind)
 			continue
