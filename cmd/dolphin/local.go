@@ -216,6 +216,7 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", cp.Kubeconfig)
 	fmt.Fprintf(out, "  kubectl apply -f config/samples/mysqlcluster.yaml\n")
 	fmt.Fprintf(out, "  kubectl wait --for=condition=Ready mysqlcluster/demo --timeout=120s\n")
+	fmt.Fprintf(out, "  kubectl apply -f config/samples/mysqldatabase.yaml -f config/samples/mysqluser.yaml   # an application account and its database\n")
 	fmt.Fprintf(out, "  dolphin local status --dir %s   # lists the 127.0.0.1 ports of the primary and replica Services\n\n", cp.Dir)
 	if s3srv != nil {
 		if err := printLocalS3(out, s3srv); err != nil {
