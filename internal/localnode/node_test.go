@@ -192,7 +192,8 @@ func TestPodLifecycle(t *testing.T) {
 				Name: "main", Image: "busybox",
 				Command: []string{"sh", "-c", `cat /data/x; cat /etc/dolphin-localnode-test/greeting; echo; ` +
 					`echo "ip=$POD_IP"; touch /etc/dolphin-localnode-test/w 2>/dev/null && echo rw || echo ro; ` +
-					`stat -c mode=%a /etc/dolphin-localnode-test/greeting; exec sleep 1000`},
+					`stat -L -c mode=%a /etc/dolphin-localnode-test/greeting; ` +
+					`while :; do echo "now: $(cat /etc/dolphin-localnode-test/greeting)"; sleep 1; done`},
 				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
 				VolumeMounts: append(mounts, corev1.VolumeMount{Name: "cfg", MountPath: "/etc/dolphin-localnode-test", ReadOnly: true}),
@@ -217,6 +218,18 @@ func TestPodLifecycle(t *testing.T) {
 			return nil
 		})
 	}
+	// A change of the configMap reaches the running container's mounted files, as the
+	// kubelet keeps configMap and secret volumes in sync.
+	cm.Data["greeting"] = "hello again"
+	if _, err := e.client.CoreV1().ConfigMaps(e.ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the container reads the changed configMap", func() error {
+		if l := e.logOf(pod.Name, "main"); !strings.Contains(l, "now: hello again") {
+			return fmt.Errorf("log tail: %q", tail(l, 200))
+		}
+		return nil
+	})
 	// kill -9 from outside: restarted, Ready again.
 	pid := containerPID(t, got.Status.ContainerStatuses[0])
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -256,4 +269,11 @@ func TestPodLifecycle(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.dir, "pods", e.ns+"_"+pod.Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pod folder still there after deletion: %v", err)
 	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

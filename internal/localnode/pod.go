@@ -24,6 +24,9 @@ const (
 	resetBackoffAfter = time.Minute
 	// retryVolumes is how often a pod waiting for a volume source retries.
 	retryVolumes = time.Second
+	// volumeSyncInterval is how often configMap and secret volumes are compared with their
+	// sources.
+	volumeSyncInterval = 5 * time.Second
 )
 
 // podRunner runs one pod: network, volumes, init containers, containers,
@@ -118,6 +121,7 @@ func (r *podRunner) run(prev *podRunner) {
 	if err != nil {
 		return // terminating
 	}
+	go r.keepVolumesInSync()
 	if !r.runInitContainers(vols) {
 		<-r.ctx.Done()
 		return
@@ -168,6 +172,28 @@ func (r *podRunner) setUp() (map[string]string, error) {
 		}
 		if !r.retry(err) {
 			return nil, err
+		}
+	}
+}
+
+// keepVolumesInSync rewrites the pod's configMap and secret volumes when their sources
+// change, every volumeSyncInterval, until the pod terminates (the kubelet does so about every
+// minute; a rotated certificate reaches the server's files this way).
+func (r *podRunner) keepVolumesInSync() {
+	seen := map[string]string{}
+	t := time.NewTicker(volumeSyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		pod := r.pod.DeepCopy()
+		r.mu.Unlock()
+		if err := refreshVolumes(r.ctx, r.p.client, pod, r.dir, seen); err != nil && r.ctx.Err() == nil {
+			r.p.opts.Log.V(1).Info("volume sync", "pod", r.key, "error", err.Error())
 		}
 	}
 }

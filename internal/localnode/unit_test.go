@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -146,5 +147,62 @@ func TestGetPodHidesAPodBeingDeleted(t *testing.T) {
 	}
 	if st, err := p.GetPodStatus(t.Context(), "ns", "db-0"); err != nil || st == nil {
 		t.Errorf("pod being deleted: GetPodStatus = %v, %v; want its status", st, err)
+	}
+}
+
+// writeFiles replaces a volume's files atomically (a ..data symlink swap, as the kubelet does):
+// changed keys change, removed keys go, older payloads are removed, the folder stays the same
+// (bind mounts of it keep working).
+func TestWriteFilesUpdatesAtomically(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "v")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A file of an older layout is replaced.
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("old layout"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return string(b)
+	}
+	if err := writeFiles(dir, map[string][]byte{"a": []byte("1"), "b": []byte("2")}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if read("a") != "1" || read("b") != "2" {
+		t.Fatalf("first write: a=%q b=%q", read("a"), read("b"))
+	}
+	if err := writeFiles(dir, map[string][]byte{"a": []byte("3"), "c": []byte("4")}, nil, ptr.To[int32](0o440)); err != nil {
+		t.Fatal(err)
+	}
+	if read("a") != "3" || read("c") != "4" {
+		t.Errorf("update: a=%q c=%q", read("a"), read("c"))
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "b")); !os.IsNotExist(err) {
+		t.Errorf("removed key b still there: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "a")); err != nil || fi.Mode().Perm() != 0o440 {
+		t.Errorf("mode after update: %v, %v", fi, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	payloads := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "..") && e.Name() != "..data" {
+			payloads++
+		}
+	}
+	if payloads != 1 {
+		t.Errorf("%d payload folders left, want 1: %v", payloads, entries)
+	}
+	after, err := os.Stat(dir)
+	if err != nil || !os.SameFile(before, after) {
+		t.Error("the volume folder was replaced: a bind mount of it would see the old files")
 	}
 }

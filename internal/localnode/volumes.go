@@ -2,14 +2,20 @@ package localnode
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -25,8 +31,8 @@ func (e errNotReady) Unwrap() error { return e.err }
 // the host path of each, by volume name:
 //   - emptyDir:               podDir/volumes/<name> (removed with the pod)
 //   - configMap, secret,
-//     downwardAPI:            podDir/volumes/<name>, files written once at pod
-//     start (later changes to the source are not propagated)
+//     downwardAPI:            podDir/volumes/<name>, files written at pod start
+//     and rewritten atomically when a configMap or secret changes (refreshVolumes)
 //   - persistentVolumeClaim:  the bound PV's hostPath (or local) folder
 //   - hostPath:               the path itself
 //
@@ -110,12 +116,21 @@ func claimPath(ctx context.Context, client kubernetes.Interface, ns, name string
 }
 
 func configMapFiles(ctx context.Context, client kubernetes.Interface, ns string, src *corev1.ConfigMapVolumeSource, dir string) error {
+	data, err := configMapData(ctx, client, ns, src)
+	if err != nil {
+		return err
+	}
+	return writeFiles(dir, data, src.Items, src.DefaultMode)
+}
+
+// configMapData reads a configMap volume's source (nothing when it is optional and missing).
+func configMapData(ctx context.Context, client kubernetes.Interface, ns string, src *corev1.ConfigMapVolumeSource) (map[string][]byte, error) {
 	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, src.Name, metav1.GetOptions{})
 	if err != nil {
-		if isOptional(src.Optional) {
-			return writeFiles(dir, nil, nil, src.DefaultMode)
+		if isOptional(src.Optional) && apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-		return errNotReady{fmt.Errorf("configMap %s: %w", src.Name, err)}
+		return nil, errNotReady{fmt.Errorf("configMap %s: %w", src.Name, err)}
 	}
 	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
 	for k, v := range cm.Data {
@@ -124,18 +139,83 @@ func configMapFiles(ctx context.Context, client kubernetes.Interface, ns string,
 	for k, v := range cm.BinaryData {
 		data[k] = v
 	}
-	return writeFiles(dir, data, src.Items, src.DefaultMode)
+	return data, nil
 }
 
 func secretFiles(ctx context.Context, client kubernetes.Interface, ns string, src *corev1.SecretVolumeSource, dir string) error {
+	data, err := secretData(ctx, client, ns, src)
+	if err != nil {
+		return err
+	}
+	return writeFiles(dir, data, src.Items, src.DefaultMode)
+}
+
+// secretData reads a secret volume's source (nothing when it is optional and missing).
+func secretData(ctx context.Context, client kubernetes.Interface, ns string, src *corev1.SecretVolumeSource) (map[string][]byte, error) {
 	s, err := client.CoreV1().Secrets(ns).Get(ctx, src.SecretName, metav1.GetOptions{})
 	if err != nil {
-		if isOptional(src.Optional) {
-			return writeFiles(dir, nil, nil, src.DefaultMode)
+		if isOptional(src.Optional) && apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-		return errNotReady{fmt.Errorf("secret %s: %w", src.SecretName, err)}
+		return nil, errNotReady{fmt.Errorf("secret %s: %w", src.SecretName, err)}
 	}
-	return writeFiles(dir, s.Data, src.Items, src.DefaultMode)
+	return s.Data, nil
+}
+
+// refreshVolumes rewrites the configMap and secret volumes of pod whose source changed since
+// last time (digests, by volume name, kept in seen), as the kubelet keeps them in sync. A
+// source that cannot be read is left as it is.
+func refreshVolumes(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, podDir string, seen map[string]string) error {
+	var errs []error
+	for _, v := range pod.Spec.Volumes {
+		var (
+			data  map[string][]byte
+			items []corev1.KeyToPath
+			mode  *int32
+			err   error
+		)
+		switch {
+		case v.ConfigMap != nil:
+			data, err = configMapData(ctx, client, pod.Namespace, v.ConfigMap)
+			items, mode = v.ConfigMap.Items, v.ConfigMap.DefaultMode
+		case v.Secret != nil:
+			data, err = secretData(ctx, client, pod.Namespace, v.Secret)
+			items, mode = v.Secret.Items, v.Secret.DefaultMode
+		default:
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume %q: %w", v.Name, err))
+			continue
+		}
+		d := digest(data)
+		if seen[v.Name] == d {
+			continue
+		}
+		dir := filepath.Join(podDir, "volumes", v.Name)
+		if err := writeFiles(dir, data, items, mode); err != nil {
+			errs = append(errs, fmt.Errorf("volume %q: %w", v.Name, err))
+			continue
+		}
+		if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+			if err := chownTree(dir, int(*sc.FSGroup)); err != nil {
+				errs = append(errs, fmt.Errorf("volume %q: fsGroup: %w", v.Name, err))
+				continue
+			}
+		}
+		seen[v.Name] = d
+	}
+	return errors.Join(errs...)
+}
+
+// digest identifies a volume's content.
+func digest(data map[string][]byte) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		fmt.Fprintf(h, "%d:%s%d:", len(k), k, len(data[k]))
+		h.Write(data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func downwardAPIFiles(pod *corev1.Pod, src *corev1.DownwardAPIVolumeSource, dir string) error {
@@ -155,16 +235,13 @@ func downwardAPIFiles(pod *corev1.Pod, src *corev1.DownwardAPIVolumeSource, dir 
 	return writeFiles(dir, data, items, src.DefaultMode)
 }
 
-// writeFiles replaces dir's content with data: every key as a file, or only
-// items (key -> path) when given. Modes: the item's, else defaultMode, else
-// 0644.
+// writeFiles writes data into dir the way the kubelet's atomic writer does: the files go into
+// a fresh folder dir/..<random>, dir/..data is a symlink to it (replaced atomically on every
+// write), and each top-level path is a symlink through ..data. A reader sees the old set of
+// files or the new one, never a mix (a certificate and its key, say), and a bind mount of dir
+// keeps working across updates. Every key becomes a file, or only items (key -> path) when
+// given. Modes: the item's, else defaultMode, else 0644.
 func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath, defaultMode *int32) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	mode := fs.FileMode(0o644)
 	if defaultMode != nil {
 		mode = fs.FileMode(*defaultMode)
@@ -175,25 +252,78 @@ func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath, de
 		}
 	}
 	for _, it := range items {
-		v, ok := data[it.Key]
-		if !ok {
+		if _, ok := data[it.Key]; !ok {
 			return fmt.Errorf("no key %q", it.Key)
 		}
 		if strings.Contains(it.Path, "..") || filepath.IsAbs(it.Path) {
 			return fmt.Errorf("path %q must be relative and must not contain '..'", it.Path)
 		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	payload, err := os.MkdirTemp(dir, "..")
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(payload, 0o755); err != nil {
+		return err
+	}
+	top := map[string]bool{}
+	for _, it := range items {
 		m := mode
 		if it.Mode != nil {
 			m = fs.FileMode(*it.Mode)
 		}
-		p := filepath.Join(dir, it.Path)
+		p := filepath.Join(payload, it.Path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, v, m); err != nil {
+		if err := os.WriteFile(p, data[it.Key], m); err != nil {
 			return err
 		}
 		if err := os.Chmod(p, m); err != nil { // WriteFile's mode is masked by the umask
+			return err
+		}
+		top[strings.SplitN(filepath.ToSlash(filepath.Clean(it.Path)), "/", 2)[0]] = true
+	}
+	// Swap ..data to the new payload in one rename.
+	tmp := filepath.Join(dir, "..data_tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(payload), tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case name == "..data":
+		case strings.HasPrefix(name, ".."):
+			if name != filepath.Base(payload) {
+				if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+					return err
+				}
+			}
+		case !top[name] || e.Type()&fs.ModeSymlink == 0:
+			// Gone from the source, or a file of an older layout.
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+	for name := range top {
+		link := filepath.Join(dir, name)
+		if target, err := os.Readlink(link); err == nil && target == filepath.Join("..data", name) {
+			continue
+		}
+		_ = os.Remove(link)
+		if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
 			return err
 		}
 	}
