@@ -87,6 +87,10 @@ type MySQLClusterSpec struct {
 	// +optional
 	Credentials CredentialsSpec `json:"credentials,omitempty"`
 
+	// TLS serves encrypted connections on every instance.
+	// +optional
+	TLS TLSSpec `json:"tls,omitempty"`
+
 	// PrimaryService configures the `<name>-primary` Service, which always points at the
 	// writable primary.
 	// +optional
@@ -196,6 +200,35 @@ const (
 	// VolumeDelete deletes the data volumes with their instances.
 	VolumeDelete VolumeDeletePolicy = "Delete"
 )
+
+// TLSSpec configures the instances' server certificate.
+// +kubebuilder:validation:XValidation:rule="!has(self.certificateSecret) || self.enabled",message="tls.certificateSecret is used only with tls.enabled: true"
+type TLSSpec struct {
+	// Enabled makes every instance serve TLS with a certificate for its pod's DNS name
+	// (<pod>.<name>-instances.<namespace>.svc), the cluster's Services (<name>-primary,
+	// <name>-replicas, with and without .<namespace>.svc), localhost and 127.0.0.1 (for
+	// port-forwarding), issued by a CA of this cluster: clients verify the server against ca.crt
+	// of the Secret <name>-ca. Turning it on or off restarts the instances one at a time.
+	// Dolphin's own connections and replication do not use TLS yet.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// CertificateSecret names a Secret you manage (for example written by cert-manager) with
+	// tls.crt, tls.key and ca.crt, covering the names above; Dolphin checks it and reports a
+	// certificate that is malformed, expired, or lacks a name. Empty: Dolphin issues the
+	// certificate (Secret <name>-tls, 90 days, renewed after 60).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CertificateSecret string `json:"certificateSecret,omitempty"`
+}
+
+// TLSStatus is the certificate the instances are given.
+type TLSStatus struct {
+	// Secret holds the certificate (tls.crt, tls.key, ca.crt).
+	Secret string `json:"secret"`
+	// NotAfter is when the certificate expires.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+}
 
 // CredentialsSpec chooses where the passwords of the accounts Dolphin uses come from.
 type CredentialsSpec struct {
@@ -372,6 +405,10 @@ type MySQLClusterStatus struct {
 	// Backup is what Dolphin observed about the cluster's backups.
 	// +optional
 	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// TLS is the server certificate in use when spec.tls.enabled.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
 
 	// RestoredFrom is the backup a cluster with spec.bootstrap was restored from.
 	// +optional

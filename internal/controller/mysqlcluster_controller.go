@@ -43,7 +43,7 @@ import (
 // Child objects themselves are removed by the garbage collector through owner references.
 const Finalizer = "mysql.dolphin.dev/finalizer"
 
-// secretNameIndex indexes clusters by the user-supplied Secret they read credentials from.
+// secretNameIndex indexes clusters by the user-supplied Secrets they read (credentials, TLS).
 const secretNameIndex = "spec.credentials.secretName"
 
 // MySQLClusterReconciler keeps the Kubernetes objects of every MySQLCluster in line with
@@ -173,6 +173,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
+	obs.TLS = desired.Status.TLS
 	if err := r.writeStatus(ctx, &c, computeStatus(obs, metav1.Now())); err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
@@ -299,7 +300,7 @@ func (r *MySQLClusterReconciler) writeStatus(ctx context.Context, c *dolphinv1.M
 	}
 	c.Status.Phase, c.Status.Conditions, c.Status.ObservedGeneration = st.Phase, st.Conditions, st.ObservedGeneration
 	c.Status.CurrentPrimary, c.Status.ReadyInstances, c.Status.Instances = st.CurrentPrimary, st.ReadyInstances, st.Instances
-	c.Status.Backup = st.Backup
+	c.Status.Backup, c.Status.TLS = st.Backup, st.TLS
 	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
@@ -328,6 +329,7 @@ func reconcilerStatusPatch(st dolphinv1.MySQLClusterStatus) ([]byte, error) {
 		"readyInstances":     orNil(st.ReadyInstances == 0, st.ReadyInstances),
 		"instances":          orNil(len(st.Instances) == 0, st.Instances),
 		"backup":             orNil(st.Backup == nil, replacing(st.Backup)),
+		"tls":                orNil(st.TLS == nil, st.TLS),
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status patch: %w", err)
@@ -431,10 +433,15 @@ func phaseOrNone(p dolphinv1.Phase) string {
 func (r *MySQLClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &dolphinv1.MySQLCluster{}, secretNameIndex,
 		func(o client.Object) []string {
-			if n := o.(*dolphinv1.MySQLCluster).Spec.Credentials.SecretName; n != "" {
-				return []string{n}
+			c := o.(*dolphinv1.MySQLCluster)
+			var names []string
+			if n := c.Spec.Credentials.SecretName; n != "" {
+				names = append(names, n)
 			}
-			return nil
+			if n := c.Spec.TLS.CertificateSecret; n != "" {
+				names = append(names, n)
+			}
+			return names
 		}); err != nil {
 		return fmt.Errorf("indexing MySQLClusters by credentials Secret: %w", err)
 	}

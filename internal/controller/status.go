@@ -53,6 +53,8 @@ type observation struct {
 	Archiving       bool
 	ArchiveObserved bool
 	ArchiveResult   archiveResult
+	// TLS is the certificate the TLS step found or issued (nil when TLS is off).
+	TLS *dolphinv1.TLSStatus
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
@@ -71,6 +73,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		RestoredFrom: o.Previous.RestoredFrom.DeepCopy(),
 		// The re-clone step owns this part (reclone.go).
 		LastReclone: o.Previous.LastReclone.DeepCopy(),
+		// The TLS step's (tls.go).
+		TLS: o.TLS.DeepCopy(),
 	}
 	set := func(typ string, status bool, reason, msg string) {
 		s := metav1.ConditionFalse

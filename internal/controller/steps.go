@@ -36,6 +36,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"credentials", r.reconcileCredentials},
 		{"config", r.reconcileConfig},
 		{"agent-secret", r.reconcileAgentSecret},
+		{"tls", r.reconcileTLS},
 		{"service-account", r.reconcileServiceAccount},
 		{"services", r.reconcileServices},
 		{"bootstrap", r.reconcileBootstrap},

@@ -108,6 +108,9 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 	if restoring(c) {
 		spec.WithVolumes(restoreVolumes(c)...)
 	}
+	if c.Spec.TLS.Enabled {
+		spec.WithVolumes(tlsVolume(c))
+	}
 	if n := nonEmpty(o.NodeSelector); n != nil {
 		spec.WithNodeSelector(n)
 	}
@@ -174,6 +177,7 @@ func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigur
 		WithEnv(podIdentityEnv()...).
 		WithSecurityContext(containerSecurityContext()).
 		WithVolumeMounts(volumeMounts()...).
+		WithVolumeMounts(tlsMounts(c)...).
 		// Crash recovery of a large buffer pool can take minutes: the startup probe allows
 		// 30 minutes before liveness takes over.
 		WithStartupProbe(probe().WithPeriodSeconds(2).WithFailureThreshold(900)).
@@ -206,7 +210,18 @@ func serverCommand(c *dolphinv1.MySQLCluster) []string {
 	if f != dolphinv1.FlavorMySQL && c.Spec.Replicas > 1 {
 		cmd = append(cmd, "--init-rpl-role=SLAVE")
 	}
+	if c.Spec.TLS.Enabled {
+		cmd = append(cmd, tlsArgs()...)
+	}
 	return cmd
+}
+
+// tlsMounts mounts the certificate into the server's container when TLS is on.
+func tlsMounts(c *dolphinv1.MySQLCluster) []*corev1ac.VolumeMountApplyConfiguration {
+	if !c.Spec.TLS.Enabled {
+		return nil
+	}
+	return []*corev1ac.VolumeMountApplyConfiguration{corev1ac.VolumeMount().WithName(volumeTLS).WithMountPath(TLSDir).WithReadOnly(true)}
 }
 
 // containerSecurityContext meets the Pod Security Standard "restricted".

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -117,13 +119,44 @@ type ClusterValidator struct{ secrets secretChecker }
 // ValidateCreate implements admission.Validator.
 func (v ClusterValidator) ValidateCreate(ctx context.Context, c *dolphinv1.MySQLCluster) (admission.Warnings, error) {
 	name, keys := clusterKeys(c)
-	return v.secrets.check(ctx, c.Namespace, "spec.credentials.secretName", name, keys)
+	warnings, err := v.secrets.check(ctx, c.Namespace, "spec.credentials.secretName", name, keys)
+	w, terr := v.certificate(ctx, c)
+	return append(warnings, w...), errors.Join(err, terr)
 }
 
-// ValidateUpdate implements admission.Validator (the Secret name is immutable; nothing to
-// check again).
-func (ClusterValidator) ValidateUpdate(context.Context, *dolphinv1.MySQLCluster, *dolphinv1.MySQLCluster) (admission.Warnings, error) {
-	return nil, nil
+// ValidateUpdate implements admission.Validator: the credentials Secret's name is immutable;
+// a certificate Secret named now (or another one) is checked.
+func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.MySQLCluster) (admission.Warnings, error) {
+	if old.Spec.TLS == c.Spec.TLS {
+		return nil, nil
+	}
+	return v.certificate(ctx, c)
+}
+
+// certificate checks the Secret named in spec.tls.certificateSecret, if any.
+func (v ClusterValidator) certificate(ctx context.Context, c *dolphinv1.MySQLCluster) (admission.Warnings, error) {
+	name := c.Spec.TLS.CertificateSecret
+	if !c.Spec.TLS.Enabled || name == "" {
+		return nil, nil
+	}
+	var s corev1.Secret
+	err := v.secrets.reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &s)
+	if apierrors.IsNotFound(err) {
+		return admission.Warnings{fmt.Sprintf("Secret %q named in spec.tls.certificateSecret does not exist yet: it is checked when it is created or changed", name)}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Secret %q named in spec.tls.certificateSecret: %w", name, err)
+	}
+	return nil, certificateError("spec.tls.certificateSecret", c, &s)
+}
+
+// certificateError rejects a certificate Secret that would not serve cluster c.
+func certificateError(field string, c *dolphinv1.MySQLCluster, s *corev1.Secret) error {
+	if problem := resources.CheckServerCertificate(c, s.Data, time.Now()); problem != "" {
+		return fmt.Errorf("%s: the certificate in Secret %q %s: use one for %s", field, s.Name, problem,
+			strings.Join(resources.ServerCertificateNames(c), ", "))
+	}
+	return nil
 }
 
 // ValidateDelete implements admission.Validator.
@@ -205,6 +238,9 @@ func (v SecretValidator) check(ctx context.Context, s *corev1.Secret, only map[s
 		c := &clusters.Items[i]
 		if name, keys := clusterKeys(c); name == s.Name {
 			errs = append(errs, checkSecret("MySQLCluster "+c.Name+" spec.credentials.secretName", s.Name, s.Data, pick(keys)))
+		}
+		if c.Spec.TLS.Enabled && c.Spec.TLS.CertificateSecret == s.Name {
+			errs = append(errs, certificateError("MySQLCluster "+c.Name+" spec.tls.certificateSecret", c, s))
 		}
 	}
 	return errors.Join(errs...)

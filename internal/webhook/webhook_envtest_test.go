@@ -26,6 +26,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/passwords"
+	"github.com/dolphin-operator/dolphin/internal/pki"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
@@ -246,6 +247,47 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "shop"},
 		Spec:       dolphinv1.MySQLClusterSpec{Credentials: dolphinv1.CredentialsSpec{SecretName: "shop-creds"}}}),
 		`spec.credentials.secretName: key "operator-password" of Secret "shop-creds"`)
+
+	// A user-supplied server certificate that would not serve the cluster is rejected with
+	// what is wrong: malformed, for other names, expired.
+	userCA, userCAKey, err := pki.NewCA("users-ca", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certSecret := func(name string, leaf *pki.Leaf, issued time.Time) {
+		t.Helper()
+		data := map[string][]byte{"tls.crt": []byte("not a certificate"), "tls.key": []byte("no key"), "ca.crt": userCA}
+		if leaf != nil {
+			cert, key, err := pki.Issue(userCA, userCAKey, *leaf, issued)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data["tls.crt"], data["tls.key"] = cert, key
+		}
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: name}, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certSecret("garbage", nil, time.Now())
+	certSecret("other-names", &pki.Leaf{CommonName: "x", DNSNames: []string{"elsewhere.example"}, Validity: time.Hour}, time.Now())
+	certSecret("expired", &pki.Leaf{CommonName: "x", DNSNames: []string{"*.db-instances.apps.svc", "db-primary.apps.svc"}, Validity: time.Minute}, time.Now().Add(-30*time.Minute))
+	for secretName, want := range map[string]string{
+		"garbage":     "is not a PEM certificate",
+		"other-names": "does not verify for db-primary.apps.svc",
+		"expired":     "expired on",
+	} {
+		err := c.Create(ctx, &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "db"},
+			Spec: dolphinv1.MySQLClusterSpec{TLS: dolphinv1.TLSSpec{Enabled: true, CertificateSecret: secretName}}})
+		if err == nil {
+			t.Errorf("a MySQLCluster with the certificate of Secret %q accepted", secretName)
+			_ = c.Delete(ctx, &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "db"}})
+			continue
+		}
+		if !strings.Contains(err.Error(), `spec.tls.certificateSecret: the certificate in Secret "`+secretName+`" `+want) ||
+			!strings.Contains(err.Error(), "use one for *.db-instances.apps.svc") {
+			t.Errorf("certificate of %q rejected with\n  %v\nwant %q and the names to use", secretName, err, want)
+		}
+	}
 
 	// Renewal: past two thirds of the certificate's life a new one is issued under the same
 	// CA and served, and the webhook keeps answering.

@@ -1,0 +1,78 @@
+package resources
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+)
+
+// TLS on adds the certificate's volume (the Secret, 0440), its read-only mount in the server's
+// container and the server's --ssl-* options; off, the template has none of them.
+func TestStatefulSetTLS(t *testing.T) {
+	off := minimal()
+	on := minimal()
+	on.Spec.TLS.Enabled = true
+	build := func(c *dolphinv1.MySQLCluster) (vols []string, mounts []string, cmd []string) {
+		t.Helper()
+		sts, err := StatefulSet(c, BuildOptions{AgentImage: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range sts.Spec.Template.Spec.Volumes {
+			vols = append(vols, *v.Name)
+			if *v.Name == volumeTLS && (v.Secret == nil || *v.Secret.SecretName != "orders-tls" || *v.Secret.DefaultMode != 0o440) {
+				t.Errorf("tls volume %+v", v.Secret)
+			}
+		}
+		for _, ctr := range sts.Spec.Template.Spec.Containers {
+			if *ctr.Name != ContainerMySQLD {
+				continue
+			}
+			for _, m := range ctr.VolumeMounts {
+				mounts = append(mounts, *m.MountPath)
+				if *m.MountPath == TLSDir && (m.ReadOnly == nil || !*m.ReadOnly) {
+					t.Error("the certificate is mounted writable")
+				}
+			}
+			cmd = ctr.Command
+		}
+		return vols, mounts, cmd
+	}
+	vols, mounts, cmd := build(off)
+	if slices.Contains(vols, volumeTLS) || slices.Contains(mounts, TLSDir) || strings.Contains(strings.Join(cmd, " "), "--ssl") {
+		t.Errorf("TLS off: volumes %v mounts %v command %v", vols, mounts, cmd)
+	}
+	vols, mounts, cmd = build(on)
+	if !slices.Contains(vols, volumeTLS) || !slices.Contains(mounts, TLSDir) {
+		t.Errorf("TLS on: volumes %v mounts %v", vols, mounts)
+	}
+	for _, a := range []string{"--ssl-ca=/etc/mysql/tls/ca.crt", "--ssl-cert=/etc/mysql/tls/tls.crt", "--ssl-key=/etc/mysql/tls/tls.key"} {
+		if !slices.Contains(cmd, a) {
+			t.Errorf("TLS on: command %v lacks %s", cmd, a)
+		}
+	}
+	on.Spec.TLS.CertificateSecret = "mine"
+	if TLSSecretName(on) != "mine" || TLSCASecretName(on) != "orders-ca" {
+		t.Errorf("secret names %s %s", TLSSecretName(on), TLSCASecretName(on))
+	}
+}
+
+func TestServerCertificateNames(t *testing.T) {
+	c := minimal()
+	names := ServerCertificateNames(c)
+	for _, want := range []string{"*.orders-instances.shop.svc", "*.orders-instances.shop.svc.cluster.local",
+		"orders-primary", "orders-primary.shop", "orders-primary.shop.svc", "orders-primary.shop.svc.cluster.local",
+		"orders-replicas.shop.svc", "localhost"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("names %v lack %s", names, want)
+		}
+	}
+	s := TLSSecret(c, "orders-tls", nil)
+	if s.Labels[CredentialsLabel] != "true" || len(s.OwnerReferences) != 1 || s.Type != corev1.SecretTypeOpaque {
+		t.Errorf("TLS Secret %+v", s.ObjectMeta)
+	}
+}
