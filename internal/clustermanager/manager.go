@@ -23,6 +23,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/pki"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/topology"
 )
@@ -255,7 +256,12 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		return topology.Config{}, fmt.Errorf("run-time settings of spec.mysqlConfig: %w", err)
 	}
 	interval := d.Spec.Failover.DetectionInterval.Duration
+	tlsNotAfter, err := m.tlsNotAfter(ctx, d)
+	if err != nil {
+		return topology.Config{}, err
+	}
 	return topology.Config{
+		TLSNotAfter: tlsNotAfter,
 		Flavor:  dbsql.Flavor(d.Spec.Engine.Flavor),
 		Members: members,
 		Credentials: topology.Credentials{
@@ -274,6 +280,31 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		Interval:       interval,
 		ObserveTimeout: max(interval, time.Second),
 	}, nil
+}
+
+// tlsNotAfter is when the instances' current certificate expires, read from its Secret (zero
+// when TLS is off or the Secret is not there yet: nothing to reload).
+func (m *Manager) tlsNotAfter(ctx context.Context, c *dolphinv1.MySQLCluster) (time.Time, error) {
+	if !c.Spec.TLS.Enabled {
+		return time.Time{}, nil
+	}
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.TLSSecretName(c)}
+	err := m.Client.Get(ctx, key, &s)
+	if apierrors.IsNotFound(err) {
+		err = m.APIReader().Get(ctx, key, &s)
+	}
+	if apierrors.IsNotFound(err) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading TLS Secret %s: %w", key, err)
+	}
+	t, err := pki.NotAfter(s.Data[resources.TLSCertKey])
+	if err != nil {
+		return time.Time{}, nil // the reconciler reports a malformed certificate
+	}
+	return t, nil
 }
 
 // accountsFrom makes Dolphin's accounts from the passwords of one credentials generation.
@@ -302,7 +333,8 @@ func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
 		Variables map[string]string
 		Interval  time.Duration
 		Flavor    dbsql.Flavor
-	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor})
+		TLS       time.Time
+	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, cfg.TLSNotAfter})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

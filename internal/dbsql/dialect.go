@@ -81,6 +81,9 @@ const (
 	grantAll       = "GRANT ALL PRIVILEGES ON *.* TO ?@'%' WITH GRANT OPTION"
 	killConn       = "KILL CONNECTION ?"
 	sqlLogBinOff   = "SET SESSION sql_log_bin=0"
+	// flushSSL reloads the server's certificate files (MariaDB 10.4+; MySQL has ALTER
+	// INSTANCE RELOAD TLS instead).
+	flushSSL = "FLUSH SSL"
 )
 
 var mariadbDialect = &dialect{

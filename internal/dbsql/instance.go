@@ -2,6 +2,8 @@ package dbsql
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -186,6 +188,15 @@ func (in *instance) SetSemiSyncReplica(ctx context.Context, enabled bool) error 
 	return in.exec(ctx, in.db, st("SET GLOBAL "+in.d.semiSync.replicaEnabled+"="+onOff(enabled)))
 }
 
+// ReloadTLS implements Instance.
+func (in *instance) ReloadTLS(ctx context.Context) error {
+	q := flushSSL
+	if in.d.flavor == FlavorMySQL {
+		q = "ALTER INSTANCE RELOAD TLS"
+	}
+	return in.exec(ctx, in.db, st(q))
+}
+
 // SeedGTIDForRejoin implements Instance.
 func (in *instance) SeedGTIDForRejoin(ctx context.Context) error {
 	return in.exec(ctx, in.db, sts(in.d.seedGTIDForRejoin...)...)
@@ -244,4 +255,33 @@ func OpenReplicated(cfg Config) (*sql.DB, error) {
 	db.SetConnMaxIdleTime(time.Minute)
 	db.SetConnMaxLifetime(connMaxLifetime)
 	return db, nil
+}
+
+// ServedCertificate connects to the server at cfg.Addr over TLS and returns the certificate it
+// presents to a new connection, to tell whether it serves the current one. The certificate is
+// not verified here (nothing is sent that needs it to be): it is only compared.
+func ServedCertificate(ctx context.Context, cfg Config) (*x509.Certificate, error) {
+	var served *x509.Certificate
+	mc := driverConfig(cfg)
+	mc.TLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12, //nolint:gosec // compared, not trusted
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 {
+				served = cs.PeerCertificates[0]
+			}
+			return nil
+		}}
+	conn, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("dbsql: driver config for %s: %w", cfg.Addr, err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	err = db.PingContext(ctx)
+	if served != nil {
+		return served, nil // the handshake happened; a refused login does not matter
+	}
+	if err == nil {
+		err = errors.New("no certificate presented")
+	}
+	return nil, fmt.Errorf("dbsql: TLS certificate of %s: %w", cfg.Addr, err)
 }

@@ -159,11 +159,28 @@ func TestServerTLSFacts(t *testing.T) {
 	// keeps working, the server is not restarted.
 	before, err := ops[0].Status(ctx)
 	must(t, err)
+	firstCert, err := os.ReadFile(cert)
+	must(t, err)
+	firstEnd, _ := pki.NotAfter(firstCert)
+	opCfg := Config{Flavor: FlavorMariaDB, Addr: src.Addr(), User: testAccounts.Operator.User, Password: testAccounts.Operator.Password}
+	if served, err := ServedCertificate(ctx, opCfg); err != nil || !served.NotAfter.Equal(firstEnd) {
+		t.Errorf("ServedCertificate: %v (%v), want the loaded certificate's end %s", served, err, firstEnd)
+	}
+	time.Sleep(1100 * time.Millisecond) // a later NotAfter, to the second
 	newCert, newKey := reissue(t, dir, caPEM, ips)
+	newPEM, err := os.ReadFile(newCert)
+	must(t, err)
+	newEnd, _ := pki.NotAfter(newPEM)
 	must(t, os.Rename(newCert, cert))
 	must(t, os.Rename(newKey, key))
-	if _, err := db.ExecContext(ctx, "FLUSH SSL"); err != nil {
-		t.Fatalf("FLUSH SSL: %v", err)
+	if served, err := ServedCertificate(ctx, opCfg); err != nil || !served.NotAfter.Equal(firstEnd) {
+		t.Errorf("before FLUSH SSL, new files: served %v (%v), want still the old certificate", served, err)
+	}
+	if err := ops[0].ReloadTLS(ctx); err != nil {
+		t.Fatalf("ReloadTLS (FLUSH SSL): %v", err)
+	}
+	if served, err := ServedCertificate(ctx, opCfg); err != nil || !served.NotAfter.Equal(newEnd) {
+		t.Errorf("after ReloadTLS: served %v (%v), want the new certificate's end %s", served, err, newEnd)
 	}
 	serial2, db2, err := tlsLogin(ctx, src, testAccounts.Operator.User, testAccounts.Operator.Password, caPEM, "db.test")
 	if err != nil {
@@ -189,9 +206,7 @@ func TestServerTLSFacts(t *testing.T) {
 	noIPCert, noIPKey := reissue(t, dir, caPEM, nil)
 	must(t, os.Rename(noIPCert, cert))
 	must(t, os.Rename(noIPKey, key))
-	if _, err := db.ExecContext(ctx, "FLUSH SSL"); err != nil {
-		t.Fatal(err)
-	}
+	must(t, ops[0].ReloadTLS(ctx))
 	must(t, change(ops[1], src.Host, src.Port, true))
 	rs = waitIO("a certificate without the source's address refused when the name is verified", ops[1],
 		func(rs *ReplicaStatus) bool { return !rs.IORunning && rs.LastIOErrno != 0 })

@@ -196,6 +196,9 @@ type Instance interface {
 	// literals as sysvars.SetGlobalValue makes them, or DEFAULT. Every entry is tried;
 	// the error names each one the server refused.
 	SetGlobalVariables(ctx context.Context, vars map[string]string) error
+	// ReloadTLS makes the server load its certificate files again (FLUSH SSL on MariaDB,
+	// ALTER INSTANCE RELOAD TLS on MySQL) without a restart; open sessions keep theirs.
+	ReloadTLS(ctx context.Context) error
 	// Close closes the connection pool.
 	Close() error
 }

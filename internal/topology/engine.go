@@ -43,6 +43,9 @@ type Config struct {
 	// SET GLOBAL literal, see resources.DynamicVariables). A variable that an earlier engine
 	// of this cluster applied and that is no longer listed is set back to DEFAULT.
 	Variables map[string]string
+	// TLSNotAfter is when the instances' current TLS certificate expires (zero: TLS off). An
+	// instance that has loaded an older one is asked to reload its files (FLUSH SSL).
+	TLSNotAfter time.Time
 	// Reporter receives the outcome of every cycle; may be nil.
 	Reporter Reporter
 	Log      logr.Logger
@@ -108,6 +111,7 @@ type Engine struct {
 	accounts   map[string]time.Time     // when this engine ensured the accounts, by address
 	applied    map[string]bool          // instances whose run-time variables this engine set, by address
 	uptimes    map[string]time.Duration // each server's uptime at its last observation, by address
+	tlsChecks  map[string]time.Time     // when to compare each instance's served certificate next (tls.go)
 	state      Persisted
 	misses     int
 	lostSince  time.Time
@@ -144,7 +148,7 @@ func New(cfg Config, from Persisted) *Engine {
 		}
 	}
 	from.Variables = vars
-	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, state: from}
+	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, state: from}
 }
 
 // Trigger asks for an observation now instead of at the next tick.
@@ -248,6 +252,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		e.cfg.Log.Info("topology plan", "state", d.State, "message", d.Message, "plan", fmt.Sprint(d.Plan))
 	}
 	err := e.act(ctx, members, d)
+	e.reloadCertificates(ctx, members, views)
 
 	e.mu.Lock()
 	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation}
