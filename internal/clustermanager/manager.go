@@ -262,8 +262,8 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	}
 	return topology.Config{
 		TLSNotAfter: tlsNotAfter,
-		Flavor:  dbsql.Flavor(d.Spec.Engine.Flavor),
-		Members: members,
+		Flavor:      dbsql.Flavor(d.Spec.Engine.Flavor),
+		Members:     members,
 		Credentials: topology.Credentials{
 			Accounts:   accountsFrom(s.Data),
 			Generation: current,
