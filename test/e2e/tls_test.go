@@ -62,7 +62,7 @@ func TestLocalTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(s.servicePort("sec-primary"))
-	for _, name := range []string{"sec-primary." + s.ns + ".svc", "localhost"} {
+	for i, name := range []string{"sec-primary." + s.ns + ".svc", "localhost"} {
 		var db *sql.DB
 		testenv.Eventually(t, 30*time.Second, "a verified TLS connection for "+name, func() error {
 			var err error
@@ -76,7 +76,7 @@ func TestLocalTLS(t *testing.T) {
 		if err := db.QueryRow("SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'Ssl_version'").Scan(&version); err != nil {
 			t.Error(err)
 		}
-		if _, err := db.Exec("INSERT INTO app.rows VALUES (1)"); err != nil {
+		if _, err := db.Exec("INSERT INTO app.rows VALUES (?)", i+1); err != nil {
 			t.Errorf("%s: a write over TLS: %v", name, err)
 		}
 		t.Logf("TLS through the primary Service verified as %s: %s %s", name, version, cipher)
@@ -98,6 +98,59 @@ func TestLocalTLS(t *testing.T) {
 	if c.Status.TLS == nil || c.Status.TLS.Secret != "sec-tls" || c.Status.TLS.NotAfter == nil {
 		t.Errorf("status.tls %+v", c.Status.TLS)
 	}
+
+	// Rotation under a writer, without a restart: the certificate is replaced (deleting its
+	// Secret makes Dolphin issue a new one); the node updates the pod's files, the engine sees
+	// the server still presenting the old one and has it reload them (FLUSH SSL).
+	first := servedSerial(t, addr, ca.Data["ca.crt"], "sec-primary."+s.ns+".svc")
+	pid := s.serverPID("sec-0")
+	w := s.startAppWriterFrom("sec", 100)
+	time.Sleep(time.Second)
+	if err := s.c.Delete(s.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "sec-tls"}}); err != nil {
+		t.Fatal(err)
+	}
+	rotated := time.Now()
+	testenv.Eventually(t, 120*time.Second, "the new certificate served", func() error {
+		if serial := servedSerial(t, addr, ca.Data["ca.crt"], "sec-primary."+s.ns+".svc"); serial == first || serial == "" {
+			return fmt.Errorf("still %s", first)
+		}
+		return nil
+	})
+	t.Logf("certificate rotated: served by the running server %.1fs after the renewal", time.Since(rotated).Seconds())
+	time.Sleep(time.Second)
+	w.finish()
+	acked, failed := w.ackedIDs()
+	if pid2 := s.serverPID("sec-0"); pid2 != pid {
+		t.Errorf("the server restarted for the rotation: pid %d -> %d", pid, pid2)
+	}
+	app := s.sqlDBAs(appUser, appPassword, addr)
+	if lost := lostOn(t, app, acked); lost > 0 || len(acked) == 0 {
+		t.Errorf("writer during the rotation: %d acknowledged, %d lost, %d failed", len(acked), lost, failed)
+	}
+	t.Logf("writer during the rotation: %d acknowledged, 0 lost, %d failed", len(acked), failed)
+}
+
+// servedSerial is the serial number of the certificate a verified TLS connection through addr
+// is served ("" when the connection fails).
+func servedSerial(t *testing.T, addr string, caPEM []byte, name string) string {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	var serial string
+	cfg := mysql.NewConfig()
+	cfg.Net, cfg.Addr, cfg.User, cfg.Passwd, cfg.Timeout = "tcp", addr, appUser, appPassword, 3*time.Second
+	cfg.TLS = &tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12,
+		VerifyConnection: func(cs tls.ConnectionState) error { serial = cs.PeerCertificates[0].SerialNumber.String(); return nil }}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return ""
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	if err := db.Ping(); err != nil {
+		return ""
+	}
+	return serial
 }
 
 // newOtherCA is a CA no cluster uses.
