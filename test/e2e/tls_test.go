@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,12 +23,17 @@ import (
 // tlsClient connects through addr as the application account over TLS, verifying the server
 // against caPEM for serverName.
 func tlsClient(addr string, caPEM []byte, serverName string) (*sql.DB, error) {
+	return tlsClientAs(appUser, addr, caPEM, serverName)
+}
+
+// tlsClientAs is tlsClient as another account with the application password.
+func tlsClientAs(user, addr string, caPEM []byte, serverName string) (*sql.DB, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("no CA certificate")
 	}
 	cfg := mysql.NewConfig()
-	cfg.Net, cfg.Addr, cfg.User, cfg.Passwd, cfg.Timeout = "tcp", addr, appUser, appPassword, 3*time.Second
+	cfg.Net, cfg.Addr, cfg.User, cfg.Passwd, cfg.Timeout = "tcp", addr, user, appPassword, 3*time.Second
 	cfg.TLS = &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -82,6 +88,32 @@ func TestLocalTLS(t *testing.T) {
 		t.Logf("TLS through the primary Service verified as %s: %s %s", name, version, cipher)
 		db.Close()
 	}
+	// An account that requires TLS: refused in plain text, accepted encrypted.
+	strict := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "sec-strict"},
+		Spec: dolphinv1.MySQLUserSpec{Cluster: "sec", Name: "strict", Require: dolphinv1.RequireSSL,
+			PasswordSecretKeyRef: &dolphinv1.SecretKeyReference{Name: "sec-app-password"},
+			Grants:               []dolphinv1.Grant{{Privileges: []dolphinv1.Privilege{"SELECT"}, Database: "app"}}}}
+	if err := s.c.Create(s.ctx, strict); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the TLS-only account applied", func() error {
+		if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(strict), strict); err != nil {
+			return err
+		}
+		if r := meta.FindStatusCondition(strict.Status.Conditions, "Ready"); r == nil || r.Status != metav1.ConditionTrue {
+			return fmt.Errorf("not applied: %+v", r)
+		}
+		return nil
+	})
+	if err := s.sqlDBAs("strict", appPassword, addr).Ping(); err == nil {
+		t.Error("an account with require: SSL logged in without TLS")
+	}
+	if db, err := tlsClientAs("strict", addr, ca.Data["ca.crt"], "sec-primary."+s.ns+".svc"); err != nil {
+		t.Errorf("the require: SSL account over TLS: %v", err)
+	} else {
+		db.Close()
+	}
+
 	// The CA of another cluster is not trusted.
 	other, err := newOtherCA()
 	if err != nil {
