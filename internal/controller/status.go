@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -223,6 +224,11 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	}
 	applyBackupSummary(&st, o.Backups, o.BackupConfigured, now)
 	applyArchive(&st, o, now)
+	if c := certificateCondition(o.TLS, now); c != nil {
+		set(c.Type, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionCertificateExpiring)
+	}
 	if rc := restoredCondition(o); rc != nil {
 		set(rc.Type, rc.Status == metav1.ConditionTrue, rc.Reason, rc.Message)
 	} else {
@@ -304,4 +310,32 @@ func applyArchive(st *dolphinv1.MySQLClusterStatus, o observation, now metav1.Ti
 		st.Backup = &dolphinv1.BackupStatus{}
 	}
 	st.Backup.Archive = archive
+}
+
+// ConditionCertificateExpiring is True while the instances' TLS certificate expires within
+// CertificateWarning (Dolphin renews its own well before; yours must be renewed by you).
+const ConditionCertificateExpiring = "CertificateExpiring"
+
+// CertificateWarning is how long before its end a certificate is reported as expiring.
+const CertificateWarning = 14 * 24 * time.Hour
+
+// certificateCondition is the CertificateExpiring condition of the certificate in use, or nil
+// when TLS is off.
+func certificateCondition(t *dolphinv1.TLSStatus, now metav1.Time) *metav1.Condition {
+	if t == nil || t.NotAfter == nil {
+		return nil
+	}
+	left := t.NotAfter.Sub(now.Time)
+	c := &metav1.Condition{Type: ConditionCertificateExpiring, Status: metav1.ConditionFalse, Reason: "Valid",
+		Message: fmt.Sprintf("the certificate in Secret %s is valid until %s", t.Secret, t.NotAfter.UTC().Format(time.RFC3339))}
+	switch {
+	case left <= 0:
+		c.Status, c.Reason = metav1.ConditionTrue, "Expired"
+		c.Message = fmt.Sprintf("the certificate in Secret %s expired at %s: clients verifying the server are refused; replace it", t.Secret, t.NotAfter.UTC().Format(time.RFC3339))
+	case left < CertificateWarning:
+		c.Status, c.Reason = metav1.ConditionTrue, "ExpiresSoon"
+		c.Message = fmt.Sprintf("the certificate in Secret %s expires at %s (in %s): renew it (Dolphin renews the certificates it issues itself; yours are yours to renew)",
+			t.Secret, t.NotAfter.UTC().Format(time.RFC3339), left.Round(time.Hour))
+	}
+	return c
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/metrics"
 	"github.com/dolphin-operator/dolphin/internal/pki"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
@@ -25,6 +26,7 @@ import (
 func (r *MySQLClusterReconciler) reconcileTLS(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 	if !c.Spec.TLS.Enabled {
 		c.Status.TLS = nil
+		metrics.CertificateExpiry.DeleteLabelValues(c.Namespace, c.Name)
 		return nil
 	}
 	var (
@@ -41,6 +43,7 @@ func (r *MySQLClusterReconciler) reconcileTLS(ctx context.Context, c *dolphinv1.
 	}
 	cert, _ := pki.ParseCert(s.Data[resources.TLSCertKey])
 	c.Status.TLS = &dolphinv1.TLSStatus{Secret: s.Name, NotAfter: &metav1.Time{Time: cert.NotAfter}}
+	metrics.CertificateExpiry.WithLabelValues(c.Namespace, c.Name).Set(float64(cert.NotAfter.Unix()))
 	return nil
 }
 

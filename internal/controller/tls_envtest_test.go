@@ -125,7 +125,15 @@ func TestEnvtestTLSCertificates(t *testing.T) {
 	expect("TLSCertificateInvalid", "expired on")
 	put(pki.Leaf{CommonName: "own", DNSNames: []string{"*.own-instances." + ns + ".svc", "own-primary." + ns + ".svc"}, Validity: time.Hour}, time.Now())
 	_ = reconcileOnce(t, c, userKey)
-	if cl := getCluster(t, c, userKey); cl.Status.TLS == nil || cl.Status.TLS.Secret != "own-cert" {
+	cl = getCluster(t, c, userKey)
+	if cl.Status.TLS == nil || cl.Status.TLS.Secret != "own-cert" {
 		t.Errorf("a valid certificate of the user's: status.tls %+v", cl.Status.TLS)
+	}
+	// It expires within the hour: reported before it does.
+	if cond := conditionWithReason(cl, "ExpiresSoon"); cond == nil || cond.Type != ConditionCertificateExpiring || cond.Status != metav1.ConditionTrue {
+		t.Errorf("a certificate expiring within the hour: %+v, want CertificateExpiring True ExpiresSoon", cond)
+	}
+	if cond := conditionWithReason(getCluster(t, c, key), "Valid"); cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Errorf("Dolphin's 90-day certificate: %+v, want CertificateExpiring False Valid", cond)
 	}
 }

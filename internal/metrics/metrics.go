@@ -88,6 +88,11 @@ var (
 		Name: "mysql_cluster_binlog_archive_up",
 		Help: "1 while the ContinuousArchiving condition is True, 0 while it is False.",
 	}, []string{"namespace", "name"})
+	// CertificateExpiry is when the instances' TLS certificate expires.
+	CertificateExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_tls_certificate_expiry_timestamp_seconds",
+		Help: "Unix time the instances' TLS certificate expires (no series while TLS is off).",
+	}, []string{"namespace", "name"})
 	// BackupFailures counts backups that ended Failed.
 	BackupFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mysql_cluster_backup_failures_total",
@@ -97,7 +102,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, EngineErrors,
-		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures, ArchiveLag, ArchiveLastUpload, ArchiveUp)
+		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures, ArchiveLag, ArchiveLastUpload, ArchiveUp, CertificateExpiry)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
 	}
@@ -116,6 +121,7 @@ func ForgetCluster(namespace, name string) {
 	BackupLastDuration.DeleteLabelValues(namespace, name)
 	BackupLastSize.DeleteLabelValues(namespace, name)
 	BackupFailures.DeleteLabelValues(namespace, name)
+	CertificateExpiry.DeleteLabelValues(namespace, name)
 	ForgetArchive(namespace, name)
 }
 
