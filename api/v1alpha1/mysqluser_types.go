@@ -96,7 +96,7 @@ type MySQLUserSpec struct {
 
 	// Require says what the account's connections need: None (default), SSL (an encrypted
 	// connection) or X509 (an encrypted connection with a client certificate the server's CA
-	// signed). SSL and X509 need TLS on the server.
+	// signed). SSL and X509 need spec.tls.enabled on the cluster.
 	// +kubebuilder:default=None
 	// +optional
 	Require TLSRequirement `json:"require,omitempty"`
