@@ -127,7 +127,10 @@ func TestServerSegmentClosedWhenIdle(t *testing.T) {
 	if len(txns) != 1 || l.Segments[0].End != want.String() || l.Segments[0].Start != "" {
 		t.Errorf("segments %+v, transactions %+v, want one, ending at %q", l.Segments[0], txns, want)
 	}
-	if st := a.Status(); st.Position != want.String() || st.LastUpload.IsZero() || st.LastCommit.IsZero() {
-		t.Errorf("status %+v", st)
-	}
+	// The manifest is visible in the store a moment before the archiver records the commit in
+	// its status, so the status is waited for rather than read once.
+	waitFor(t, "the status to report the committed segment", func() (bool, string) {
+		st := a.Status()
+		return st.Position == want.String() && !st.LastUpload.IsZero() && !st.LastCommit.IsZero(), fmt.Sprintf("%+v", st)
+	})
 }
