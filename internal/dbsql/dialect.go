@@ -23,7 +23,8 @@ type dialect struct {
 	replica            replicaColumns
 	semiSync           semiSyncNames
 
-	// changeSource takes host, port, user and password as arguments.
+	// changeSource takes host, port, user, password, then the TLS settings (use TLS 0/1, CA
+	// file, verify the source's name 0/1) as arguments.
 	changeSource    string
 	startReplica    string
 	stopReplica     string
@@ -57,6 +58,9 @@ type replicaColumns struct {
 	host, port, ioRunning, sqlRunning    string
 	ioErrno, ioError, sqlErrno, sqlError string
 	received, secondsBehind              string
+	// sslAllowed, sslCAFile and sslVerifyName describe the TLS settings of the replication
+	// connection (read when present).
+	sslAllowed, sslCAFile, sslVerifyName string
 }
 
 // semiSyncNames names the semi-sync system and status variables.
@@ -98,6 +102,7 @@ var mariadbDialect = &dialect{
 		ioErrno: "Last_IO_Errno", ioError: "Last_IO_Error",
 		sqlErrno: "Last_SQL_Errno", sqlError: "Last_SQL_Error",
 		received: "Gtid_IO_Pos", secondsBehind: "Seconds_Behind_Master",
+		sslAllowed: "Master_SSL_Allowed", sslCAFile: "Master_SSL_CA_File", sslVerifyName: "Master_SSL_Verify_Server_Cert",
 	},
 	semiSync: semiSyncNames{
 		sourceEnabled: "rpl_semi_sync_master_enabled", replicaEnabled: "rpl_semi_sync_slave_enabled",
@@ -105,7 +110,8 @@ var mariadbDialect = &dialect{
 		sourceStatus: "Rpl_semi_sync_master_status", clients: "Rpl_semi_sync_master_clients",
 	},
 	changeSource: "CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, " +
-		"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1",
+		"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1, " +
+		"MASTER_SSL=?, MASTER_SSL_CA=?, MASTER_SSL_VERIFY_SERVER_CERT=?",
 	startReplica:    "START SLAVE",
 	stopReplica:     "STOP SLAVE",
 	stopReplicaIO:   "STOP SLAVE IO_THREAD",
@@ -142,6 +148,7 @@ var mysqlDialect = &dialect{
 		ioErrno: "Last_IO_Errno", ioError: "Last_IO_Error",
 		sqlErrno: "Last_SQL_Errno", sqlError: "Last_SQL_Error",
 		received: "Retrieved_Gtid_Set", secondsBehind: "Seconds_Behind_Source",
+		sslAllowed: "Source_SSL_Allowed", sslCAFile: "Source_SSL_CA_File", sslVerifyName: "Source_SSL_Verify_Server_Cert",
 	},
 	semiSync: semiSyncNames{
 		sourceEnabled: "rpl_semi_sync_source_enabled", replicaEnabled: "rpl_semi_sync_replica_enabled",
@@ -151,7 +158,8 @@ var mysqlDialect = &dialect{
 	// GET_SOURCE_PUBLIC_KEY lets caching_sha2_password (the 8.4 default)
 	// authenticate without TLS.
 	changeSource: "CHANGE REPLICATION SOURCE TO SOURCE_HOST=?, SOURCE_PORT=?, SOURCE_USER=?, SOURCE_PASSWORD=?, " +
-		"SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=1, SOURCE_HEARTBEAT_PERIOD=1, GET_SOURCE_PUBLIC_KEY=1",
+		"SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=1, SOURCE_HEARTBEAT_PERIOD=1, GET_SOURCE_PUBLIC_KEY=1, " +
+		"SOURCE_SSL=?, SOURCE_SSL_CA=?, SOURCE_SSL_VERIFY_SERVER_CERT=?",
 	startReplica:    "START REPLICA",
 	stopReplica:     "STOP REPLICA",
 	stopReplicaIO:   "STOP REPLICA IO_THREAD",

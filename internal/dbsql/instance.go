@@ -136,9 +136,21 @@ func (in *instance) ConfigureReplication(ctx context.Context, src Source) error 
 	if src.Host == "" || src.Port <= 0 || src.User == "" {
 		return fmt.Errorf("dbsql: incomplete replication source %s:%d user %q", src.Host, src.Port, src.User)
 	}
+	// Every TLS setting is given each time: CHANGE MASTER keeps the ones it is not given, so
+	// a source that stopped serving TLS would otherwise still be asked for it.
+	useTLS, caFile, verifyName := 0, "", 0
+	if t := src.TLS; t != nil {
+		if t.CAFile == "" {
+			return fmt.Errorf("dbsql: replication over TLS from %s:%d needs a CA file", src.Host, src.Port)
+		}
+		useTLS, caFile = 1, t.CAFile
+		if t.VerifyName {
+			verifyName = 1
+		}
+	}
 	return in.exec(ctx, in.db,
 		st(in.d.stopReplica),
-		st(in.d.changeSource, src.Host, src.Port, src.User, src.Password),
+		st(in.d.changeSource, src.Host, src.Port, src.User, src.Password, useTLS, caFile, verifyName),
 		st(in.d.startReplica))
 }
 

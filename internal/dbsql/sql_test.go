@@ -41,15 +41,40 @@ func TestExactSQL(t *testing.T) {
 		mariadb: []string{
 			"STOP SLAVE",
 			"CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, " +
-				"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1 " +
-				`[10.0.0.7 3306 repl it's "q" \ b]`,
+				"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1, " +
+				"MASTER_SSL=?, MASTER_SSL_CA=?, MASTER_SSL_VERIFY_SERVER_CERT=? " +
+				`[10.0.0.7 3306 repl it's "q" \ b 0  0]`,
 			"START SLAVE",
 		},
 		mysql: []string{
 			"STOP REPLICA",
 			"CHANGE REPLICATION SOURCE TO SOURCE_HOST=?, SOURCE_PORT=?, SOURCE_USER=?, SOURCE_PASSWORD=?, " +
-				"SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=1, SOURCE_HEARTBEAT_PERIOD=1, GET_SOURCE_PUBLIC_KEY=1 " +
-				`[10.0.0.7 3306 repl it's "q" \ b]`,
+				"SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=1, SOURCE_HEARTBEAT_PERIOD=1, GET_SOURCE_PUBLIC_KEY=1, " +
+				"SOURCE_SSL=?, SOURCE_SSL_CA=?, SOURCE_SSL_VERIFY_SERVER_CERT=? " +
+				`[10.0.0.7 3306 repl it's "q" \ b 0  0]`,
+			"START REPLICA",
+		},
+	}, {
+		name: "ConfigureReplication over TLS",
+		run: func(ctx context.Context, in Instance) error {
+			tlsSrc := src
+			tlsSrc.TLS = &SourceTLS{CAFile: "/etc/mysql/tls/ca.crt", VerifyName: true}
+			return in.ConfigureReplication(ctx, tlsSrc)
+		},
+		mariadb: []string{
+			"STOP SLAVE",
+			"CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, " +
+				"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1, " +
+				"MASTER_SSL=?, MASTER_SSL_CA=?, MASTER_SSL_VERIFY_SERVER_CERT=? " +
+				`[10.0.0.7 3306 repl it's "q" \ b 1 /etc/mysql/tls/ca.crt 1]`,
+			"START SLAVE",
+		},
+		mysql: []string{
+			"STOP REPLICA",
+			"CHANGE REPLICATION SOURCE TO SOURCE_HOST=?, SOURCE_PORT=?, SOURCE_USER=?, SOURCE_PASSWORD=?, " +
+				"SOURCE_AUTO_POSITION=1, SOURCE_CONNECT_RETRY=1, SOURCE_HEARTBEAT_PERIOD=1, GET_SOURCE_PUBLIC_KEY=1, " +
+				"SOURCE_SSL=?, SOURCE_SSL_CA=?, SOURCE_SSL_VERIFY_SERVER_CERT=? " +
+				`[10.0.0.7 3306 repl it's "q" \ b 1 /etc/mysql/tls/ca.crt 1]`,
 			"START REPLICA",
 		},
 	}, {

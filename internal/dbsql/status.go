@@ -128,6 +128,9 @@ func parseReplicaRow(d *dialect, row map[string]string, executed GTIDSet) (*Repl
 		}
 		rep.SecondsBehindSource = &n
 	}
+	rep.SSL = row[c.sslAllowed] == "Yes"
+	rep.SSLCAFile = row[c.sslCAFile]
+	rep.SSLVerifyName = row[c.sslVerifyName] == "Yes"
 	received, err := d.parseGTID(row[c.received])
 	if err != nil {
 		return nil, fmt.Errorf("column %s: %w", c.received, err)

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"database/sql"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -108,11 +107,10 @@ func TestServerTLSFacts(t *testing.T) {
 
 	// Replication over TLS: the CA verified (and the name, against MASTER_HOST).
 	must(t, ops[0].SetReadOnly(ctx, false))
+	// Through ConfigureReplication, as the engine does.
 	change := func(in Instance, host string, port int, verifyName bool) error {
-		q := fmt.Sprintf("CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, MASTER_USE_GTID=slave_pos, "+
-			"MASTER_CONNECT_RETRY=1, MASTER_SSL=1, MASTER_SSL_CA=?, MASTER_SSL_VERIFY_SERVER_CERT=%d", map[bool]int{false: 0, true: 1}[verifyName])
-		return in.(*instance).exec(ctx, in.(*instance).db, st("STOP SLAVE"),
-			st(q, host, port, testAccounts.Replication.User, testAccounts.Replication.Password, ca), st("START SLAVE"))
+		return in.ConfigureReplication(ctx, Source{Host: host, Port: port, User: testAccounts.Replication.User,
+			Password: testAccounts.Replication.Password, TLS: &SourceTLS{CAFile: ca, VerifyName: verifyName}})
 	}
 	ioState := func(in Instance) (*ReplicaStatus, error) {
 		stt, err := in.Status(ctx)
@@ -140,7 +138,10 @@ func TestServerTLSFacts(t *testing.T) {
 		return nil
 	}
 	must(t, change(ops[1], src.Host, src.Port, true))
-	waitIO("replication over TLS with the name verified", ops[1], func(rs *ReplicaStatus) bool { return rs.IORunning })
+	rs0 := waitIO("replication over TLS with the name verified", ops[1], func(rs *ReplicaStatus) bool { return rs.IORunning })
+	if !rs0.SSL || rs0.SSLCAFile != ca || !rs0.SSLVerifyName {
+		t.Errorf("replica status SSL=%v CA=%q verifyName=%v, want true, %q, true", rs0.SSL, rs0.SSLCAFile, rs0.SSLVerifyName, ca)
+	}
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE tls_probe"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +214,13 @@ func TestServerTLSFacts(t *testing.T) {
 	t.Logf("certificate without the address, name verified: IO errno %d: %s", rs.LastIOErrno, rs.LastIOError)
 	must(t, change(ops[1], src.Host, src.Port, false))
 	waitIO("the same certificate accepted on the CA alone", ops[1], func(rs *ReplicaStatus) bool { return rs.IORunning })
+
+	// Back to a plain connection: every TLS setting is cleared, not kept from before.
+	must(t, ops[1].ConfigureReplication(ctx, Source{Host: src.Host, Port: src.Port, User: testAccounts.Replication.User, Password: testAccounts.Replication.Password}))
+	rsPlain := waitIO("plain replication again", ops[1], func(rs *ReplicaStatus) bool { return rs.IORunning })
+	if rsPlain.SSL || rsPlain.SSLCAFile != "" || rsPlain.SSLVerifyName {
+		t.Errorf("after a plain CHANGE MASTER: SSL=%v CA=%q verifyName=%v, want all cleared", rsPlain.SSL, rsPlain.SSLCAFile, rsPlain.SSLVerifyName)
+	}
 
 	// REQUIRE SSL: a plain login is refused, a TLS one accepted.
 	if _, err := db.ExecContext(ctx, "CREATE USER 'tlsonly'@'%' IDENTIFIED BY 'Tls-Only-Pass-1' REQUIRE SSL"); err != nil {

@@ -62,6 +62,12 @@ type ReplicaStatus struct {
 	// SecondsBehindSource is nil when the server reports NULL (applier or
 	// receiver not running).
 	SecondsBehindSource *int64
+	// SSL is true when the replication connection is configured to use TLS; SSLCAFile is
+	// the CA file it verifies the source with and SSLVerifyName whether it also checks the
+	// source's name.
+	SSL           bool
+	SSLCAFile     string
+	SSLVerifyName bool
 }
 
 // SemiSyncStatus is the semi-synchronous replication state of a server.
@@ -99,6 +105,19 @@ type Source struct {
 	Port     int
 	User     string
 	Password string
+	// TLS, when set, makes the replication connection use TLS; nil: a plain connection.
+	TLS *SourceTLS
+}
+
+// SourceTLS is how a replica verifies its source over TLS.
+type SourceTLS struct {
+	// CAFile is the CA certificate file, as the replica's server sees it, that the source's
+	// certificate must chain to.
+	CAFile string
+	// VerifyName also checks Host against the source's certificate. Only where Host is a
+	// name the certificate holds (a pod DNS name); a pod IP is not in it, so replicas
+	// addressed by IP verify the CA alone.
+	VerifyName bool
 }
 
 // Account is a user name and password. Accounts are created for host '%'.
