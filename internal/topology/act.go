@@ -123,7 +123,8 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 			}
 		}
 		repl := e.cfg.Credentials.Accounts.Replication
-		if err := in.ConfigureReplication(ctx, dbsql.Source{Host: src.Host, Port: src.Port, User: repl.User, Password: repl.Password}); err != nil {
+		if err := in.ConfigureReplication(ctx, dbsql.Source{Host: src.Host, Port: src.Port, User: repl.User, Password: repl.Password,
+			TLS: replicationTLS(m, src, e.cfg.TLSCAFile)}); err != nil {
 			return err
 		}
 		e.recordReplication(m.Name, e.cfg.Credentials.Generation)

@@ -134,7 +134,9 @@ func (e *Engine) connAs(m Member, g CredentialGeneration) (dbsql.Instance, error
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if c, ok := e.conns[m.Addr()]; ok {
-		if c.gen == g.ID {
+		// A pod re-created with (or without) TLS keeps its DNS address: a pool of the other
+		// kind is replaced.
+		if c.gen == g.ID && c.tlsName == m.TLSServerName {
 			return c.in, nil
 		}
 		_ = c.in.Close()
@@ -144,7 +146,7 @@ func (e *Engine) connAs(m Member, g CredentialGeneration) (dbsql.Instance, error
 	if err != nil {
 		return nil, err
 	}
-	e.conns[m.Addr()] = cachedConn{in: in, gen: g.ID}
+	e.conns[m.Addr()] = cachedConn{in: in, gen: g.ID, tlsName: m.TLSServerName}
 	return in, nil
 }
 
@@ -167,6 +169,8 @@ func (e *Engine) dropConn(m Member) {
 type cachedConn struct {
 	in  dbsql.Instance
 	gen string
+	// tlsName is the member's TLSServerName the pool verifies ("" for a plain pool).
+	tlsName string
 }
 
 // ensureAccounts creates or updates Dolphin's accounts to the current generation: as the

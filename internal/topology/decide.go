@@ -299,6 +299,9 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 			// Rotated credentials: the primary no longer takes the password this replica
 			// would reconnect with.
 			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: r.Name, Source: p.Name})
+		case !replicationTLSMatches(rs, replicationTLS(r.member(), p.member(), v.TLSCAFile)):
+			// TLS turned on or off, or an instance restarted with or without it.
+			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: r.Name, Source: p.Name})
 		case !rs.IORunning || !rs.SQLRunning:
 			d.Plan = append(d.Plan, Step{Kind: StepStartReplication, Instance: r.Name})
 		}

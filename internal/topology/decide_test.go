@@ -41,6 +41,21 @@ func (b *ib) replicaOf(src int, received string) *ib {
 	return b
 }
 func (b *ib) ioStopped() *ib { b.v.Status.Replica.IORunning = false; return b }
+
+// tls marks the instance as serving TLS (its pod started with a certificate).
+func (b *ib) tls() *ib { b.v.TLSServerName = b.v.Host; return b }
+
+// replicatingOverTLS marks its replication connection as using TLS with the test CA file,
+// the source's name verified.
+func (b *ib) replicatingOverTLS() *ib {
+	r := b.v.Status.Replica
+	r.SSL, r.SSLCAFile, r.SSLVerifyName = true, testCAFile, true
+	return b
+}
+
+const testCAFile = "/etc/mysql/tls/ca.crt"
+
+func withCAFile(v ClusterView) ClusterView { v.TLSCAFile = testCAFile; return v }
 func (b *ib) sqlError(errno int) *ib {
 	b.v.Status.Replica.SQLRunning, b.v.Status.Replica.LastSQLErrno = false, errno
 	return b
@@ -106,6 +121,31 @@ func TestDecide(t *testing.T) {
 				ss := &v.Instances[0].Status.SemiSync
 				ss.Clients, ss.StalledDumps = 1, 1
 				return v
+			},
+			StateHealthy, "db-0", nil, nil},
+		{"TLS turned on: replicas of a source that serves TLS are re-pointed over TLS",
+			func() ClusterView {
+				return withCAFile(cluster("db-0", inst(0).tls().writable().executed("0-1-10"),
+					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10"),
+					inst(2).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS()))
+			},
+			StateHealing, "db-0", []string{"Replicate(db-1 from db-0)"}, nil},
+		{"a replica whose own pod has no certificate yet replicates in plain text (it has no CA to verify with)",
+			func() ClusterView {
+				return withCAFile(cluster("db-0", inst(0).tls().writable().executed("0-1-10"),
+					inst(1).executed("0-1-10").replicaOf(0, "0-1-10")))
+			},
+			StateHealthy, "db-0", nil, nil},
+		{"a source restarted without TLS: its replicas go back to plain text",
+			func() ClusterView {
+				return withCAFile(cluster("db-0", inst(0).writable().executed("0-1-10"),
+					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS()))
+			},
+			StateHealing, "db-0", []string{"Replicate(db-1 from db-0)"}, nil},
+		{"replication over TLS as wanted does nothing",
+			func() ClusterView {
+				return withCAFile(cluster("db-0", inst(0).tls().writable().executed("0-1-10"),
+					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS()))
 			},
 			StateHealthy, "db-0", nil, nil},
 		{"a stopped replica is restarted",

@@ -2,6 +2,8 @@ package topology
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,6 +24,21 @@ type Member struct {
 	Name string
 	Host string
 	Port int
+	// TLSServerName is set when the instance was started with a TLS certificate: the engine
+	// then connects over TLS only, verifying the certificate against Config.TLSRoots for this
+	// name (the pod's DNS name, also when Host is its IP), and replicas use TLS to it. Empty:
+	// the instance serves no TLS (TLS off, or its pod not restarted with it yet).
+	TLSServerName string
+}
+
+// replicationTLS is how replica r verifies source src over TLS, nil for a plain connection:
+// both must serve TLS (the replica reads the CA from its own certificate volume). The name is
+// checked only where the replica dials the name the certificate holds; a pod IP is not in it.
+func replicationTLS(r, src Member, caFile string) *dbsql.SourceTLS {
+	if r.TLSServerName == "" || src.TLSServerName == "" || caFile == "" {
+		return nil
+	}
+	return &dbsql.SourceTLS{CAFile: caFile, VerifyName: src.Host == src.TLSServerName}
 }
 
 // Addr is host:port.
@@ -46,6 +63,11 @@ type Config struct {
 	// TLSNotAfter is when the instances' current TLS certificate expires (zero: TLS off). An
 	// instance that has loaded an older one is asked to reload its files (FLUSH SSL).
 	TLSNotAfter time.Time
+	// TLSRoots are the CAs an instance's certificate must chain to when it serves TLS
+	// (Member.TLSServerName). Nil: such an instance cannot be reached (never in plain text).
+	TLSRoots *x509.CertPool
+	// TLSCAFile is the CA file as the servers see it, which replicas verify their source with.
+	TLSCAFile string
 	// Reporter receives the outcome of every cycle; may be nil.
 	Reporter Reporter
 	Log      logr.Logger
@@ -225,7 +247,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	view := ClusterView{
 		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant),
 		Failover: e.state.Failover, Switchover: e.switchover, Settings: e.cfg.Settings,
-		CredentialsGeneration: e.cfg.Credentials.Generation,
+		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
 	}
 	for i := range view.Instances {
 		view.Instances[i].ReplicationGeneration = e.state.Instances[view.Instances[i].Name].Replication
@@ -328,7 +350,7 @@ func (e *Engine) observe(ctx context.Context, members []Member) []InstanceView {
 }
 
 func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
-	v := InstanceView{Name: m.Name, Host: m.Host, Port: m.Port}
+	v := InstanceView{Name: m.Name, Host: m.Host, Port: m.Port, TLSServerName: m.TLSServerName}
 	if m.Host == "" {
 		v.Err = errors.New("no address yet (pod not running)")
 		return v
@@ -379,14 +401,32 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 }
 
 func (e *Engine) open(m Member, a dbsql.Account) (dbsql.Instance, error) {
-	inst, err := dbsql.Open(dbsql.Config{
+	cfg := dbsql.Config{
 		Flavor: e.cfg.Flavor, Addr: m.Addr(), User: a.User, Password: a.Password,
 		ConnectTimeout: e.cfg.ObserveTimeout, QueryTimeout: 10 * time.Second,
-	})
+	}
+	if m.TLSServerName != "" {
+		t, err := e.tlsConfig(m)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = t
+	}
+	inst, err := dbsql.Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", m.Name, err)
 	}
 	return inst, nil
+}
+
+// tlsConfig is the TLS configuration the engine connects to m with: m's certificate verified
+// against the cluster's CAs for m's DNS name. Never a plain connection to an instance that
+// serves TLS, and never an unverified one.
+func (e *Engine) tlsConfig(m Member) (*tls.Config, error) {
+	if e.cfg.TLSRoots == nil {
+		return nil, fmt.Errorf("%s serves TLS but the cluster's CA is not known (its TLS Secret lacks ca.crt?)", m.Name)
+	}
+	return &tls.Config{RootCAs: e.cfg.TLSRoots, ServerName: m.TLSServerName, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Close closes every cached connection.

@@ -18,6 +18,8 @@ type InstanceView struct {
 	// Host and Port are where other instances reach it (replication source address).
 	Host string
 	Port int
+	// TLSServerName is the member's (Member.TLSServerName): set when the instance serves TLS.
+	TLSServerName string
 	// Status is nil when the instance could not be observed; Err then says why.
 	Status *dbsql.Status
 	Err    error
@@ -85,6 +87,22 @@ type ClusterView struct {
 	Settings   Settings
 	// CredentialsGeneration is the current credentials generation ("" when not tracked).
 	CredentialsGeneration string
+	// TLSCAFile is the CA file replicas verify a source serving TLS with (Config.TLSCAFile).
+	TLSCAFile string
+}
+
+// member is the instance's address as a Member.
+func (in InstanceView) member() Member {
+	return Member{Name: in.Name, Host: in.Host, Port: in.Port, TLSServerName: in.TLSServerName}
+}
+
+// replicationTLSMatches reports whether a replica's replication connection is configured as
+// want says (nil: plain).
+func replicationTLSMatches(rs *dbsql.ReplicaStatus, want *dbsql.SourceTLS) bool {
+	if want == nil {
+		return !rs.SSL
+	}
+	return rs.SSL && rs.SSLCAFile == want.CAFile && rs.SSLVerifyName == want.VerifyName
 }
 
 func (v ClusterView) instance(name string) (InstanceView, bool) {
