@@ -6,11 +6,15 @@
 package clustermanager
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,18 +38,29 @@ type Addresser interface {
 	Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Member
 }
 
-// DNSAddresser addresses instances as <pod>.<cluster>-instances.<namespace>.svc:3306.
-type DNSAddresser struct{}
+// DNSAddresser addresses instances as <pod>.<cluster>-instances.<namespace>.svc:3306. With a
+// Client, a pod started with a TLS certificate is addressed for TLS (Member.TLSServerName);
+// without one, every instance is taken to serve no TLS.
+type DNSAddresser struct {
+	Client client.Reader
+}
 
 // Member implements Addresser.
-func (DNSAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Member {
-	pod := resources.PodName(c, ordinal)
-	return topology.Member{Name: pod, Host: pod + "." + resources.NamesFor(c).HeadlessService + "." + c.Namespace + ".svc", Port: resources.MySQLPort}
+func (a DNSAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Member {
+	name := resources.PodName(c, ordinal)
+	m := topology.Member{Name: name, Host: resources.InstanceDNSName(c, ordinal), Port: resources.MySQLPort}
+	if a.Client != nil {
+		if pod, ok := getPod(a.Client, c.Namespace, name); ok && resources.PodServesTLS(pod) {
+			m.TLSServerName = m.Host
+		}
+	}
+	return m
 }
 
 // PodIPAddresser addresses instances by their pod IP, for operators that run where cluster
 // DNS does not resolve (the `dolphin local` host). A pod without an IP yet gets an empty host,
-// which the engine sees as unreachable.
+// which the engine sees as unreachable. A pod that serves TLS is verified for its DNS name,
+// which the certificate holds (its IP is not in it).
 type PodIPAddresser struct {
 	Client client.Reader
 }
@@ -53,12 +68,22 @@ type PodIPAddresser struct {
 // Member implements Addresser.
 func (a PodIPAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Member {
 	name := resources.PodName(c, ordinal)
-	var pod corev1.Pod
-	host := ""
-	if err := a.Client.Get(context.Background(), types.NamespacedName{Namespace: c.Namespace, Name: name}, &pod); err == nil {
-		host = pod.Status.PodIP
+	m := topology.Member{Name: name, Port: resources.MySQLPort}
+	if pod, ok := getPod(a.Client, c.Namespace, name); ok {
+		m.Host = pod.Status.PodIP
+		if resources.PodServesTLS(pod) {
+			m.TLSServerName = resources.InstanceDNSName(c, ordinal)
+		}
 	}
-	return topology.Member{Name: name, Host: host, Port: resources.MySQLPort}
+	return m
+}
+
+func getPod(r client.Reader, namespace, name string) (*corev1.Pod, bool) {
+	var pod corev1.Pod
+	if err := r.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: name}, &pod); err != nil {
+		return nil, false
+	}
+	return &pod, true
 }
 
 // Manager runs the engines.
@@ -74,6 +99,7 @@ type Manager struct {
 	mu      sync.Mutex
 	ctx     context.Context // set by Start; nil while not leader
 	running map[types.NamespacedName]*process
+	cas     map[types.NamespacedName][][]byte // CAs trusted per cluster (tlsState)
 	wg      sync.WaitGroup
 }
 
@@ -256,12 +282,15 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		return topology.Config{}, fmt.Errorf("run-time settings of spec.mysqlConfig: %w", err)
 	}
 	interval := d.Spec.Failover.DetectionInterval.Duration
-	tlsNotAfter, err := m.tlsNotAfter(ctx, d)
+	tlsNotAfter, tlsRoots, tlsRootsID, err := m.tlsState(ctx, d)
 	if err != nil {
 		return topology.Config{}, err
 	}
 	return topology.Config{
 		TLSNotAfter: tlsNotAfter,
+		TLSRoots:    tlsRoots,
+		TLSRootsID:  tlsRootsID,
+		TLSCAFile:   path.Join(resources.TLSDir, resources.TLSCAKey),
 		Flavor:      dbsql.Flavor(d.Spec.Engine.Flavor),
 		Members:     members,
 		Credentials: topology.Credentials{
@@ -282,29 +311,65 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	}, nil
 }
 
-// tlsNotAfter is when the instances' current certificate expires, read from its Secret (zero
-// when TLS is off or the Secret is not there yet: nothing to reload).
-func (m *Manager) tlsNotAfter(ctx context.Context, c *dolphinv1.MySQLCluster) (time.Time, error) {
-	if !c.Spec.TLS.Enabled {
-		return time.Time{}, nil
-	}
-	var s corev1.Secret
+// tlsState reads the cluster's TLS Secret: when the instances' current certificate expires
+// (zero when TLS is off or the Secret is not there yet: nothing to reload), and the CAs to
+// verify instances that serve TLS with — its ca.crt, plus the CAs this operator trusted for
+// the cluster before (remembered in memory, the last few), so that a CA change does not make
+// instances still presenting a certificate of the old CA unreachable before they reload.
+// The CAs are kept while TLS is off too: pods started with TLS may still run.
+func (m *Manager) tlsState(ctx context.Context, c *dolphinv1.MySQLCluster) (notAfter time.Time, roots *x509.CertPool, rootsID string, err error) {
 	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.TLSSecretName(c)}
-	err := m.Client.Get(ctx, key, &s)
+	var s corev1.Secret
+	err = m.Client.Get(ctx, key, &s)
 	if apierrors.IsNotFound(err) {
 		err = m.APIReader().Get(ctx, key, &s)
 	}
-	if apierrors.IsNotFound(err) {
-		return time.Time{}, nil
+	switch {
+	case apierrors.IsNotFound(err):
+		roots, rootsID = m.trustedCAs(client.ObjectKeyFromObject(c), nil)
+		return time.Time{}, roots, rootsID, nil
+	case err != nil:
+		return time.Time{}, nil, "", fmt.Errorf("reading TLS Secret %s: %w", key, err)
 	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("reading TLS Secret %s: %w", key, err)
+	roots, rootsID = m.trustedCAs(client.ObjectKeyFromObject(c), s.Data[resources.TLSCAKey])
+	if !c.Spec.TLS.Enabled {
+		return time.Time{}, roots, rootsID, nil
 	}
-	t, err := pki.NotAfter(s.Data[resources.TLSCertKey])
-	if err != nil {
-		return time.Time{}, nil // the reconciler reports a malformed certificate
+	if notAfter, err = pki.NotAfter(s.Data[resources.TLSCertKey]); err != nil {
+		return time.Time{}, roots, rootsID, nil // the reconciler reports a malformed certificate
 	}
-	return t, nil
+	return notAfter, roots, rootsID, nil
+}
+
+// trustedCAsKept is how many CAs per cluster an operator keeps trusting after a change.
+const trustedCAsKept = 3
+
+// trustedCAs adds caPEM (when it is a certificate) to the CAs remembered for the cluster and
+// returns them all as a pool (nil when there is none) and a hash identifying them.
+func (m *Manager) trustedCAs(key types.NamespacedName, caPEM []byte) (*x509.CertPool, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cas == nil {
+		m.cas = map[types.NamespacedName][][]byte{}
+	}
+	known := m.cas[key]
+	if len(caPEM) > 0 && x509.NewCertPool().AppendCertsFromPEM(caPEM) &&
+		!slices.ContainsFunc(known, func(b []byte) bool { return bytes.Equal(b, caPEM) }) {
+		known = append(known, bytes.Clone(caPEM))
+		if len(known) > trustedCAsKept {
+			known = known[len(known)-trustedCAsKept:]
+		}
+		m.cas[key] = known
+	}
+	if len(known) == 0 {
+		return nil, ""
+	}
+	pool, sum := x509.NewCertPool(), sha256.New()
+	for _, b := range known {
+		pool.AppendCertsFromPEM(b)
+		sum.Write(b)
+	}
+	return pool, hex.EncodeToString(sum.Sum(nil)[:8])
 }
 
 // accountsFrom makes Dolphin's accounts from the passwords of one credentials generation.
@@ -334,7 +399,8 @@ func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
 		Interval  time.Duration
 		Flavor    dbsql.Flavor
 		TLS       time.Time
-	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, cfg.TLSNotAfter})
+		CAs       string
+	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, cfg.TLSNotAfter, cfg.TLSRootsID})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

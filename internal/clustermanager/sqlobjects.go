@@ -50,7 +50,7 @@ func (m *Manager) PrimarySQL(key types.NamespacedName) (*sqlobjects.Server, erro
 	if p.sql.closed {
 		return nil, fmt.Errorf("the topology engine of %s stopped: %w", key, topology.ErrNoPrimary)
 	}
-	if p.sql.server != nil && p.sql.access == access {
+	if p.sql.server != nil && p.sql.access.SameTarget(access) {
 		return p.sql.server, nil
 	}
 	if p.sql.server != nil {
@@ -58,7 +58,7 @@ func (m *Manager) PrimarySQL(key types.NamespacedName) (*sqlobjects.Server, erro
 		p.sql.server = nil
 	}
 	db, err := dbsql.OpenReplicated(dbsql.Config{Flavor: access.Flavor, Addr: access.Member.Addr(),
-		User: access.Account.User, Password: access.Account.Password})
+		User: access.Account.User, Password: access.Account.Password, TLS: access.TLS})
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", access.Member.Name, err)
 	}

@@ -244,5 +244,5 @@ func addresser(opts Options, mgr ctrl.Manager) clustermanager.Addresser {
 	if opts.InstanceAddress == "pod-ip" {
 		return clustermanager.PodIPAddresser{Client: mgr.GetClient()}
 	}
-	return clustermanager.DNSAddresser{}
+	return clustermanager.DNSAddresser{Client: mgr.GetClient()}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,6 +102,29 @@ func tlsVolume(c *dolphinv1.MySQLCluster) *corev1ac.VolumeApplyConfiguration {
 
 // tlsArgs are the server's TLS options: on the command line, so that no mysqlConfig setting
 // can point them elsewhere.
+// InstanceDNSName is the DNS name of the instance with the given ordinal behind the headless
+// Service, which the cluster's certificate covers.
+func InstanceDNSName(c *dolphinv1.MySQLCluster, ordinal int) string {
+	return PodName(c, ordinal) + "." + NamesFor(c).HeadlessService + "." + c.Namespace + ".svc"
+}
+
+// PodServesTLS reports whether the pod's server was started with a TLS certificate (its
+// server container's command has --ssl-cert). A pod's command cannot change while it runs, so
+// this is what the server does, also in the middle of a rollout that turns TLS on or off.
+func PodServesTLS(pod *corev1.Pod) bool {
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name != ContainerMySQLD {
+			continue
+		}
+		for _, a := range append(slices.Clone(ctr.Command), ctr.Args...) {
+			if strings.HasPrefix(a, "--ssl-cert=") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func tlsArgs() []string {
 	return []string{
 		"--ssl-ca=" + path.Join(TLSDir, TLSCAKey),

@@ -76,3 +76,34 @@ func TestServerCertificateNames(t *testing.T) {
 		t.Errorf("TLS Secret %+v", s.ObjectMeta)
 	}
 }
+
+// PodServesTLS reads what the pod's server was started with: a pod made from the TLS template
+// serves TLS, one made from the plain template does not, and other containers do not count.
+func TestPodServesTLS(t *testing.T) {
+	pod := func(tlsOn bool) *corev1.Pod {
+		c := minimal()
+		c.Spec.TLS.Enabled = tlsOn
+		sts, err := StatefulSet(c, BuildOptions{AgentImage: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &corev1.Pod{}
+		for _, ctr := range sts.Spec.Template.Spec.Containers {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: *ctr.Name, Command: ctr.Command, Args: ctr.Args})
+		}
+		return p
+	}
+	if !PodServesTLS(pod(true)) {
+		t.Error("a pod of the TLS template does not serve TLS")
+	}
+	if PodServesTLS(pod(false)) {
+		t.Error("a pod of the plain template serves TLS")
+	}
+	other := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "sidecar", Args: []string{"--ssl-cert=/x"}}}}}
+	if PodServesTLS(other) {
+		t.Error("another container's --ssl-cert counted")
+	}
+	if got := InstanceDNSName(minimal(), 2); got != "orders-2.orders-instances.shop.svc" {
+		t.Errorf("InstanceDNSName = %q", got)
+	}
+}

@@ -66,6 +66,9 @@ type Config struct {
 	// TLSRoots are the CAs an instance's certificate must chain to when it serves TLS
 	// (Member.TLSServerName). Nil: such an instance cannot be reached (never in plain text).
 	TLSRoots *x509.CertPool
+	// TLSRootsID identifies the CAs in TLSRoots (a hash): a change of CA is a change of
+	// configuration.
+	TLSRootsID string
 	// TLSCAFile is the CA file as the servers see it, which replicas verify their source with.
 	TLSCAFile string
 	// Reporter receives the outcome of every cycle; may be nil.

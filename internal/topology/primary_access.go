@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"crypto/tls"
 	"errors"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
@@ -17,6 +18,14 @@ type PrimaryAccess struct {
 	Member  Member
 	Account dbsql.Account
 	Flavor  dbsql.Flavor
+	// TLS is set when the primary serves TLS: connect with it (CA and name verified).
+	TLS *tls.Config
+}
+
+// SameTarget reports whether a and b name the same server, account and kind of connection
+// (a pool opened for one serves the other).
+func (a PrimaryAccess) SameTarget(b PrimaryAccess) bool {
+	return a.Member == b.Member && a.Account == b.Account && a.Flavor == b.Flavor
 }
 
 // PrimaryAccess returns the current primary and the schema account to write with, or
@@ -39,7 +48,15 @@ func (e *Engine) PrimaryAccess() (PrimaryAccess, error) {
 		a := e.generations(primary)[0].Accounts
 		// The schema account shares the operator's password in every generation.
 		user := e.cfg.Credentials.Accounts.Schema.User
-		return PrimaryAccess{Member: m, Account: dbsql.Account{User: user, Password: a.Operator.Password}, Flavor: e.cfg.Flavor}, nil
+		access := PrimaryAccess{Member: m, Account: dbsql.Account{User: user, Password: a.Operator.Password}, Flavor: e.cfg.Flavor}
+		if m.TLSServerName != "" {
+			t, err := e.tlsConfig(m)
+			if err != nil {
+				return PrimaryAccess{}, err
+			}
+			access.TLS = t
+		}
+		return access, nil
 	}
 	return PrimaryAccess{}, ErrNoPrimary
 }
