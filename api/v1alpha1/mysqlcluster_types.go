@@ -203,15 +203,24 @@ const (
 
 // TLSSpec configures the instances' server certificate.
 // +kubebuilder:validation:XValidation:rule="!has(self.certificateSecret) || self.enabled",message="tls.certificateSecret is used only with tls.enabled: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.requireForClients) || !self.requireForClients || self.enabled",message="tls.requireForClients needs tls.enabled: true"
 type TLSSpec struct {
 	// Enabled makes every instance serve TLS with a certificate for its pod's DNS name
 	// (<pod>.<name>-instances.<namespace>.svc), the cluster's Services (<name>-primary,
 	// <name>-replicas, with and without .<namespace>.svc), localhost and 127.0.0.1 (for
 	// port-forwarding), issued by a CA of this cluster: clients verify the server against ca.crt
 	// of the Secret <name>-ca. Turning it on or off restarts the instances one at a time.
-	// Dolphin's own connections and replication do not use TLS yet.
+	// Dolphin's own connections, replication and the binlog archiver then use TLS too,
+	// verifying the CA, with every instance whose pod was started with the certificate.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
+	// RequireForClients makes every instance refuse TCP logins that do not use TLS
+	// (require_secure_transport), whatever the account: clients see "access denied" (1045).
+	// Applied once every instance serves TLS, and lifted while one does not (in the middle of
+	// the rollout that turns TLS on), so that Dolphin never cuts an instance off. To require
+	// TLS of some accounts only, use MySQLUser spec.require instead.
+	// +optional
+	RequireForClients bool `json:"requireForClients,omitempty"`
 	// CertificateSecret names a Secret you manage (for example written by cert-manager) with
 	// tls.crt, tls.key and ca.crt, covering the names above; Dolphin checks it and reports a
 	// certificate that is malformed, expired, or lacks a name. Empty: Dolphin issues the

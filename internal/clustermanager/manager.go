@@ -290,6 +290,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		TLSNotAfter: tlsNotAfter,
 		TLSRoots:    tlsRoots,
 		TLSRootsID:  tlsRootsID,
+		TLSRequired: d.Spec.TLS.Enabled && d.Spec.TLS.RequireForClients,
 		TLSCAFile:   path.Join(resources.TLSDir, resources.TLSCAKey),
 		Flavor:      dbsql.Flavor(d.Spec.Engine.Flavor),
 		Members:     members,
@@ -400,7 +401,8 @@ func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
 		Flavor    dbsql.Flavor
 		TLS       time.Time
 		CAs       string
-	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, cfg.TLSNotAfter, cfg.TLSRootsID})
+		Secure    bool
+	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, cfg.TLSNotAfter, cfg.TLSRootsID, cfg.TLSRequired})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

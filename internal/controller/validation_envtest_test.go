@@ -47,6 +47,8 @@ func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
 		{"reserved service label", dolphinv1.MySQLClusterSpec{PrimaryService: dolphinv1.ServiceSpec{Labels: map[string]string{"app.kubernetes.io/name": "x"}}}, "service labels under app.kubernetes.io/"},
 		{"tiny storage", dolphinv1.MySQLClusterSpec{Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Mi"))}}, "storage.size must be at least 64Mi"},
 		{"bad service type", dolphinv1.MySQLClusterSpec{ReplicaService: dolphinv1.ServiceSpec{Type: "ExternalName"}}, `supported values: "ClusterIP", "NodePort", "LoadBalancer"`},
+		{"certificate Secret without TLS", dolphinv1.MySQLClusterSpec{TLS: dolphinv1.TLSSpec{CertificateSecret: "mine"}}, "tls.certificateSecret is used only with tls.enabled: true"},
+		{"TLS required without TLS", dolphinv1.MySQLClusterSpec{TLS: dolphinv1.TLSSpec{RequireForClients: true}}, "tls.requireForClients needs tls.enabled: true"},
 	}
 	// Every key the my.cnf generator reserves must be rejected by the schema as well, so a
 	// bad key never gets past the API server to fail in the reconciler.

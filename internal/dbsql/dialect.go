@@ -16,7 +16,7 @@ type dialect struct {
 	sessionInit []string
 
 	// statusQuery returns server_id, version, read_only, super_read_only,
-	// executed GTID set, in that order.
+	// executed GTID set, require_secure_transport, in that order.
 	statusQuery string
 	// replicaStatusQuery is SHOW SLAVE/REPLICA STATUS, read by column name.
 	replicaStatusQuery string
@@ -94,7 +94,7 @@ var mariadbDialect = &dialect{
 	flavor:             FlavorMariaDB,
 	parseGTID:          ParseMariaDBGTID,
 	sessionInit:        []string{sqlLogBinOff},
-	statusQuery:        "SELECT @@server_id, @@version, @@read_only, 0, @@gtid_binlog_pos",
+	statusQuery:        "SELECT @@server_id, @@version, @@read_only, 0, @@gtid_binlog_pos, @@require_secure_transport",
 	replicaStatusQuery: "SHOW SLAVE STATUS",
 	replica: replicaColumns{
 		host: "Master_Host", port: "Master_Port",
@@ -140,7 +140,7 @@ var mysqlDialect = &dialect{
 	flavor:             FlavorMySQL,
 	parseGTID:          ParseMySQLGTID,
 	sessionInit:        []string{sqlLogBinOff},
-	statusQuery:        "SELECT @@server_id, @@version, @@read_only, @@super_read_only, @@GLOBAL.gtid_executed",
+	statusQuery:        "SELECT @@server_id, @@version, @@read_only, @@super_read_only, @@GLOBAL.gtid_executed, @@require_secure_transport",
 	replicaStatusQuery: "SHOW REPLICA STATUS",
 	replica: replicaColumns{
 		host: "Source_Host", port: "Source_Port",

@@ -200,6 +200,11 @@ func (in *instance) SetSemiSyncReplica(ctx context.Context, enabled bool) error 
 	return in.exec(ctx, in.db, st("SET GLOBAL "+in.d.semiSync.replicaEnabled+"="+onOff(enabled)))
 }
 
+// SetRequireSecureTransport implements Instance.
+func (in *instance) SetRequireSecureTransport(ctx context.Context, on bool) error {
+	return in.exec(ctx, in.db, st("SET GLOBAL require_secure_transport="+onOff(on)))
+}
+
 // ReloadTLS implements Instance.
 func (in *instance) ReloadTLS(ctx context.Context) error {
 	q := flushSSL

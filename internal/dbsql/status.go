@@ -30,13 +30,14 @@ func (in *instance) readServer(ctx context.Context, s *Status) error {
 	qctx, cancel := context.WithTimeout(ctx, in.queryTimeout)
 	defer cancel()
 	// read_only is scanned as text: 0/1 today, ON/OFF in some versions.
-	var readOnly, superReadOnly, executed sql.NullString
+	var readOnly, superReadOnly, executed, secure sql.NullString
 	err := in.db.QueryRowContext(qctx, in.d.statusQuery).
-		Scan(&s.ServerID, &s.Version, &readOnly, &superReadOnly, &executed)
+		Scan(&s.ServerID, &s.Version, &readOnly, &superReadOnly, &executed, &secure)
 	if err != nil {
 		return fmt.Errorf("dbsql: %s: %w", in.d.statusQuery, err)
 	}
 	s.ReadOnly, s.SuperReadOnly = isOn(readOnly.String), isOn(superReadOnly.String)
+	s.RequireSecureTransport = isOn(secure.String)
 	if s.Executed, err = in.d.parseGTID(executed.String); err != nil {
 		return fmt.Errorf("dbsql: executed GTID set: %w", err)
 	}

@@ -21,7 +21,7 @@ func TestStatusMariaDB(t *testing.T) {
 	r := newRecorder()
 	d := mariadbDialect
 	r.results[d.statusQuery] = row("@@server_id", int64(2), "@@version", "10.11.19-MariaDB",
-		"@@read_only", int64(1), "0", int64(0), "@@gtid_binlog_pos", "0-1-90")
+		"@@read_only", int64(1), "0", int64(0), "@@gtid_binlog_pos", "0-1-90", "@@require_secure_transport", int64(1))
 	r.results[d.replicaStatusQuery] = replicaRow(
 		"Master_Host", "127.0.0.11", "Master_Port", "3306",
 		"Slave_IO_Running", "Yes", "Slave_SQL_Running", "No",
@@ -39,7 +39,7 @@ func TestStatusMariaDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ServerID != 2 || s.Version != "10.11.19-MariaDB" || !s.ReadOnly || s.SuperReadOnly || s.Executed.String() != "0-1-90" {
+	if s.ServerID != 2 || s.Version != "10.11.19-MariaDB" || !s.ReadOnly || s.SuperReadOnly || s.Executed.String() != "0-1-90" || !s.RequireSecureTransport {
 		t.Errorf("server: %+v executed %q", s, s.Executed)
 	}
 	rep := s.Replica
@@ -71,7 +71,7 @@ func TestStatusMySQL(t *testing.T) {
 	d := mysqlDialect
 	executed := uuidA + ":1-100,\n" + uuidB + ":1-3"
 	r.results[d.statusQuery] = row("@@server_id", int64(3), "@@version", "8.4.6",
-		"@@read_only", int64(1), "@@super_read_only", "ON", "@@GLOBAL.gtid_executed", executed)
+		"@@read_only", int64(1), "@@super_read_only", "ON", "@@GLOBAL.gtid_executed", executed, "@@require_secure_transport", "OFF")
 	r.results[d.replicaStatusQuery] = replicaRow(
 		"Source_Host", "db-0", "Source_Port", "3306",
 		"Replica_IO_Running", "Connecting", "Replica_SQL_Running", "Yes",
@@ -89,7 +89,7 @@ func TestStatusMySQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ServerID != 3 || !s.ReadOnly || !s.SuperReadOnly || s.Executed.String() != uuidA+":1-100,"+uuidB+":1-3" {
+	if s.ServerID != 3 || !s.ReadOnly || !s.SuperReadOnly || s.Executed.String() != uuidA+":1-100,"+uuidB+":1-3" || s.RequireSecureTransport {
 		t.Errorf("server: %+v executed %q", s, s.Executed)
 	}
 	rep := s.Replica
@@ -112,7 +112,7 @@ func TestStatusMySQL(t *testing.T) {
 func TestStatusStalledDumps(t *testing.T) {
 	r := newRecorder()
 	d := mariadbDialect
-	r.results[d.statusQuery] = row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1-1")
+	r.results[d.statusQuery] = row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1-1", "f", int64(0))
 	r.results[semiSyncVariablesQuery] = variables("rpl_semi_sync_master_enabled", "ON")
 	r.results[semiSyncStatusQuery] = variables("Rpl_semi_sync_master_status", "ON", "Rpl_semi_sync_master_clients", "0")
 	r.results[d.stalledDumps] = row("n", "1")
@@ -133,7 +133,7 @@ func TestStatusStalledDumps(t *testing.T) {
 // without the semi-sync plugins) no semi-sync variables.
 func TestStatusNoReplica(t *testing.T) {
 	r := newRecorder()
-	r.results[mysqlDialect.statusQuery] = row("a", int64(1), "b", "8.4.6", "c", int64(0), "d", int64(0), "e", "")
+	r.results[mysqlDialect.statusQuery] = row("a", int64(1), "b", "8.4.6", "c", int64(0), "d", int64(0), "e", "", "f", int64(0))
 	s, err := r.open(t, FlavorMySQL).Status(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -144,14 +144,14 @@ func TestStatusNoReplica(t *testing.T) {
 }
 
 func TestStatusErrors(t *testing.T) {
-	good := row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1-1")
+	good := row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1-1", "f", int64(0))
 	tests := []struct {
 		name    string
 		results map[string]result
 		want    string
 	}{
 		{"bad executed set", map[string]result{
-			mariadbDialect.statusQuery: row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1"),
+			mariadbDialect.statusQuery: row("a", int64(1), "b", "10.11", "c", int64(0), "d", int64(0), "e", "0-1", "f", int64(0)),
 		}, "executed GTID set"},
 		{"missing column", map[string]result{
 			mariadbDialect.statusQuery:        good,

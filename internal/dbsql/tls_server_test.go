@@ -235,8 +235,16 @@ func TestServerTLSFacts(t *testing.T) {
 		db3.Close()
 	}
 	// require_secure_transport: every plain TCP connection is refused, whoever logs in.
-	if _, err := db.ExecContext(ctx, "SET GLOBAL require_secure_transport = ON"); err != nil {
+	if err := ops[0].SetRequireSecureTransport(ctx, true); err != nil {
 		t.Fatalf("require_secure_transport is not dynamic here: %v", err)
+	}
+	if stt, err := ops[0].Status(ctx); err != nil || !stt.RequireSecureTransport {
+		t.Errorf("Status after SetRequireSecureTransport(true): %+v, %v", stt, err)
+	}
+	if _, db4, err := tlsLogin(ctx, src, testAccounts.Operator.User, testAccounts.Operator.Password, caPEM, "db.test"); err != nil {
+		t.Errorf("TLS login with require_secure_transport=ON: %v", err)
+	} else {
+		db4.Close()
 	}
 	err = tryLogin(ctx, src, testAccounts.Operator)
 	if err == nil {
@@ -244,8 +252,11 @@ func TestServerTLSFacts(t *testing.T) {
 	} else {
 		t.Logf("plain connection with require_secure_transport=ON: %v", err)
 	}
-	if _, err := db.ExecContext(ctx, "SET GLOBAL require_secure_transport = OFF"); err != nil {
+	if err := ops[0].SetRequireSecureTransport(ctx, false); err != nil {
 		t.Fatal(err)
+	}
+	if err := tryLogin(ctx, src, testAccounts.Operator); err != nil {
+		t.Errorf("a plain login after SetRequireSecureTransport(false): %v", err)
 	}
 }
 

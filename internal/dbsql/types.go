@@ -26,6 +26,8 @@ type Status struct {
 	// SuperReadOnly is @@super_read_only on MySQL; always false on MariaDB,
 	// which has no such variable.
 	SuperReadOnly bool
+	// RequireSecureTransport is @@require_secure_transport: plain TCP logins are refused.
+	RequireSecureTransport bool
 	// Executed is every transaction this server has applied or written:
 	// @@gtid_binlog_pos on MariaDB (see the package documentation for why) and
 	// @@gtid_executed on MySQL. Use it for errant-GTID detection and to find
@@ -215,6 +217,9 @@ type Instance interface {
 	// literals as sysvars.SetGlobalValue makes them, or DEFAULT. Every entry is tried;
 	// the error names each one the server refused.
 	SetGlobalVariables(ctx context.Context, vars map[string]string) error
+	// SetRequireSecureTransport turns require_secure_transport on or off: with it on, the
+	// server refuses every TCP login that does not use TLS (the Unix socket still works).
+	SetRequireSecureTransport(ctx context.Context, on bool) error
 	// ReloadTLS makes the server load its certificate files again (FLUSH SSL on MariaDB,
 	// ALTER INSTANCE RELOAD TLS on MySQL) without a restart; open sessions keep theirs.
 	ReloadTLS(ctx context.Context) error

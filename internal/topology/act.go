@@ -109,6 +109,8 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		return nil
 	case StepSemiSyncSource:
 		return in.SetSemiSyncSource(ctx, s.SemiSync)
+	case StepSecureTransport:
+		return in.SetRequireSecureTransport(ctx, s.Secure)
 	case StepRestartSemiSyncSource:
 		e.cfg.Log.Info("restarting the semi-sync source side: a replica connection is stuck ending", "instance", m.Name)
 		return in.RestartSemiSyncSource(ctx)

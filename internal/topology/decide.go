@@ -306,6 +306,12 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 			d.Plan = append(d.Plan, Step{Kind: StepStartReplication, Instance: r.Name})
 		}
 	}
+	secure := secureTransportWanted(v)
+	for _, in := range v.Instances {
+		if in.Reachable() && in.Status.RequireSecureTransport != secure {
+			d.Plan = append(d.Plan, Step{Kind: StepSecureTransport, Instance: in.Name, Secure: secure})
+		}
+	}
 	switch {
 	case len(problems) > 0:
 		d.State = StateDegraded
@@ -318,6 +324,23 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 		d.Message = p.Name + " is primary; every replica replicates from it"
 	}
 	return d
+}
+
+// secureTransportWanted says whether the instances should refuse plain TCP logins
+// (require_secure_transport): when TLS is required for clients and every instance serves TLS.
+// Until then — in the middle of the rollout that turns TLS on, or when a pod was re-created
+// without it — Dolphin's own connections and replication to an instance that serves no TLS
+// are plain, and refusing them would cut it off.
+func secureTransportWanted(v ClusterView) bool {
+	if !v.TLSRequired || len(v.Instances) == 0 {
+		return false
+	}
+	for _, in := range v.Instances {
+		if in.TLSServerName == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // errantReason says why replica r cannot follow primary p, or "" when it can.

@@ -56,6 +56,11 @@ func (b *ib) replicatingOverTLS() *ib {
 const testCAFile = "/etc/mysql/tls/ca.crt"
 
 func withCAFile(v ClusterView) ClusterView { v.TLSCAFile = testCAFile; return v }
+
+func tlsRequired(v ClusterView) ClusterView { v.TLSRequired = true; return withCAFile(v) }
+
+// secure marks the instance as refusing plain TCP logins.
+func (b *ib) secure() *ib { b.v.Status.RequireSecureTransport = true; return b }
 func (b *ib) sqlError(errno int) *ib {
 	b.v.Status.Replica.SQLRunning, b.v.Status.Replica.LastSQLErrno = false, errno
 	return b
@@ -146,6 +151,30 @@ func TestDecide(t *testing.T) {
 			func() ClusterView {
 				return withCAFile(cluster("db-0", inst(0).tls().writable().executed("0-1-10"),
 					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS()))
+			},
+			StateHealthy, "db-0", nil, nil},
+		{"TLS required for clients and every instance serves TLS: plain logins are refused everywhere",
+			func() ClusterView {
+				return tlsRequired(cluster("db-0", inst(0).tls().writable().executed("0-1-10"),
+					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS().secure()))
+			},
+			StateHealing, "db-0", []string{"SecureTransport(db-0 on=true)"}, nil},
+		{"TLS required but an instance serves none yet (rollout): plain logins stay allowed, and are allowed again where refused",
+			func() ClusterView {
+				return tlsRequired(cluster("db-0", inst(0).tls().writable().executed("0-1-10").secure(),
+					inst(1).executed("0-1-10").replicaOf(0, "0-1-10")))
+			},
+			StateHealing, "db-0", []string{"SecureTransport(db-0 on=false)"}, nil},
+		{"TLS no longer required: plain logins are allowed again",
+			func() ClusterView {
+				return withCAFile(cluster("db-0", inst(0).tls().writable().executed("0-1-10").secure(),
+					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS().secure()))
+			},
+			StateHealing, "db-0", []string{"SecureTransport(db-0 on=false)", "SecureTransport(db-1 on=false)"}, nil},
+		{"TLS required and refused everywhere: nothing to do",
+			func() ClusterView {
+				return tlsRequired(cluster("db-0", inst(0).tls().writable().executed("0-1-10").secure(),
+					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS().secure()))
 			},
 			StateHealthy, "db-0", nil, nil},
 		{"a stopped replica is restarted",

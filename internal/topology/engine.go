@@ -71,6 +71,9 @@ type Config struct {
 	TLSRootsID string
 	// TLSCAFile is the CA file as the servers see it, which replicas verify their source with.
 	TLSCAFile string
+	// TLSRequired makes every instance refuse plain TCP logins (require_secure_transport)
+	// once every member serves TLS; off otherwise.
+	TLSRequired bool
 	// Reporter receives the outcome of every cycle; may be nil.
 	Reporter Reporter
 	Log      logr.Logger
@@ -251,6 +254,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant),
 		Failover: e.state.Failover, Switchover: e.switchover, Settings: e.cfg.Settings,
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
+		TLSRequired: e.cfg.TLSRequired,
 	}
 	for i := range view.Instances {
 		view.Instances[i].ReplicationGeneration = e.state.Instances[view.Instances[i].Name].Replication

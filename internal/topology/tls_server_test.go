@@ -2,6 +2,8 @@ package topology
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
 	"fmt"
@@ -259,6 +261,68 @@ func TestServerEngineAndReplicationOverTLS(t *testing.T) {
 	if got := taps[0].readable(m3); len(got) > 0 {
 		t.Errorf("row %q crossed the primary's proxy in plain text", m3)
 	}
+
+	// TLS required for clients: every instance refuses plain TCP logins; the engine and
+	// replication (over TLS) carry on.
+	h.e.cfg.TLSRequired = true
+	secureEverywhere := func(want bool) func(Decision) bool {
+		return func(d Decision) bool {
+			if d.State != StateHealthy {
+				return false
+			}
+			for i := range db.Instances {
+				st, err := tlsStatusOf(h, i, roots)
+				if err != nil { // an instance that serves no TLS
+					st, err = statusOf(h, i)
+				}
+				if err != nil || st.RequireSecureTransport != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	h.converge("plain logins refused everywhere", secureEverywhere(true))
+	plainApp := appDB(t, db.Instances[1])
+	if err := plainApp.Ping(); err == nil {
+		t.Error("a plain login of the application account was accepted with TLS required")
+	} else {
+		t.Logf("plain login with TLS required: %v", err)
+	}
+	m4 := mark(4) // app is an open session from before: it keeps working
+	h.waitSameRows("db-0", "db-1", "db-2")
+	h.converge("healthy with TLS required", healthyWith("db-0"))
+	if got := taps[0].readable(m4); len(got) > 0 {
+		t.Errorf("row %q crossed the primary's proxy in plain text", m4)
+	}
+
+	// An instance re-created without TLS (its pod's template lost it): plain logins are
+	// allowed again everywhere, so that it is not cut off, and it replicates in plain text.
+	mixed := append([]Member(nil), withTLS...)
+	mixed[2].TLSServerName = ""
+	rogue.Stop(t)
+	members.Store(&mixed)
+	rogue.Start(t)
+	h.converge("plain logins allowed again while db-2 serves no TLS", secureEverywhere(false))
+	m5 := mark(5)
+	h.waitSameRows("db-0", "db-1", "db-2")
+	if st, err := statusOf(h, 2); err != nil || st.Replica == nil || st.Replica.SSL {
+		t.Errorf("db-2 without TLS: replica status %+v, %v; want plain replication", st, err)
+	}
+	t.Logf("row %s replicated to db-2 in plain text", m5)
+}
+
+// tlsStatusOf reads instance i's status over a verified TLS connection (direct, not through
+// its proxy), which works whether or not plain logins are refused.
+func tlsStatusOf(h *harness, i int, roots *x509.CertPool) (*dbsql.Status, error) {
+	in, err := dbsql.Open(dbsql.Config{Flavor: dbsql.FlavorMariaDB, Addr: h.db.Instances[i].Addr(),
+		User: testAccounts.Operator.User, Password: testAccounts.Operator.Password,
+		TLS: &tls.Config{RootCAs: roots, ServerName: "db.test", MinVersion: tls.VersionTLS12}})
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	return in.Status(context.Background())
 }
 
 // appDB is a pool on instance in as the application account, direct (not through a proxy).

@@ -89,6 +89,9 @@ type ClusterView struct {
 	CredentialsGeneration string
 	// TLSCAFile is the CA file replicas verify a source serving TLS with (Config.TLSCAFile).
 	TLSCAFile string
+	// TLSRequired asks for plain TCP logins to be refused once every instance serves TLS
+	// (Config.TLSRequired).
+	TLSRequired bool
 }
 
 // member is the instance's address as a Member.
@@ -142,6 +145,8 @@ const (
 	StepSemiSyncSource StepKind = "SemiSyncSource"
 	// StepApplyVariables sets the run-time variables (SET GLOBAL) of the configuration.
 	StepApplyVariables StepKind = "ApplyVariables"
+	// StepSecureTransport turns require_secure_transport on or off (Secure).
+	StepSecureTransport StepKind = "SecureTransport"
 	// StepRestartSemiSyncSource turns the semi-sync source side off and on again, which
 	// ends a MariaDB ack-receiver stall (see dbsql.SemiSyncStatus.StalledDumps).
 	StepRestartSemiSyncSource StepKind = "RestartSemiSyncSource"
@@ -159,6 +164,8 @@ type Step struct {
 	Rejoin bool
 	// SemiSync enables the semi-sync source side (StepPromote, StepSemiSyncSource).
 	SemiSync bool
+	// Secure makes the instance refuse plain TCP logins (StepSecureTransport).
+	Secure bool
 }
 
 func (s Step) String() string {
@@ -175,6 +182,9 @@ func (s Step) String() string {
 	}
 	if s.Kind == StepPromote || s.Kind == StepSemiSyncSource {
 		fmt.Fprintf(&b, " semisync=%t", s.SemiSync)
+	}
+	if s.Kind == StepSecureTransport {
+		fmt.Fprintf(&b, " on=%t", s.Secure)
 	}
 	b.WriteString(")")
 	return b.String()
