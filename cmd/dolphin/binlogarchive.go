@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ type binlogArchiveFlags struct {
 	start                            string
 	segmentMaxAge                    time.Duration
 	listen, tokenFile, cert, keyFile string
+	sourceCA, sourceServerName       string
 }
 
 // newBinlogArchiveCmd returns `dolphin binlog-archive`, the per-cluster Deployment that copies
@@ -66,6 +68,8 @@ func newBinlogArchiveCmd() *cobra.Command {
 	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token of the status endpoint (required)")
 	fs.StringVar(&f.cert, "tls-cert", "", "PEM server certificate of the status endpoint (required)")
 	fs.StringVar(&f.keyFile, "tls-key", "", "PEM server key (required)")
+	fs.StringVar(&f.sourceCA, "source-ca", "", "PEM CA the sources' certificates must chain to: connect to them over TLS only (with --source-server-name)")
+	fs.StringVar(&f.sourceServerName, "source-server-name", "", "name the sources' certificates are verified for (the Service's DNS name; the sources are dialled by address)")
 	return cmd
 }
 
@@ -98,6 +102,10 @@ func (f *binlogArchiveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("opening the backup store: %w", err)
 	}
+	sourceTLS, err := f.sourceTLS()
+	if err != nil {
+		return err
+	}
 	var candidates []binlog.Endpoint
 	for _, s := range f.sources {
 		host, port, err := net.SplitHostPort(s)
@@ -108,7 +116,7 @@ func (f *binlogArchiveFlags) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--source %q: port: %w", s, err)
 		}
-		candidates = append(candidates, binlog.Endpoint{Host: host, Port: p, User: f.user, Password: password})
+		candidates = append(candidates, binlog.Endpoint{Host: host, Port: p, User: f.user, Password: password, TLS: sourceTLS})
 	}
 	log := zap.New().WithName("binlog-archive")
 	a, err := binlog.NewArchiver(binlog.ArchiverOptions{
@@ -156,4 +164,27 @@ func readSecretFile(path, flag string) (string, error) {
 		return "", fmt.Errorf("%s %s is empty", flag, path)
 	}
 	return s, nil
+}
+
+// sourceTLS is the TLS configuration the sources are read over: their certificate verified
+// against --source-ca for --source-server-name. Nil without --source-ca (plain connections).
+func (f *binlogArchiveFlags) sourceTLS() (*tls.Config, error) {
+	if f.sourceCA == "" {
+		if f.sourceServerName != "" {
+			return nil, errors.New("--source-server-name needs --source-ca")
+		}
+		return nil, nil
+	}
+	if f.sourceServerName == "" {
+		return nil, errors.New("--source-ca needs --source-server-name")
+	}
+	pem, err := os.ReadFile(f.sourceCA)
+	if err != nil {
+		return nil, fmt.Errorf("--source-ca: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--source-ca %s holds no PEM certificate", f.sourceCA)
+	}
+	return &tls.Config{RootCAs: roots, ServerName: f.sourceServerName, MinVersion: tls.VersionTLS12}, nil
 }

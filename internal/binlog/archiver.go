@@ -3,6 +3,7 @@ package binlog
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -47,6 +48,9 @@ type Endpoint struct {
 	// User needs REPLICATION SLAVE (and nothing else).
 	User     string
 	Password string
+	// TLS, when set, is used for the connection (the server's certificate verified by it);
+	// nil: a plain connection.
+	TLS *tls.Config
 }
 
 // ArchiverOptions configures an Archiver.

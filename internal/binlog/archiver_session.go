@@ -129,6 +129,7 @@ func (a *Archiver) syncerConfig(ep Endpoint, log logr.Logger) replication.Binlog
 		Port:                    uint16(ep.Port),
 		User:                    ep.User,
 		Password:                ep.Password,
+		TLSConfig:               ep.TLS,
 		SemiSyncEnabled:         false,
 		RawModeEnabled:          false,
 		DisableRetrySync:        true,

@@ -47,6 +47,7 @@ func probe(ctx context.Context, ep Endpoint) error {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = ep.User, ep.Password
 	cfg.Net, cfg.Addr = "tcp", addr
+	cfg.TLS = ep.TLS
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = sourceProbeTimeout, sourceProbeTimeout, sourceProbeTimeout
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {

@@ -110,6 +110,10 @@ func (r *MySQLClusterReconciler) reconcileBinlogArchive(ctx context.Context, c *
 		return err
 	}
 	args := resources.BinlogArchiveArgs{Sources: sources, Start: newest.Status.GTIDPosition, SecretHash: secretDigest(secret)}
+	if len(secret.Data[resources.ArchiveServerCAKey]) > 0 {
+		// The Service's name, which the certificate holds; the archiver dials its ClusterIP.
+		args.SourceServerName = archiveSourceService(c) + "." + c.Namespace + ".svc"
+	}
 	if err := r.applyArchiveDeployment(ctx, c, args); err != nil {
 		return err
 	}
@@ -236,6 +240,18 @@ func (r *MySQLClusterReconciler) ensureArchiveSecret(ctx context.Context, c *dol
 	}
 	for _, k := range []string{resources.AgentCAKey, resources.AgentCertKey, resources.AgentKeyKey, resources.AgentTokenKey} {
 		data[k] = agentSecret.Data[k]
+	}
+	if c.Spec.TLS.Enabled {
+		// Read over TLS once the instances serve it. While the Secret is not there yet the
+		// archiver reads in plain text; it restarts with the CA when the Secret appears.
+		var tlsSecret corev1.Secret
+		err := r.reader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.TLSSecretName(c)}, &tlsSecret)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading the TLS Secret: %w", err)
+		}
+		if ca := tlsSecret.Data[resources.TLSCAKey]; len(ca) > 0 {
+			data[resources.ArchiveServerCAKey] = ca
+		}
 	}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.BinlogArchiveName(c)}
 	var s corev1.Secret

@@ -189,6 +189,34 @@ func TestEnvtestBinlogArchive(t *testing.T) {
 		t.Errorf("status.backup.archive %+v: want the lag and the error", a)
 	}
 
+	// TLS turned on: the archiver gets the instances' CA and reads over TLS, verifying the
+	// Service's name.
+	if strings.Contains(joined, "--source-ca") {
+		t.Errorf("archiver command without TLS %q has --source-ca", joined)
+	}
+	cl.Spec.TLS.Enabled = true
+	if err := c.Update(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	cl = reconcile()
+	if err := c.Get(ctx, name, &sec); err != nil {
+		t.Fatal(err)
+	}
+	var tlsSecret corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: resources.TLSSecretName(cl)}, &tlsSecret); err != nil {
+		t.Fatal(err)
+	}
+	if ca := sec.Data[resources.ArchiveServerCAKey]; len(ca) == 0 || string(ca) != string(tlsSecret.Data[resources.TLSCAKey]) {
+		t.Errorf("the archiver's Secret has CA %q, want the TLS Secret's ca.crt", ca)
+	}
+	if err := c.Get(ctx, name, &d); err != nil {
+		t.Fatal(err)
+	}
+	joined = strings.Join(d.Spec.Template.Spec.Containers[0].Command, " ")
+	if want := "--source-server-name " + n.ReplicaService + "." + ns + ".svc"; !strings.Contains(joined, want) || !strings.Contains(joined, "--source-ca ") {
+		t.Errorf("archiver command with TLS %q lacks --source-ca and %q", joined, want)
+	}
+
 	// Turned off: the archiver goes, the archive's status and condition too.
 	cl.Spec.Backup.ContinuousArchiving.Enabled = false
 	if err := c.Update(ctx, cl); err != nil {

@@ -33,6 +33,8 @@ const (
 	// AgentKeyKey, AgentTokenKey).
 	ArchiveStoreConfigKey = "store.json"
 	ArchivePasswordKey    = "password"
+	// ArchiveServerCAKey holds the CA of the instances' certificate (spec.tls.enabled).
+	ArchiveServerCAKey = "server-ca.crt"
 	// ArchiveServerID is the server_id the archiver registers with; instances use
 	// serverIDBase (1000) plus their ordinal, far below.
 	ArchiveServerID = 4000000000
@@ -67,6 +69,9 @@ type BinlogArchiveArgs struct {
 	Start string
 	// SecretHash is BinlogArchiveSecretHashAnnotation's value.
 	SecretHash string
+	// SourceServerName, when set, makes the archiver read over TLS only, verifying the
+	// sources' certificate against the CA in its Secret (ArchiveServerCAKey) for this name.
+	SourceServerName string
 }
 
 // BinlogArchiveDeployment runs `dolphin binlog-archive` for c, one pod at a time (Recreate:
@@ -97,6 +102,9 @@ func BinlogArchiveDeployment(c *dolphinv1.MySQLCluster, a BinlogArchiveArgs, o B
 	}
 	for _, s := range a.Sources {
 		args = append(args, "--source", s)
+	}
+	if a.SourceServerName != "" {
+		args = append(args, "--source-ca", secret(ArchiveServerCAKey), "--source-server-name", a.SourceServerName)
 	}
 	return appsv1ac.Deployment(BinlogArchiveName(c), c.Namespace).
 		WithLabels(labels).

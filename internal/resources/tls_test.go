@@ -107,3 +107,24 @@ func TestPodServesTLS(t *testing.T) {
 		t.Errorf("InstanceDNSName = %q", got)
 	}
 }
+
+// The archiver reads over TLS only when told the name to verify: then its command has the CA
+// file from its Secret and the name; otherwise neither.
+func TestBinlogArchiveDeploymentTLS(t *testing.T) {
+	c := minimal()
+	c.Spec.Backup = &dolphinv1.BackupSpec{ContinuousArchiving: &dolphinv1.ContinuousArchiving{}}
+	command := func(a BinlogArchiveArgs) string {
+		d := BinlogArchiveDeployment(c, a, BuildOptions{AgentImage: "img"})
+		return strings.Join(d.Spec.Template.Spec.Containers[0].Command, " ")
+	}
+	plain := command(BinlogArchiveArgs{Sources: []string{"10.0.0.1:3306"}})
+	if strings.Contains(plain, "--source-ca") || strings.Contains(plain, "--source-server-name") {
+		t.Errorf("plain archiver: %s", plain)
+	}
+	withTLS := command(BinlogArchiveArgs{Sources: []string{"10.0.0.1:3306"}, SourceServerName: "orders-replicas.shop.svc"})
+	for _, want := range []string{"--source-ca " + binlogArchiveSecretDir + "/" + ArchiveServerCAKey, "--source-server-name orders-replicas.shop.svc"} {
+		if !strings.Contains(withTLS, want) {
+			t.Errorf("archiver over TLS: %s lacks %q", withTLS, want)
+		}
+	}
+}
