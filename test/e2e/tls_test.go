@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/pki"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
@@ -28,12 +30,18 @@ func tlsClient(addr string, caPEM []byte, serverName string) (*sql.DB, error) {
 
 // tlsClientAs is tlsClient as another account with the application password.
 func tlsClientAs(user, addr string, caPEM []byte, serverName string) (*sql.DB, error) {
+	return tlsLogin(user, appPassword, addr, caPEM, serverName)
+}
+
+// tlsLogin connects through addr as user over TLS, verifying the server against caPEM for
+// serverName.
+func tlsLogin(user, password, addr string, caPEM []byte, serverName string) (*sql.DB, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("no CA certificate")
 	}
 	cfg := mysql.NewConfig()
-	cfg.Net, cfg.Addr, cfg.User, cfg.Passwd, cfg.Timeout = "tcp", addr, user, appPassword, 3*time.Second
+	cfg.Net, cfg.Addr, cfg.User, cfg.Passwd, cfg.Timeout = "tcp", addr, user, password, 3*time.Second
 	cfg.TLS = &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -50,11 +58,13 @@ func tlsClientAs(user, addr string, caPEM []byte, serverName string) (*sql.DB, e
 // TestLocalTLS: a cluster with spec.tls.enabled serves TLS through its primary Service with
 // the certificate Dolphin issued; a client verifying the server against the cluster's CA
 // (Secret <name>-ca) for the Service's name, or localhost, connects encrypted; a client
-// trusting another CA is refused.
+// trusting another CA is refused. The replica replicates over TLS verifying the CA; the
+// certificate is rotated under a writer without a restart; with requireForClients plain
+// logins are refused while Dolphin (over TLS) still manages the cluster through a switchover.
 func TestLocalTLS(t *testing.T) {
 	s := upStack(t)
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "sec"},
-		Spec: dolphinv1.MySQLClusterSpec{Replicas: 1, TLS: dolphinv1.TLSSpec{Enabled: true},
+		Spec: dolphinv1.MySQLClusterSpec{Replicas: 2, TLS: dolphinv1.TLSSpec{Enabled: true},
 			Storage:     dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"}}}
 	if err := s.c.Create(s.ctx, cluster); err != nil {
@@ -88,6 +98,51 @@ func TestLocalTLS(t *testing.T) {
 		t.Logf("TLS through the primary Service verified as %s: %s %s", name, version, cipher)
 		db.Close()
 	}
+	// Replication over TLS: the replica verifies its source against the CA file of its own
+	// certificate volume (by CA only: it dials the source's pod IP, which the certificate does
+	// not hold). Read over TLS as Dolphin's operator, verifying the pod's DNS name.
+	replicaStatus := func(pod string) (sslAllowed, caFile, verify, io string) {
+		t.Helper()
+		db, err := tlsLogin("dolphin", s.dbPass, s.podAddr(pod), ca.Data["ca.crt"], pod+".sec-instances."+s.ns+".svc")
+		if err != nil {
+			t.Fatalf("TLS login to %s for its pod DNS name: %v", pod, err)
+		}
+		defer db.Close()
+		rows, err := db.Query("SHOW SLAVE STATUS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if !rows.Next() {
+			t.Fatalf("%s is not a replica", pod)
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		get := map[string]string{}
+		for i, c := range cols {
+			get[c] = vals[i].String
+		}
+		return get["Master_SSL_Allowed"], get["Master_SSL_CA_File"], get["Master_SSL_Verify_Server_Cert"], get["Slave_IO_Running"]
+	}
+	replica := "sec-1"
+	if s.currentPrimary(key) == "sec-1" {
+		replica = "sec-0"
+	}
+	testenv.Eventually(t, 60*time.Second, "replication over TLS", func() error {
+		if ssl, caFile, verify, io := replicaStatus(replica); ssl != "Yes" || caFile != "/etc/mysql/tls/ca.crt" || io != "Yes" {
+			return fmt.Errorf("%s: Master_SSL_Allowed %q, CA file %q, verify name %q, IO %q", replica, ssl, caFile, verify, io)
+		}
+		return nil
+	})
+	t.Logf("%s replicates over TLS, verifying the CA /etc/mysql/tls/ca.crt", replica)
+
 	// An account that requires TLS: refused in plain text, accepted encrypted.
 	strict := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "sec-strict"},
 		Spec: dolphinv1.MySQLUserSpec{Cluster: "sec", Name: "strict", Require: dolphinv1.RequireSSL,
@@ -160,6 +215,57 @@ func TestLocalTLS(t *testing.T) {
 		t.Errorf("writer during the rotation: %d acknowledged, %d lost, %d failed", len(acked), lost, failed)
 	}
 	t.Logf("writer during the rotation: %d acknowledged, 0 lost, %d failed", len(acked), failed)
+
+	// TLS required for clients: a plain login is refused (access denied), a TLS one accepted;
+	// Dolphin, over TLS, still manages the cluster: a switchover, then writes replicate.
+	s.patchCluster(key, func(c *dolphinv1.MySQLCluster) { c.Spec.TLS.RequireForClients = true })
+	testenv.Eventually(t, 60*time.Second, "plain logins refused", func() error {
+		db := s.sqlDBAs(appUser, appPassword, addr)
+		if err := db.Ping(); err == nil {
+			return fmt.Errorf("a plain login of %s is still accepted", appUser)
+		} else if !strings.Contains(err.Error(), "1045") {
+			return fmt.Errorf("plain login: %v, want access denied (1045)", err)
+		}
+		return nil
+	})
+	before := s.currentPrimary(key)
+	s.patchCluster(key, func(c *dolphinv1.MySQLCluster) {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[controller.SwitchoverAnnotation] = "auto"
+	})
+	testenv.Eventually(t, 90*time.Second, "a switchover with TLS required", func() error {
+		if p := s.currentPrimary(key); p == before || p == "" {
+			return fmt.Errorf("primary %q", p)
+		}
+		return nil
+	})
+	s.waitHealthy(key)
+	var tlsApp *sql.DB
+	testenv.Eventually(t, 30*time.Second, "a TLS write through the primary Service after the switchover", func() error {
+		db, err := tlsClient(addr, ca.Data["ca.crt"], "sec-primary."+s.ns+".svc")
+		if err != nil {
+			return err
+		}
+		if _, err := db.Exec("INSERT INTO app.rows VALUES (?)", 1_000_000); err != nil {
+			db.Close()
+			return err
+		}
+		tlsApp = db
+		return nil
+	})
+	defer tlsApp.Close()
+	testenv.Eventually(t, 60*time.Second, "the old primary replicates over TLS from the new one", func() error {
+		if ssl, _, _, io := replicaStatus(before); ssl != "Yes" || io != "Yes" {
+			return fmt.Errorf("%s: Master_SSL_Allowed %q, IO %q", before, ssl, io)
+		}
+		return nil
+	})
+	if db := s.sqlDBAs(appUser, appPassword, s.podAddr(before)); db.Ping() == nil {
+		t.Errorf("%s accepts plain logins after the switchover", before)
+	}
+	t.Logf("TLS required: plain logins refused on both instances; switchover %s -> %s done over TLS", before, s.currentPrimary(key))
 }
 
 // servedSerial is the serial number of the certificate a verified TLS connection through addr
