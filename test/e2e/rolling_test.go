@@ -11,12 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
-// TestLocalRollingChange makes two changes that need a restart on `dolphin local` under an
-// application writer through the primary Service: a static setting (performance_schema) and
-// a patch-version change (10.11 → 10.11.14: a new image tag; the local node runs Debian's
-// mariadbd for every MariaDB image, so the server binary itself does not change here). Each
+// TestLocalRollingChange makes three changes that need a restart on `dolphin local` under an
+// application writer through the primary Service: a static setting (performance_schema), a
+// patch-version change (10.11 → 10.11.14: a new image tag; the local node runs Debian's
+// mariadbd for every MariaDB image, so the server binary itself does not change here), and
+// TLS turned on (replicas then replicate over TLS). Each
 // is rolled replicas first, one at a time, then one switchover, then the old primary; no
 // acknowledged write is lost.
 func TestLocalRollingChange(t *testing.T) {
@@ -36,6 +39,27 @@ func TestLocalRollingChange(t *testing.T) {
 		{"patch version 10.11 -> 10.11.14",
 			map[string]any{"engine": map[string]string{"version": "10.11.14"}},
 			func() error { return s.imageIs(name, "docker.io/library/mariadb:10.11.14") }},
+		// Turning TLS on restarts every instance; while some serve TLS and others do not,
+		// Dolphin reaches each the way it serves, and replicas are re-pointed over TLS once
+		// both ends serve it.
+		{"TLS turned on",
+			map[string]any{"tls": map[string]bool{"enabled": true}},
+			func() error {
+				testenv.Eventually(t, 30*time.Second, "every replica replicating over TLS", func() error {
+					primary := s.currentPrimary(key)
+					for i := range 3 {
+						pod := fmt.Sprintf("%s-%d", name, i)
+						if pod == primary {
+							continue
+						}
+						if ssl, _, _, io := s.replicationTLS(name, pod); ssl != "Yes" || io != "Yes" {
+							return fmt.Errorf("%s: Master_SSL_Allowed %q, IO %q", pod, ssl, io)
+						}
+					}
+					return nil
+				})
+				return nil
+			}},
 	} {
 		if err := s.c.Get(s.ctx, key, cluster); err != nil {
 			t.Fatal(err)

@@ -103,33 +103,7 @@ func TestLocalTLS(t *testing.T) {
 	// not hold). Read over TLS as Dolphin's operator, verifying the pod's DNS name.
 	replicaStatus := func(pod string) (sslAllowed, caFile, verify, io string) {
 		t.Helper()
-		db, err := tlsLogin("dolphin", s.dbPass, s.podAddr(pod), ca.Data["ca.crt"], pod+".sec-instances."+s.ns+".svc")
-		if err != nil {
-			t.Fatalf("TLS login to %s for its pod DNS name: %v", pod, err)
-		}
-		defer db.Close()
-		rows, err := db.Query("SHOW SLAVE STATUS")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		cols, _ := rows.Columns()
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if !rows.Next() {
-			t.Fatalf("%s is not a replica", pod)
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		get := map[string]string{}
-		for i, c := range cols {
-			get[c] = vals[i].String
-		}
-		return get["Master_SSL_Allowed"], get["Master_SSL_CA_File"], get["Master_SSL_Verify_Server_Cert"], get["Slave_IO_Running"]
+		return s.replicationTLS("sec", pod)
 	}
 	replica := "sec-1"
 	if s.currentPrimary(key) == "sec-1" {
@@ -295,4 +269,39 @@ func servedSerial(t *testing.T, addr string, caPEM []byte, name string) string {
 func newOtherCA() ([]byte, error) {
 	ca, _, err := pki.NewCA("someone else", time.Hour, time.Now())
 	return ca, err
+}
+
+// replicationTLS reads SHOW SLAVE STATUS of pod of cluster over TLS as Dolphin's operator
+// account, verifying the pod's DNS name against the cluster's CA: whether replication uses
+// TLS, the CA file it verifies with, whether it checks the name, and the IO thread's state.
+func (s *stack) replicationTLS(cluster, pod string) (sslAllowed, caFile, verify, io string) {
+	s.t.Helper()
+	ca := s.secretValue(cluster+"-ca", "ca.crt")
+	db, err := tlsLogin("dolphin", s.dbPass, s.podAddr(pod), []byte(ca), pod+"."+cluster+"-instances."+s.ns+".svc")
+	if err != nil {
+		s.t.Fatalf("TLS login to %s for its pod DNS name: %v", pod, err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SHOW SLAVE STATUS")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if !rows.Next() {
+		return "", "", "", "not a replica"
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		s.t.Fatal(err)
+	}
+	get := map[string]string{}
+	for i, c := range cols {
+		get[c] = vals[i].String
+	}
+	return get["Master_SSL_Allowed"], get["Master_SSL_CA_File"], get["Master_SSL_Verify_Server_Cert"], get["Slave_IO_Running"]
 }
