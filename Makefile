@@ -63,9 +63,18 @@ test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x
 	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/...
 
 .PHONY: test
-test: control-plane mariadb versitygw vet ## Everything the README promises: unit, golden, envtest, real-MariaDB and real-S3 tests.
+test: control-plane mariadb versitygw vet ## Everything the README promises: unit, golden, envtest, real-MariaDB and real-S3 tests, and the CRD gate.
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) $(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) verify-generated
+	$(MAKE) crd-gate
+
+.PHONY: crd-gate
+crd-gate: ## Fail on CRD changes that break stored objects or clients (vs the last release tag, or config/crd/baseline); tests of every rule first.
+	cd tools/crdgate && $(GO) vet ./... && $(GO) test -count=1 ./... && $(GO) run . -repo ../..
+
+.PHONY: crd-baseline
+crd-baseline: ## At a release: make the current CRDs the baseline the gate compares with (until the release is tagged).
+	rm -f config/crd/baseline/*.yaml && cp config/crd/bases/*.yaml config/crd/baseline/
 
 BENCH_ROUNDS ?= 10
 STALL_ROUNDS ?= 400
