@@ -50,7 +50,9 @@ func (a DNSAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Me
 	name := resources.PodName(c, ordinal)
 	m := topology.Member{Name: name, Host: resources.InstanceDNSName(c, ordinal), Port: resources.MySQLPort}
 	if a.Client != nil {
-		if pod, ok := getPod(a.Client, c.Namespace, name); ok && resources.PodServesTLS(pod) {
+		pod, ok := getPod(a.Client, c.Namespace, name)
+		m.Absent = !ok
+		if ok && resources.PodServesTLS(pod) {
 			m.TLSServerName = m.Host
 		}
 	}
@@ -68,9 +70,9 @@ type PodIPAddresser struct {
 // Member implements Addresser.
 func (a PodIPAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Member {
 	name := resources.PodName(c, ordinal)
-	m := topology.Member{Name: name, Port: resources.MySQLPort}
+	m := topology.Member{Name: name, Port: resources.MySQLPort, Absent: true}
 	if pod, ok := getPod(a.Client, c.Namespace, name); ok {
-		m.Host = pod.Status.PodIP
+		m.Host, m.Absent = pod.Status.PodIP, false
 		if resources.PodServesTLS(pod) {
 			m.TLSServerName = resources.InstanceDNSName(c, ordinal)
 		}
@@ -208,11 +210,14 @@ func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 	return nil
 }
 
-// Stop stops the engine of a cluster and waits for it to finish its current cycle.
+// Stop stops the engine of a cluster that is being deleted (or is gone) and waits for it to
+// finish its current cycle. The CAs remembered for it are forgotten: a cluster created again
+// under the name has CAs of its own.
 func (m *Manager) Stop(key types.NamespacedName) {
 	m.mu.Lock()
 	p, ok := m.running[key]
 	delete(m.running, key)
+	delete(m.cas, key)
 	m.mu.Unlock()
 	if ok {
 		p.cancel()
@@ -282,12 +287,12 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		return topology.Config{}, fmt.Errorf("run-time settings of spec.mysqlConfig: %w", err)
 	}
 	interval := d.Spec.Failover.DetectionInterval.Duration
-	tlsNotAfter, tlsRoots, tlsRootsID, err := m.tlsState(ctx, d)
+	tlsCert, tlsRoots, tlsRootsID, err := m.tlsState(ctx, d)
 	if err != nil {
 		return topology.Config{}, err
 	}
 	return topology.Config{
-		TLSNotAfter: tlsNotAfter,
+		TLSCertificate: tlsCert,
 		TLSRoots:    tlsRoots,
 		TLSRootsID:  tlsRootsID,
 		TLSRequired: d.Spec.TLS.Enabled && d.Spec.TLS.RequireForClients,
@@ -312,13 +317,13 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	}, nil
 }
 
-// tlsState reads the cluster's TLS Secret: when the instances' current certificate expires
-// (zero when TLS is off or the Secret is not there yet: nothing to reload), and the CAs to
+// tlsState reads the cluster's TLS Secret: the instances' current certificate (nil when TLS is
+// off or the Secret is not there yet: nothing to reload), and the CAs to
 // verify instances that serve TLS with — its ca.crt, plus the CAs this operator trusted for
 // the cluster before (remembered in memory, the last few), so that a CA change does not make
 // instances still presenting a certificate of the old CA unreachable before they reload.
 // The CAs are kept while TLS is off too: pods started with TLS may still run.
-func (m *Manager) tlsState(ctx context.Context, c *dolphinv1.MySQLCluster) (notAfter time.Time, roots *x509.CertPool, rootsID string, err error) {
+func (m *Manager) tlsState(ctx context.Context, c *dolphinv1.MySQLCluster) (cert *x509.Certificate, roots *x509.CertPool, rootsID string, err error) {
 	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.TLSSecretName(c)}
 	var s corev1.Secret
 	err = m.Client.Get(ctx, key, &s)
@@ -328,18 +333,26 @@ func (m *Manager) tlsState(ctx context.Context, c *dolphinv1.MySQLCluster) (notA
 	switch {
 	case apierrors.IsNotFound(err):
 		roots, rootsID = m.trustedCAs(client.ObjectKeyFromObject(c), nil)
-		return time.Time{}, roots, rootsID, nil
+		return nil, roots, rootsID, nil
 	case err != nil:
-		return time.Time{}, nil, "", fmt.Errorf("reading TLS Secret %s: %w", key, err)
+		return nil, nil, "", fmt.Errorf("reading TLS Secret %s: %w", key, err)
 	}
 	roots, rootsID = m.trustedCAs(client.ObjectKeyFromObject(c), s.Data[resources.TLSCAKey])
 	if !c.Spec.TLS.Enabled {
-		return time.Time{}, roots, rootsID, nil
+		return nil, roots, rootsID, nil
 	}
-	if notAfter, err = pki.NotAfter(s.Data[resources.TLSCertKey]); err != nil {
-		return time.Time{}, roots, rootsID, nil // the reconciler reports a malformed certificate
+	if cert, err = pki.ParseCert(s.Data[resources.TLSCertKey]); err != nil {
+		return nil, roots, rootsID, nil // the reconciler reports a malformed certificate
 	}
-	return notAfter, roots, rootsID, nil
+	return cert, roots, rootsID, nil
+}
+
+// certRaw is a certificate's DER, nil for none.
+func certRaw(c *x509.Certificate) []byte {
+	if c == nil {
+		return nil
+	}
+	return c.Raw
 }
 
 // trustedCAsKept is how many CAs per cluster an operator keeps trusting after a change.
@@ -399,10 +412,10 @@ func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
 		Variables map[string]string
 		Interval  time.Duration
 		Flavor    dbsql.Flavor
-		TLS       time.Time
+		TLS       []byte
 		CAs       string
 		Secure    bool
-	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, cfg.TLSNotAfter, cfg.TLSRootsID, cfg.TLSRequired})
+	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, certRaw(cfg.TLSCertificate), cfg.TLSRootsID, cfg.TLSRequired})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }

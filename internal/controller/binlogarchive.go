@@ -241,9 +241,16 @@ func (r *MySQLClusterReconciler) ensureArchiveSecret(ctx context.Context, c *dol
 	for _, k := range []string{resources.AgentCAKey, resources.AgentCertKey, resources.AgentKeyKey, resources.AgentTokenKey} {
 		data[k] = agentSecret.Data[k]
 	}
-	if c.Spec.TLS.Enabled {
-		// Read over TLS once the instances serve it. While the Secret is not there yet the
-		// archiver reads in plain text; it restarts with the CA when the Secret appears.
+	servesTLS, err := r.anyPodServesTLS(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if c.Spec.TLS.Enabled || servesTLS {
+		// Read over TLS while TLS is on, and while any instance still serves it after it was
+		// turned off (never in plain text from a server that serves TLS; the archiver retries
+		// against instances restarted without it until the rollout ends). While the Secret is
+		// not there yet the archiver reads in plain text; it restarts with the CA when the
+		// Secret appears.
 		var tlsSecret corev1.Secret
 		err := r.reader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.TLSSecretName(c)}, &tlsSecret)
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -466,4 +473,19 @@ func (w *archiveWatch) client(sec corev1.Secret, serverName string) (*http.Clien
 	}
 	w.clients[key] = hc
 	return hc, nil
+}
+
+// anyPodServesTLS reports whether one of the cluster's instance pods was started with a TLS
+// certificate.
+func (r *MySQLClusterReconciler) anyPodServesTLS(ctx context.Context, c *dolphinv1.MySQLCluster) (bool, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
+		return false, fmt.Errorf("listing pods: %w", err)
+	}
+	for i := range pods.Items {
+		if resources.PodServesTLS(&pods.Items[i]) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -274,18 +274,23 @@ func OpenReplicated(cfg Config) (*sql.DB, error) {
 	return db, nil
 }
 
+// errCertificateSeen ends ServedCertificate's handshake once the certificate is recorded.
+var errCertificateSeen = errors.New("certificate recorded; handshake stopped before any login")
+
 // ServedCertificate connects to the server at cfg.Addr over TLS and returns the certificate it
 // presents to a new connection, to tell whether it serves the current one. The certificate is
-// not verified here (nothing is sent that needs it to be): it is only compared.
+// not verified here, and so nothing follows it: the handshake is stopped as soon as the
+// certificate is seen, before the login (cfg's credentials are never sent).
 func ServedCertificate(ctx context.Context, cfg Config) (*x509.Certificate, error) {
 	var served *x509.Certificate
 	mc := driverConfig(cfg)
-	mc.TLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12, //nolint:gosec // compared, not trusted
+	mc.User, mc.Passwd = "dolphin-certificate-probe", ""
+	mc.TLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12, //nolint:gosec // compared, not trusted; no login follows
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) > 0 {
 				served = cs.PeerCertificates[0]
 			}
-			return nil
+			return errCertificateSeen
 		}}
 	conn, err := mysql.NewConnector(mc)
 	if err != nil {
@@ -295,7 +300,7 @@ func ServedCertificate(ctx context.Context, cfg Config) (*x509.Certificate, erro
 	defer db.Close()
 	err = db.PingContext(ctx)
 	if served != nil {
-		return served, nil // the handshake happened; a refused login does not matter
+		return served, nil
 	}
 	if err == nil {
 		err = errors.New("no certificate presented")

@@ -39,6 +39,9 @@ const (
 
 const volumeTLS = "tls"
 
+// MaxInstances is the most instances a cluster can have (spec.replicas is at most 9).
+const MaxInstances = 9
+
 // TLSSecretName is the Secret with the instances' certificate: the user's, or the one
 // Dolphin issues (<name>-tls).
 func TLSSecretName(c *dolphinv1.MySQLCluster) string {
@@ -59,6 +62,13 @@ func ServerCertificateNames(c *dolphinv1.MySQLCluster) []string {
 	names := []string{
 		"*." + n.HeadlessService + "." + ns + ".svc",
 		"*." + n.HeadlessService + "." + ns + ".svc.cluster.local",
+	}
+	// Every pod's name as well, not only the wildcard: a replica checks its source's name
+	// (MASTER_SSL_VERIFY_SERVER_CERT) with the server's own matching, which a name spelled
+	// out does not depend on. All the ordinals a cluster can have, so scaling needs no renewal.
+	for i := range MaxInstances {
+		pod := PodName(c, i) + "." + n.HeadlessService + "." + ns + ".svc"
+		names = append(names, pod, pod+".cluster.local")
 	}
 	for _, svc := range []string{n.PrimaryService, n.ReplicaService} {
 		names = append(names, svc, svc+"."+ns, svc+"."+ns+".svc", svc+"."+ns+".svc.cluster.local")

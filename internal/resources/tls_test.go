@@ -66,7 +66,8 @@ func TestServerCertificateNames(t *testing.T) {
 	names := ServerCertificateNames(c)
 	for _, want := range []string{"*.orders-instances.shop.svc", "*.orders-instances.shop.svc.cluster.local",
 		"orders-primary", "orders-primary.shop", "orders-primary.shop.svc", "orders-primary.shop.svc.cluster.local",
-		"orders-replicas.shop.svc", "localhost"} {
+		"orders-replicas.shop.svc", "localhost",
+		"orders-0.orders-instances.shop.svc", "orders-8.orders-instances.shop.svc.cluster.local"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("names %v lack %s", names, want)
 		}

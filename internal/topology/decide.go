@@ -331,16 +331,24 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 // Until then — in the middle of the rollout that turns TLS on, or when a pod was re-created
 // without it — Dolphin's own connections and replication to an instance that serves no TLS
 // are plain, and refusing them would cut it off.
+// An instance without a pod (being re-created) does not count: it will come back with the
+// template's TLS, and lifting the requirement for it would let plain logins in everywhere at
+// every pod deletion.
 func secureTransportWanted(v ClusterView) bool {
-	if !v.TLSRequired || len(v.Instances) == 0 {
+	if !v.TLSRequired {
 		return false
 	}
+	present := 0
 	for _, in := range v.Instances {
+		if in.Absent {
+			continue
+		}
+		present++
 		if in.TLSServerName == "" {
 			return false
 		}
 	}
-	return true
+	return present > 0
 }
 
 // errantReason says why replica r cannot follow primary p, or "" when it can.

@@ -171,6 +171,15 @@ func TestDecide(t *testing.T) {
 					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS().secure()))
 			},
 			StateHealing, "db-0", []string{"SecureTransport(db-0 on=false)", "SecureTransport(db-1 on=false)"}, nil},
+		{"TLS required while an instance's pod is being re-created: plain logins stay refused on the others",
+			func() ClusterView {
+				v := tlsRequired(cluster("db-0", inst(0).tls().writable().executed("0-1-10").secure(),
+					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS().secure(),
+					inst(2).down()))
+				v.Instances[2].Absent = true
+				return v
+			},
+			StateDegraded, "db-0", nil, nil},
 		{"TLS required and refused everywhere: nothing to do",
 			func() ClusterView {
 				return tlsRequired(cluster("db-0", inst(0).tls().writable().executed("0-1-10").secure(),

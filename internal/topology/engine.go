@@ -29,6 +29,10 @@ type Member struct {
 	// name (the pod's DNS name, also when Host is its IP), and replicas use TLS to it. Empty:
 	// the instance serves no TLS (TLS off, or its pod not restarted with it yet).
 	TLSServerName string
+	// Absent is set when the instance has no pod (being re-created, or not created yet): what
+	// it will serve is not known, so it does not count in decisions about the others
+	// (require_secure_transport is not lifted for it).
+	Absent bool
 }
 
 // replicationTLS is how replica r verifies source src over TLS, nil for a plain connection:
@@ -60,9 +64,9 @@ type Config struct {
 	// SET GLOBAL literal, see resources.DynamicVariables). A variable that an earlier engine
 	// of this cluster applied and that is no longer listed is set back to DEFAULT.
 	Variables map[string]string
-	// TLSNotAfter is when the instances' current TLS certificate expires (zero: TLS off). An
-	// instance that has loaded an older one is asked to reload its files (FLUSH SSL).
-	TLSNotAfter time.Time
+	// TLSCertificate is the instances' current TLS certificate (nil: TLS off). An instance
+	// presenting another, older one is asked to load its files again (FLUSH SSL).
+	TLSCertificate *x509.Certificate
 	// TLSRoots are the CAs an instance's certificate must chain to when it serves TLS
 	// (Member.TLSServerName). Nil: such an instance cannot be reached (never in plain text).
 	TLSRoots *x509.CertPool
@@ -357,7 +361,7 @@ func (e *Engine) observe(ctx context.Context, members []Member) []InstanceView {
 }
 
 func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
-	v := InstanceView{Name: m.Name, Host: m.Host, Port: m.Port, TLSServerName: m.TLSServerName}
+	v := InstanceView{Name: m.Name, Host: m.Host, Port: m.Port, TLSServerName: m.TLSServerName, Absent: m.Absent}
 	if m.Host == "" {
 		v.Err = errors.New("no address yet (pod not running)")
 		return v

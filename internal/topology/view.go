@@ -20,6 +20,8 @@ type InstanceView struct {
 	Port int
 	// TLSServerName is the member's (Member.TLSServerName): set when the instance serves TLS.
 	TLSServerName string
+	// Absent is the member's (Member.Absent): the instance has no pod.
+	Absent bool
 	// Status is nil when the instance could not be observed; Err then says why.
 	Status *dbsql.Status
 	Err    error
@@ -96,7 +98,7 @@ type ClusterView struct {
 
 // member is the instance's address as a Member.
 func (in InstanceView) member() Member {
-	return Member{Name: in.Name, Host: in.Host, Port: in.Port, TLSServerName: in.TLSServerName}
+	return Member{Name: in.Name, Host: in.Host, Port: in.Port, TLSServerName: in.TLSServerName, Absent: in.Absent}
 }
 
 // replicationTLSMatches reports whether a replica's replication connection is configured as

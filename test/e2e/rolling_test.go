@@ -52,7 +52,11 @@ func TestLocalRollingChange(t *testing.T) {
 						if pod == primary {
 							continue
 						}
-						if ssl, _, _, io := s.replicationTLS(name, pod); ssl != "Yes" || io != "Yes" {
+						ssl, _, _, io, err := s.replicationTLS(name, pod)
+						if err != nil {
+							return err
+						}
+						if ssl != "Yes" || io != "Yes" {
 							return fmt.Errorf("%s: Master_SSL_Allowed %q, IO %q", pod, ssl, io)
 						}
 					}

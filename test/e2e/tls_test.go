@@ -101,16 +101,16 @@ func TestLocalTLS(t *testing.T) {
 	// Replication over TLS: the replica verifies its source against the CA file of its own
 	// certificate volume (by CA only: it dials the source's pod IP, which the certificate does
 	// not hold). Read over TLS as Dolphin's operator, verifying the pod's DNS name.
-	replicaStatus := func(pod string) (sslAllowed, caFile, verify, io string) {
-		t.Helper()
-		return s.replicationTLS("sec", pod)
-	}
 	replica := "sec-1"
 	if s.currentPrimary(key) == "sec-1" {
 		replica = "sec-0"
 	}
 	testenv.Eventually(t, 60*time.Second, "replication over TLS", func() error {
-		if ssl, caFile, verify, io := replicaStatus(replica); ssl != "Yes" || caFile != "/etc/mysql/tls/ca.crt" || io != "Yes" {
+		ssl, caFile, verify, io, err := s.replicationTLS("sec", replica)
+		if err != nil {
+			return err
+		}
+		if ssl != "Yes" || caFile != "/etc/mysql/tls/ca.crt" || io != "Yes" {
 			return fmt.Errorf("%s: Master_SSL_Allowed %q, CA file %q, verify name %q, IO %q", replica, ssl, caFile, verify, io)
 		}
 		return nil
@@ -231,7 +231,11 @@ func TestLocalTLS(t *testing.T) {
 	})
 	defer tlsApp.Close()
 	testenv.Eventually(t, 60*time.Second, "the old primary replicates over TLS from the new one", func() error {
-		if ssl, _, _, io := replicaStatus(before); ssl != "Yes" || io != "Yes" {
+		ssl, _, _, io, err := s.replicationTLS("sec", before)
+		if err != nil {
+			return err
+		}
+		if ssl != "Yes" || io != "Yes" {
 			return fmt.Errorf("%s: Master_SSL_Allowed %q, IO %q", before, ssl, io)
 		}
 		return nil
@@ -273,18 +277,19 @@ func newOtherCA() ([]byte, error) {
 
 // replicationTLS reads SHOW SLAVE STATUS of pod of cluster over TLS as Dolphin's operator
 // account, verifying the pod's DNS name against the cluster's CA: whether replication uses
-// TLS, the CA file it verifies with, whether it checks the name, and the IO thread's state.
-func (s *stack) replicationTLS(cluster, pod string) (sslAllowed, caFile, verify, io string) {
+// TLS, the CA file it verifies with, whether it checks the name, and the IO thread's state. A
+// failed login or query is an error (callers retry), not a test failure.
+func (s *stack) replicationTLS(cluster, pod string) (sslAllowed, caFile, verify, io string, err error) {
 	s.t.Helper()
 	ca := s.secretValue(cluster+"-ca", "ca.crt")
 	db, err := tlsLogin("dolphin", s.dbPass, s.podAddr(pod), []byte(ca), pod+"."+cluster+"-instances."+s.ns+".svc")
 	if err != nil {
-		s.t.Fatalf("TLS login to %s for its pod DNS name: %v", pod, err)
+		return "", "", "", "", fmt.Errorf("TLS login to %s for its pod DNS name: %w", pod, err)
 	}
 	defer db.Close()
 	rows, err := db.Query("SHOW SLAVE STATUS")
 	if err != nil {
-		s.t.Fatal(err)
+		return "", "", "", "", err
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
@@ -294,14 +299,14 @@ func (s *stack) replicationTLS(cluster, pod string) (sslAllowed, caFile, verify,
 		ptrs[i] = &vals[i]
 	}
 	if !rows.Next() {
-		return "", "", "", "not a replica"
+		return "", "", "", "", fmt.Errorf("%s is not a replica", pod)
 	}
 	if err := rows.Scan(ptrs...); err != nil {
-		s.t.Fatal(err)
+		return "", "", "", "", err
 	}
 	get := map[string]string{}
 	for i, c := range cols {
 		get[c] = vals[i].String
 	}
-	return get["Master_SSL_Allowed"], get["Master_SSL_CA_File"], get["Master_SSL_Verify_Server_Cert"], get["Slave_IO_Running"]
+	return get["Master_SSL_Allowed"], get["Master_SSL_CA_File"], get["Master_SSL_Verify_Server_Cert"], get["Slave_IO_Running"], nil
 }
