@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dolphin-operator/dolphin/config/crd"
+	webhookmanifests "github.com/dolphin-operator/dolphin/config/webhook"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 )
 
@@ -191,6 +192,20 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	if err != nil {
 		return err
 	}
+	// The admission webhooks of a real install, served by the operator on this host: the API
+	// server calls https://127.0.0.1:<port>, the certificate names 127.0.0.1, and the operator
+	// is ready only once it serves it (so `up` returns with the webhooks answering).
+	webhookPort, err := recordedPort(cp, operatorName, "--webhook-port=")
+	if err != nil {
+		return err
+	}
+	hooks, err := localcluster.LocalWebhooks(webhookmanifests.Manifests, webhookPort)
+	if err != nil {
+		return err
+	}
+	if err := localcluster.EnsureWebhooks(ctx, cp.Kubeconfig, hooks); err != nil {
+		return fmt.Errorf("registering the admission webhooks: %w", err)
+	}
 	started, err := cp.EnsureAddOn(ctx, localcluster.AddOn{
 		Name: operatorName,
 		Args: []string{exe, "operator",
@@ -200,6 +215,8 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false",
 			"--instance-address=pod-ip", // pod IPs are reachable from this host; cluster DNS is not
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", port),
+			fmt.Sprintf("--webhook-port=%d", webhookPort), "--webhook-host=127.0.0.1", "--webhook-ips=127.0.0.1",
+			"--webhook-namespace=default",
 		},
 		Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", port)},
 	})

@@ -293,12 +293,12 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	}
 	return topology.Config{
 		TLSCertificate: tlsCert,
-		TLSRoots:    tlsRoots,
-		TLSRootsID:  tlsRootsID,
-		TLSRequired: d.Spec.TLS.Enabled && d.Spec.TLS.RequireForClients,
-		TLSCAFile:   path.Join(resources.TLSDir, resources.TLSCAKey),
-		Flavor:      dbsql.Flavor(d.Spec.Engine.Flavor),
-		Members:     members,
+		TLSRoots:       tlsRoots,
+		TLSRootsID:     tlsRootsID,
+		TLSRequired:    d.Spec.TLS.Enabled && d.Spec.TLS.RequireForClients,
+		TLSCAFile:      path.Join(resources.TLSDir, resources.TLSCAKey),
+		Flavor:         dbsql.Flavor(d.Spec.Engine.Flavor),
+		Members:        members,
 		Credentials: topology.Credentials{
 			Accounts:   accountsFrom(s.Data),
 			Generation: current,

@@ -117,6 +117,23 @@ func TestLocalTLS(t *testing.T) {
 	})
 	t.Logf("%s replicates over TLS, verifying the CA /etc/mysql/tls/ca.crt", replica)
 
+	// The local stack registers the admission webhooks of a real install: a MySQLUser whose
+	// Secret holds a weak password is refused by the API server, with the rule.
+	weak := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "sec-weak"}, StringData: map[string]string{"password": "password123"}}
+	if err := s.c.Create(s.ctx, weak); err != nil {
+		t.Fatal(err)
+	}
+	weakUser := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "sec-weak"},
+		Spec: dolphinv1.MySQLUserSpec{Cluster: "sec", Name: "weak", PasswordSecretKeyRef: &dolphinv1.SecretKeyReference{Name: "sec-weak"},
+			Grants: []dolphinv1.Grant{{Privileges: []dolphinv1.Privilege{"SELECT"}, Database: "app"}}}}
+	if err := s.c.Create(s.ctx, weakUser); err == nil {
+		t.Error("a MySQLUser with the password password123 was admitted")
+	} else if !strings.Contains(err.Error(), "admission webhook") || !strings.Contains(err.Error(), `key "password" of Secret "sec-weak"`) {
+		t.Errorf("a weak password refused, but not by the webhook with the rule: %v", err)
+	} else {
+		t.Logf("weak password refused by the webhook: %v", err)
+	}
+
 	// An account that requires TLS: refused in plain text, accepted encrypted.
 	strict := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "sec-strict"},
 		Spec: dolphinv1.MySQLUserSpec{Cluster: "sec", Name: "strict", Require: dolphinv1.RequireSSL,
