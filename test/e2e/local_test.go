@@ -56,6 +56,13 @@ func repoRoot() string { return filepath.Join("..", "..") }
 // own bridge and pod range so it does not disturb a local cluster the developer runs.
 func upStack(t *testing.T) *stack {
 	t.Helper()
+	return upStackFrom(t, repoRoot())
+}
+
+// upStackFrom is upStack with the dolphin binary built from the source tree at src (another
+// build of Dolphin, for the upgrade test).
+func upStackFrom(t *testing.T, src string) *stack {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: skipped under -short")
 	}
@@ -66,7 +73,7 @@ func upStack(t *testing.T) *stack {
 	s := &stack{t: t, dir: t.TempDir(), ctx: context.Background(), ns: "e2e"}
 	s.bin = filepath.Join(s.dir, "dolphin")
 	build := exec.Command("go", "build", "-o", s.bin, "./cmd/dolphin")
-	build.Dir = repoRoot()
+	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building dolphin: %v\n%s", err, out)
 	}
