@@ -37,26 +37,6 @@ func lastScheduledSlot(backups []dolphinv1.MySQLBackup) time.Time {
 	return last
 }
 
-// cronParser reads the five-field form and the @ descriptors (@daily, @every 6h …).
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// parseSchedule reads a schedule's cron expression in its time zone (UTC by default).
-func parseSchedule(s *dolphinv1.BackupSchedule) (cron.Schedule, *time.Location, error) {
-	loc := time.UTC
-	if s.TimeZone != "" {
-		l, err := time.LoadLocation(s.TimeZone)
-		if err != nil {
-			return nil, nil, fmt.Errorf("spec.backup.schedule.timeZone %q is not a known IANA time zone: use a name such as UTC or Europe/Berlin", s.TimeZone)
-		}
-		loc = l
-	}
-	sched, err := cronParser.Parse(s.Cron)
-	if err != nil {
-		return nil, nil, fmt.Errorf("spec.backup.schedule.cron %q does not parse (%v): write five fields, e.g. '30 2 * * *', or @daily", s.Cron, err)
-	}
-	return sched, loc, nil
-}
-
 // scheduleDecision is what the schedule asks for now.
 type scheduleDecision struct {
 	// Due is the slot to take a backup for now (zero: none). Only the newest missed slot is

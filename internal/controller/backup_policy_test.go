@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/schedule"
 )
 
 func TestDecideSchedule(t *testing.T) {
@@ -17,7 +18,7 @@ func TestDecideSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched, loc, err := parseSchedule(&dolphinv1.BackupSchedule{Cron: "30 2 * * *", TimeZone: "Europe/Berlin"})
+	sched, loc, err := schedule.Parse(&dolphinv1.BackupSchedule{Cron: "30 2 * * *", TimeZone: "Europe/Berlin"}, "spec.backup.schedule")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestDecideSchedule(t *testing.T) {
 	if !d.Due.IsZero() {
 		t.Fatalf("due again: %v", d.Due)
 	}
-	every, _, err := parseSchedule(&dolphinv1.BackupSchedule{Cron: "@every 6h"})
+	every, _, err := schedule.Parse(&dolphinv1.BackupSchedule{Cron: "@every 6h"}, "spec.backup.schedule")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestDecideSchedule(t *testing.T) {
 		t.Fatal("@every 6h not due after 6h")
 	}
 	for _, bad := range []dolphinv1.BackupSchedule{{Cron: "61 * * * *"}, {Cron: "* * *"}, {Cron: "@daily", TimeZone: "Mars/Olympus"}} {
-		if _, _, err := parseSchedule(&bad); err == nil || !strings.Contains(err.Error(), "spec.backup.schedule") {
+		if _, _, err := schedule.Parse(&bad, "spec.backup.schedule"); err == nil || !strings.Contains(err.Error(), "spec.backup.schedule") {
 			t.Errorf("%+v: error %v, want one naming the field", bad, err)
 		}
 	}

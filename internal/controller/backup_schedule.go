@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	"github.com/dolphin-operator/dolphin/internal/schedule"
 )
 
 // clusterBackups lists the MySQLBackups of c (from the cache): those of its namespace whose
@@ -76,7 +77,7 @@ func (r *MySQLClusterReconciler) scheduleBackup(ctx context.Context, c *dolphinv
 	if s == nil || s.Suspend {
 		return 0, nil
 	}
-	sched, loc, err := parseSchedule(s)
+	sched, loc, err := schedule.Parse(s, "spec.backup.schedule")
 	if err != nil {
 		r.event(c, corev1.EventTypeWarning, "InvalidBackupSchedule", "Schedule", "%s", err.Error())
 		return 0, nil
@@ -163,9 +164,9 @@ func (r *MySQLClusterReconciler) scheduleVerification(ctx context.Context, c *do
 	if v == nil || v.Schedule.Suspend {
 		return 0, nil
 	}
-	sched, loc, err := parseSchedule(&v.Schedule)
+	sched, loc, err := schedule.Parse(&v.Schedule, "spec.backup.verification.schedule")
 	if err != nil {
-		r.event(c, corev1.EventTypeWarning, "InvalidVerificationSchedule", "Schedule", "%s", strings.ReplaceAll(err.Error(), "spec.backup.schedule", "spec.backup.verification.schedule"))
+		r.event(c, corev1.EventTypeWarning, "InvalidVerificationSchedule", "Schedule", "%s", err.Error())
 		return 0, nil
 	}
 	last := c.CreationTimestamp.Time

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	"github.com/dolphin-operator/dolphin/internal/passwords"
 	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/schedule"
 )
 
 // Paths the validators are served at (the ValidatingWebhookConfiguration names them).
@@ -113,7 +115,9 @@ func (UserValidator) ValidateDelete(context.Context, *dolphinv1.MySQLUser) (admi
 }
 
 // ClusterValidator rejects a MySQLCluster whose user-supplied credentials Secret holds a weak
-// password.
+// password, whose own TLS certificate would not serve it, or whose backup or verification
+// schedule does not parse (a cron expression of the right shape with a value out of range, an
+// unknown time zone: what CEL cannot tell).
 type ClusterValidator struct{ secrets secretChecker }
 
 // ValidateCreate implements admission.Validator.
@@ -121,16 +125,36 @@ func (v ClusterValidator) ValidateCreate(ctx context.Context, c *dolphinv1.MySQL
 	name, keys := clusterKeys(c)
 	warnings, err := v.secrets.check(ctx, c.Namespace, "spec.credentials.secretName", name, keys)
 	w, terr := v.certificate(ctx, c)
-	return append(warnings, w...), errors.Join(err, terr)
+	return append(warnings, w...), errors.Join(append([]error{err, terr}, schedule.Check(c.Spec.Backup)...)...)
 }
 
 // ValidateUpdate implements admission.Validator: the credentials Secret's name is immutable;
 // a certificate Secret named now (or another one) is checked.
 func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.MySQLCluster) (admission.Warnings, error) {
-	if old.Spec.TLS == c.Spec.TLS {
-		return nil, nil
+	var errs []error
+	// Only what changed is checked, so that an object admitted before a check existed can
+	// still be updated otherwise (the reconciler reports it).
+	if !equality.Semantic.DeepEqual(backupSchedules(old.Spec.Backup), backupSchedules(c.Spec.Backup)) {
+		errs = schedule.Check(c.Spec.Backup)
 	}
-	return v.certificate(ctx, c)
+	if old.Spec.TLS == c.Spec.TLS {
+		return nil, errors.Join(errs...)
+	}
+	w, err := v.certificate(ctx, c)
+	return w, errors.Join(append(errs, err)...)
+}
+
+// backupSchedules are the schedules of a spec.backup (nil when none), to tell whether an
+// update changed them.
+func backupSchedules(b *dolphinv1.BackupSpec) []*dolphinv1.BackupSchedule {
+	if b == nil {
+		return nil
+	}
+	out := []*dolphinv1.BackupSchedule{b.Schedule, nil}
+	if b.Verification != nil {
+		out[1] = &b.Verification.Schedule
+	}
+	return out
 }
 
 // certificate checks the Secret named in spec.tls.certificateSecret, if any.

@@ -289,6 +289,34 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 		}
 	}
 
+	// Schedules CEL lets through (five fields, @every) but that do not parse, or an unknown
+	// time zone: rejected with the field and what to write.
+	store := dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "https://s3.example", Bucket: "backups", CredentialsSecret: "s3"}}
+	for i, tc := range []struct {
+		backup dolphinv1.BackupSpec
+		want   string
+	}{
+		{dolphinv1.BackupSpec{Store: store, Schedule: &dolphinv1.BackupSchedule{Cron: "61 2 * * *"}}, `spec.backup.schedule.cron "61 2 * * *" does not parse`},
+		{dolphinv1.BackupSpec{Store: store, Schedule: &dolphinv1.BackupSchedule{Cron: "@daily", TimeZone: "Mars/Olympus"}}, `spec.backup.schedule.timeZone "Mars/Olympus" is not a known IANA time zone`},
+		{dolphinv1.BackupSpec{Store: store, Verification: &dolphinv1.BackupVerification{Schedule: dolphinv1.BackupSchedule{Cron: "0 25 * * *"}}}, `spec.backup.verification.schedule.cron "0 25 * * *" does not parse`},
+	} {
+		backup := tc.backup
+		err := c.Create(ctx, &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: fmt.Sprintf("sched-%d", i)},
+			Spec: dolphinv1.MySQLClusterSpec{Backup: &backup}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("schedule case %d: %v, want a rejection with %q", i, err, tc.want)
+		}
+	}
+	good := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "sched-ok"},
+		Spec: dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{Store: store, Schedule: &dolphinv1.BackupSchedule{Cron: "30 2 * * *", TimeZone: "Europe/Berlin"}}}}
+	if err := c.Create(ctx, good); err != nil {
+		t.Fatalf("a valid schedule: %v", err)
+	}
+	good.Spec.Backup.Schedule.Cron = "30 2 * * 8"
+	if err := c.Update(ctx, good); err == nil || !strings.Contains(err.Error(), `spec.backup.schedule.cron "30 2 * * 8" does not parse`) {
+		t.Errorf("an update to an unparseable schedule: %v", err)
+	}
+
 	// Renewal: past two thirds of the certificate's life a new one is issued under the same
 	// CA and served, and the webhook keeps answering.
 	var renewed *x509.Certificate
