@@ -10,9 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -71,12 +75,14 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 	const ns = "dolphin"
 
 	objs := kustomizeBuild(t, "config/namespaced")
-	var deployment *unstructured.Unstructured
+	var deployment, hooks *unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "CustomResourceDefinition": // installed by envtest
 		case "Deployment":
 			deployment = o
+		case "ValidatingWebhookConfiguration":
+			hooks = o // created once the objects of an earlier operator are there (below)
 		default:
 			if err := admin.Create(ctx, o); err != nil {
 				t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
@@ -91,7 +97,8 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	container := dep.Spec.Template.Spec.Containers[0]
-	for _, arg := range []string{"--watch-namespace=$(POD_NAMESPACE)", "--leader-election-namespace=$(POD_NAMESPACE)"} {
+	for _, arg := range []string{"--watch-namespace=$(POD_NAMESPACE)", "--leader-election-namespace=$(POD_NAMESPACE)",
+		"--webhook-port=9443", "--webhook-configuration=dolphin-validating-webhooks-$(POD_NAMESPACE)"} {
 		if !slices.Contains(container.Args, arg) {
 			t.Errorf("the namespaced Deployment lacks %s: %v", arg, container.Args)
 		}
@@ -117,6 +124,34 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 	}
 	other := &dolphinv1alpha1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "other"}}
 	if err := admin.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+
+	// The install's own webhook configuration: named after the namespace, seeing only it.
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if hooks == nil {
+		t.Fatal("config/namespaced builds no ValidatingWebhookConfiguration")
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(hooks.Object, &vwc); err != nil {
+		t.Fatal(err)
+	}
+	if vwc.Name != "dolphin-validating-webhooks-"+ns {
+		t.Errorf("webhook configuration %s, want one named after the namespace", vwc.Name)
+	}
+	port := freePort(t)
+	for i := range vwc.Webhooks {
+		w := &vwc.Webhooks[i]
+		if sel := w.NamespaceSelector; sel == nil || sel.MatchLabels["kubernetes.io/metadata.name"] != ns {
+			t.Errorf("webhook %s sees namespaces %v, want only %s", w.Name, sel, ns)
+		}
+		if svc := w.ClientConfig.Service; svc == nil || svc.Namespace != ns || svc.Path == nil {
+			t.Fatalf("webhook %s calls %+v, want the Service in %s", w.Name, svc, ns)
+		}
+		// The test's API server runs on this host: the operator, not the Service, answers.
+		w.ClientConfig.URL = ptr.To("https://127.0.0.1:" + strconv.Itoa(port) + *w.ClientConfig.Service.Path)
+		w.ClientConfig.Service = nil
+	}
+	if err := admin.Create(ctx, &vwc); err != nil {
 		t.Fatal(err)
 	}
 
@@ -155,6 +190,8 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 	opts.Zap.Development = true
 	opts.Zap.DestWriter = logs
 	opts.SkipControllerNameValidation = true
+	opts.WebhookPort, opts.WebhookHost, opts.WebhookIPs = port, "127.0.0.1", []string{"127.0.0.1"}
+	opts.WebhookConfiguration = vwc.Name
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -195,6 +232,29 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 	}
 	if controllerutil.ContainsFinalizer(other, controller.Finalizer) || other.Status.Phase != "" {
 		t.Errorf("the namespaced operator touched a cluster in another namespace: %+v", other)
+	}
+
+	// Its webhooks answer for its namespace (the CA written into its configuration by the
+	// operator with only the ClusterRole's resourceNames rule) and leave other namespaces alone.
+	weakUser := func(namespace string) error {
+		if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "weak"},
+			StringData: map[string]string{"password": "password123"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		u := &dolphinv1alpha1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "weak-"},
+			Spec: dolphinv1alpha1.MySQLUserSpec{Cluster: "legacy", Name: "weak", PasswordSecretKeyRef: &dolphinv1alpha1.SecretKeyReference{Name: "weak"},
+				Grants: []dolphinv1alpha1.Grant{{Privileges: []dolphinv1alpha1.Privilege{"SELECT"}, Database: "app"}}}}
+		return admin.Create(ctx, u)
+	}
+	eventually(t, 30*time.Second, "a weak password refused by the namespaced install's webhook", func() (bool, error) {
+		err := weakUser(ns)
+		if err == nil {
+			return false, errors.New("admitted")
+		}
+		return strings.Contains(err.Error(), "admission webhook") && strings.Contains(err.Error(), "the password is too weak"), err
+	})
+	if err := weakUser("elsewhere"); err != nil {
+		t.Errorf("a MySQLUser in a namespace this install does not manage was refused: %v", err)
 	}
 
 	cancel()

@@ -30,8 +30,10 @@ func permissions(t *testing.T, rules []rbacv1.PolicyRule) []string {
 	t.Helper()
 	var out []string
 	for _, r := range rules {
-		if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
-			t.Fatalf("rule %+v: only resource rules without resourceNames are compared", r)
+		// A rule narrowed to some names (the namespaced install's own webhook configuration)
+		// grants less than the same rule without them: it counts as that permission.
+		if len(r.NonResourceURLs) > 0 {
+			t.Fatalf("rule %+v: only resource rules are compared", r)
 		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
