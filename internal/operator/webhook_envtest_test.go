@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,39 +12,24 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	webhookmanifests "github.com/dolphin-operator/dolphin/config/webhook"
+	"github.com/dolphin-operator/dolphin/internal/localcluster"
 	"github.com/dolphin-operator/dolphin/internal/operator"
 )
 
-// webhookManifest reads the ValidatingWebhookConfiguration of config/webhook and points it at
-// a server on this host (the test's API server runs here) instead of the Service.
+// webhookManifest is the ValidatingWebhookConfiguration of config/webhook pointed at a server
+// on this host (the test's API server runs here) instead of the Service, as `dolphin local`
+// registers it.
 func webhookManifest(t *testing.T, port int) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	t.Helper()
-	b, err := os.ReadFile("../../config/webhook/manifests.yaml")
+	cfg, err := localcluster.LocalWebhooks(webhookmanifests.Manifests, port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range strings.Split(string(b), "\n---\n") {
-		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
-			t.Fatal(err)
-		}
-		if cfg.Kind != "ValidatingWebhookConfiguration" {
-			continue
-		}
-		for i := range cfg.Webhooks {
-			cc := &cfg.Webhooks[i].ClientConfig
-			cc.URL = ptr.To("https://127.0.0.1:" + strconv.Itoa(port) + *cc.Service.Path)
-			cc.Service = nil
-		}
-		return &cfg
-	}
-	t.Fatal("no ValidatingWebhookConfiguration in config/webhook/manifests.yaml")
-	return nil
+	return cfg
 }
 
 func freePort(t *testing.T) int {

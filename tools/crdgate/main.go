@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
 func main() {
@@ -29,8 +31,10 @@ func run(repo, newDir, baseline, against, exceptionsFile string) error {
 	if ref == "" {
 		ref = lastReleaseTag(repo)
 	}
-	what := ""
-	var previous = current
+	var (
+		what     string
+		previous map[string]*apiextensionsv1.CustomResourceDefinition
+	)
 	if ref != "" {
 		previous, err = loadGit(repo, ref, newDir)
 		what = "release " + ref
