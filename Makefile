@@ -12,12 +12,14 @@ help: ## List targets.
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code.
+generate: ## Regenerate deepcopy and conversion code.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(GO) tool conversion-gen --skip-unsafe --go-header-file hack/boilerplate.go.txt --output-file zz_generated.conversion.go ./api/v1alpha1
 
 .PHONY: manifests
 manifests: ## Regenerate the CRD and RBAC manifests under config/.
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=false paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(GO) run ./hack/crdconversion config/crd/bases/mysql.dolphin.dev_mysqlclusters.yaml
 	$(CONTROLLER_GEN) rbac:roleName=dolphin-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify-generated

@@ -137,4 +137,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-tool sigs.k8s.io/controller-tools/cmd/controller-gen
+tool (
+	k8s.io/code-generator/cmd/conversion-gen
+	sigs.k8s.io/controller-tools/cmd/controller-gen
+)

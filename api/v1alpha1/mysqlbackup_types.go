@@ -10,6 +10,7 @@ import (
 // last records what it contains. Deleting the MySQLBackup deletes its objects.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="mysql.dolphin.dev/v1alpha1 MySQLBackup is deprecated: use mysql.dolphin.dev/v1beta1 (docs/upgrading.md says what changed)"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mybk,categories=dolphin
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=".spec.cluster",description="Cluster backed up"

@@ -12,6 +12,7 @@ import (
 // writable primary behind the `<name>-primary` Service.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="mysql.dolphin.dev/v1alpha1 MySQLCluster is deprecated: use mysql.dolphin.dev/v1beta1 (docs/upgrading.md says what changed)"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=myc,categories=dolphin
 // +kubebuilder:selectablefield:JSONPath=".status.phase"

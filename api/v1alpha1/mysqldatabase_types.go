@@ -10,6 +10,7 @@ import (
 // leaves it as spec.cleanupPolicy says.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="mysql.dolphin.dev/v1alpha1 MySQLDatabase is deprecated: use mysql.dolphin.dev/v1beta1 (docs/upgrading.md says what changed)"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mydb,categories=dolphin
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=".spec.cluster",description="MySQLCluster the database lives on"

@@ -13,6 +13,7 @@ import (
 // former primary.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:deprecatedversion:warning="mysql.dolphin.dev/v1alpha1 MySQLUser is deprecated: use mysql.dolphin.dev/v1beta1 (docs/upgrading.md says what changed)"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=myuser,categories=dolphin
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=".spec.cluster",description="MySQLCluster the account lives on"

@@ -143,8 +143,15 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 		fmt.Fprintf(out, "  control plane already running at %s: reused\n", cp.APIServerURL())
 	}
 
+	// The admission and conversion webhooks of a real install, served by the operator on this
+	// host: the API server calls https://127.0.0.1:<port>, the certificate names 127.0.0.1, and
+	// the operator is ready only once it serves it (so `up` returns with the webhooks answering).
+	webhookPort, err := recordedPort(cp, operatorName, "--webhook-port=")
+	if err != nil {
+		return err
+	}
 	step := time.Now()
-	names, err := localcluster.InstallCRDs(ctx, cp.Kubeconfig, crds)
+	names, err := localcluster.InstallCRDs(ctx, cp.Kubeconfig, crds, webhookPort)
 	if err != nil {
 		return fmt.Errorf("installing CRDs: %w", err)
 	}
@@ -189,13 +196,6 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 		return err
 	}
 	metricsPort, err := recordedPort(cp, operatorName, "--metrics-bind-address=127.0.0.1:")
-	if err != nil {
-		return err
-	}
-	// The admission webhooks of a real install, served by the operator on this host: the API
-	// server calls https://127.0.0.1:<port>, the certificate names 127.0.0.1, and the operator
-	// is ready only once it serves it (so `up` returns with the webhooks answering).
-	webhookPort, err := recordedPort(cp, operatorName, "--webhook-port=")
 	if err != nil {
 		return err
 	}

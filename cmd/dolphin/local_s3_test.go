@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 )
 

@@ -29,6 +29,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newOperatorCmd(), newLocalCmd(), newAgentCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(), newStoreServerCmd(), newBinlogArchiveCmd())
+	root.AddCommand(newVersionCmd(), newOperatorCmd(), newLocalCmd(), newAgentCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(), newStoreServerCmd(), newBinlogArchiveCmd(), newMigrateStorageCmd())
 	return root
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	mysqlcontroller "github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/metrics"
 	"github.com/dolphin-operator/dolphin/internal/resources"
@@ -78,14 +78,14 @@ func watchPrimaryLabel(t *testing.T, o *operatorEnv, pod string) *labelWatch {
 	return lw
 }
 
-// TestEnvtestServerDay2: the primary's label survives detectionAttempts-1 missed
+// TestEnvtestServerDay2: the primary's label survives detection.attempts-1 missed
 // observations, and rotating each password of the credentials Secret is applied to every
 // instance without the primary ever losing its label or an application write failing;
 // normal operation counts no reconcile error.
 func TestEnvtestServerDay2(t *testing.T) {
 	var flaky *unreachableFor
 	interval, attempts := 500*time.Millisecond, int32(5)
-	o := startOperator(t, "day2", dolphinv1.FailoverSpec{DetectionInterval: &metav1.Duration{Duration: interval}, DetectionAttempts: attempts},
+	o := startOperator(t, "day2", dolphinv1.FailoverSpec{Detection: dolphinv1.DetectionSpec{Interval: &metav1.Duration{Duration: interval}, Attempts: attempts}},
 		func(l loopback) Addresser { flaky = &unreachableFor{loopback: l}; return flaky })
 	errorsBefore := testutil.ToFloat64(metrics.ReconcileTotal.WithLabelValues(metrics.ResultError))
 	o.waitReady(t)
@@ -94,7 +94,7 @@ func TestEnvtestServerDay2(t *testing.T) {
 	}
 	lw := watchPrimaryLabel(t, o, "shop-0")
 
-	// Misses below detectionAttempts: misses count at most once per 0.9 × interval, so a
+	// Misses below detection.attempts: misses count at most once per 0.9 × interval, so a
 	// window of (attempts-2) × 0.9 × interval holds at most attempts-1 of them however
 	// slowly the machine runs.
 	window := time.Duration(attempts-2) * interval * 9 / 10
@@ -110,7 +110,7 @@ func TestEnvtestServerDay2(t *testing.T) {
 		t.Fatal(err)
 	}
 	if lp := o.cluster.Status.Topology.LastPromotion; lp != nil || o.cluster.Status.Topology.Primary != "shop-0" {
-		t.Fatalf("missed observations below detectionAttempts changed the primary: %+v", lp)
+		t.Fatalf("missed observations below detection.attempts changed the primary: %+v", lp)
 	}
 
 	// An application account and a writer straight to the primary (envtest has no Service).

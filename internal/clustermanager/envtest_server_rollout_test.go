@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	mysqlcontroller "github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
@@ -54,7 +54,7 @@ func (g *gatedAddresser) hide(i int, hidden bool) {
 func startRolloutOperator(t *testing.T, ns string) (*operatorEnv, *gatedAddresser) {
 	var gate *gatedAddresser
 	o := startOperator(t, ns, dolphinv1.FailoverSpec{
-		DetectionInterval: &metav1.Duration{Duration: 500 * time.Millisecond}, DetectionAttempts: 3},
+		Detection: dolphinv1.DetectionSpec{Interval: &metav1.Duration{Duration: 500 * time.Millisecond}, Attempts: 3}},
 		func(l loopback) Addresser { gate = &gatedAddresser{loopback: l, hidden: map[int]bool{}}; return gate })
 	return o, gate
 }

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
@@ -129,7 +129,7 @@ func canRun(ctx context.Context, in *dbtest.Instance, user, password, database, 
 // two resources, and both cleanup policies.
 func TestEnvtestServerUsersAndDatabases(t *testing.T) {
 	o := startOperator(t, "sqlobjects", dolphinv1.FailoverSpec{
-		DetectionInterval: &metav1.Duration{Duration: 500 * time.Millisecond}, DetectionAttempts: 3}, nil)
+		Detection: dolphinv1.DetectionSpec{Interval: &metav1.Duration{Duration: 500 * time.Millisecond}, Attempts: 3}}, nil)
 	ctx, c, ns := o.ctx, o.c, o.ns
 	primary, replica := o.db.Instances[0], o.db.Instances[1]
 

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	mysqlcontroller "github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/metrics"
@@ -106,7 +106,7 @@ func startOperator(t *testing.T, ns string, failover dolphinv1.FailoverSpec, add
 		t.Fatal(err)
 	}
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
-		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Failover: failover}}
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Failover: failover}}
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func (o *operatorEnv) waitReady(t *testing.T) {
 // down past the primary, a failover, deletion.
 func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 	o := startOperator(t, "topo", dolphinv1.FailoverSpec{
-		DetectionInterval: &metav1.Duration{Duration: 200 * time.Millisecond}, DetectionAttempts: 2}, nil)
+		Detection: dolphinv1.DetectionSpec{Interval: &metav1.Duration{Duration: 200 * time.Millisecond}, Attempts: 2}}, nil)
 	o.waitReady(t)
 	ctx, c, db, engines, cluster, key, ns, roleOf := o.ctx, o.c, o.db, o.engines, o.cluster, o.key, o.ns, o.roleOf
 
@@ -201,7 +201,7 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 	scale := client.MergeFrom(cluster.DeepCopy())
-	cluster.Spec.Replicas = 2
+	cluster.Spec.Instances = 2
 	if err := c.Patch(ctx, cluster, scale); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 	"github.com/dolphin-operator/dolphin/internal/pki"
 	"github.com/dolphin-operator/dolphin/internal/resources"
@@ -286,7 +286,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	if err != nil {
 		return topology.Config{}, fmt.Errorf("run-time settings of spec.mysqlConfig: %w", err)
 	}
-	interval := d.Spec.Failover.DetectionInterval.Duration
+	interval := d.Spec.Failover.Detection.Interval.Duration
 	tlsCert, tlsRoots, tlsRootsID, err := m.tlsState(ctx, d)
 	if err != nil {
 		return topology.Config{}, err
@@ -309,7 +309,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		},
 		Settings: topology.Settings{
 			FailoverEnabled:   *d.Spec.Failover.Enabled,
-			DetectionAttempts: int(d.Spec.Failover.DetectionAttempts),
+			DetectionAttempts: int(d.Spec.Failover.Detection.Attempts),
 		},
 		Variables:      vars,
 		Interval:       interval,

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/metrics"
@@ -193,7 +193,7 @@ func primaryGTID(c *dolphinv1.MySQLCluster) string {
 
 // archiveSourceService names the Service the archiver reads through (see archiveSources).
 func archiveSourceService(c *dolphinv1.MySQLCluster) string {
-	if c.Spec.Replicas == 1 {
+	if c.Spec.Instances == 1 {
 		return resources.NamesFor(c).PrimaryService
 	}
 	return resources.NamesFor(c).ReplicaService

@@ -8,7 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 )
 
@@ -81,7 +81,7 @@ func TestArchiveSourceService(t *testing.T) {
 		replicas int32
 		want     string
 	}{{1, "db-primary"}, {2, "db-replicas"}, {3, "db-replicas"}} {
-		c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: dolphinv1.MySQLClusterSpec{Replicas: tt.replicas}}
+		c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Spec: dolphinv1.MySQLClusterSpec{Instances: tt.replicas}}
 		if got := archiveSourceService(c); got != tt.want {
 			t.Errorf("%d instances: archiveSourceService = %q, want %q", tt.replicas, got, tt.want)
 		}

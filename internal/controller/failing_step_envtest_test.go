@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/metrics"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
@@ -28,7 +28,7 @@ func TestEnvtestFailingStepKeepsReadyFalse(t *testing.T) {
 	ctx := context.Background()
 	c := directClient(t, nil)
 	ns := newNamespace(t)
-	key := createCluster(t, c, ns, "steps", dolphinv1.MySQLClusterSpec{Replicas: 1})
+	key := createCluster(t, c, ns, "steps", dolphinv1.MySQLClusterSpec{Instances: 1})
 	// Stand in for the StatefulSet controller and the engine: a ready pod labeled primary.
 	cluster := getCluster(t, c, key)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "steps-0",

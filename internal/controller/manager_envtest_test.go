@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -84,7 +84,7 @@ func TestEnvtestManagerDrivesTheCluster(t *testing.T) {
 	// A merge patch: the running manager may be writing the object at the same moment.
 	cl := getCluster(t, c, key)
 	scale := client.MergeFrom(cl.DeepCopy())
-	cl.Spec.Replicas = 5
+	cl.Spec.Instances = 5
 	if err := c.Patch(ctx, cl, scale); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/metrics"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/resources"
@@ -245,7 +245,7 @@ func (r *MySQLClusterReconciler) forwardSwitchover(ctx context.Context, c *dolph
 func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQLCluster, stepErr error) (observation, error) {
 	d := resources.Defaulted(c)
 	o := observation{
-		Generation: c.Generation, Replicas: d.Spec.Replicas, Paused: c.Spec.Paused,
+		Generation: c.Generation, Replicas: d.Spec.Instances, Paused: c.Spec.Paused,
 		StepErr: stepErr, Previous: c.Status,
 	}
 	var sts appsv1.StatefulSet
@@ -260,7 +260,7 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 		return o, fmt.Errorf("listing pods: %w", err)
 	}
 	o.Pods = pods.Items
-	claims, err := r.instanceClaims(ctx, c, d.Spec.Replicas, pods.Items)
+	claims, err := r.instanceClaims(ctx, c, d.Spec.Instances, pods.Items)
 	if err != nil {
 		return o, err
 	}

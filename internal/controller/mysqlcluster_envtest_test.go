@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/metrics"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
@@ -111,7 +111,7 @@ func TestEnvtestSecondReconcileWritesNothing(t *testing.T) {
 	needEnvtest(t)
 	plain := directClient(t, nil)
 	key := createCluster(t, plain, newNamespace(t), "quiet", dolphinv1.MySQLClusterSpec{
-		Replicas:    3,
+		Instances:   3,
 		MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"max_connections": "300"},
 		Resources:   corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}},
 	})
@@ -155,7 +155,7 @@ func TestEnvtestSpecChangesUpdateStatefulSet(t *testing.T) {
 	hashBefore := sts.Spec.Template.Annotations[resources.ConfigHashAnnotation]
 
 	cluster := getCluster(t, c, key)
-	cluster.Spec.Replicas = 5
+	cluster.Spec.Instances = 5
 	cluster.Spec.Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
@@ -190,7 +190,7 @@ func TestEnvtestSpecChangesUpdateStatefulSet(t *testing.T) {
 
 	// Scale back down: the StatefulSet follows, and nothing else is written twice.
 	cluster = getCluster(t, c, key)
-	cluster.Spec.Replicas = 3
+	cluster.Spec.Instances = 3
 	if err := c.Update(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestEnvtestStatusFollowsPods(t *testing.T) {
 	needEnvtest(t)
 	c := directClient(t, nil)
 	ctx := context.Background()
-	key := createCluster(t, c, newNamespace(t), "solo", dolphinv1.MySQLClusterSpec{Replicas: 1})
+	key := createCluster(t, c, newNamespace(t), "solo", dolphinv1.MySQLClusterSpec{Instances: 1})
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
@@ -246,7 +246,7 @@ func TestNextRollout(t *testing.T) {
 			newRollout(1).input(false), rolloutDeletePod, "shop-0", []string{"the only instance", "no replica to switch over to"}},
 		{"single instance re-created: done",
 			newRollout(1).updated("shop-0").input(false), rolloutNothing, "", nil},
-		{"pods past spec.replicas (scale-down) are not waited for",
+		{"pods past spec.instances (scale-down) are not waited for",
 			newRollout(3).updated("shop-1", "shop-2").with(func(rc *rolloutCase) { rc.sts.Spec.Replicas = ptr.To(int32(2)) }).input(false),
 			rolloutSwitchover, "shop-1", []string{"1/2"}},
 	}
@@ -352,7 +352,7 @@ func TestEnvtestUpgradeToOnDeleteKeepsPods(t *testing.T) {
 	ctx := context.Background()
 	c := directClient(t, nil)
 	ns := newNamespace(t)
-	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Replicas: 2})
+	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Instances: 2})
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
@@ -24,7 +24,7 @@ func TestEnvtestSeedInstructions(t *testing.T) {
 	ctx := context.Background()
 	c := directClient(t, nil)
 	ns := newNamespace(t)
-	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Replicas: 3})
+	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Instances: 3})
 	cl := getCluster(t, c, key)
 	fake := &fakeAgent{}
 	r := &MySQLClusterReconciler{Client: c, Scheme: envScheme, Agents: fake}
@@ -96,7 +96,7 @@ func TestEnvtestRecloneErrantReplica(t *testing.T) {
 	ctx := context.Background()
 	c := directClient(t, nil)
 	ns := newNamespace(t)
-	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Replicas: 3})
+	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Instances: 3})
 	cl := getCluster(t, c, key)
 	fake := &fakeAgent{}
 	r := &MySQLClusterReconciler{Client: c, Scheme: envScheme, Agents: fake, RecloneConfirmation: 300 * time.Millisecond}

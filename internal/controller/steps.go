@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
@@ -130,7 +130,7 @@ func (r *MySQLClusterReconciler) reconcileServices(ctx context.Context, c *dolph
 }
 
 func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *dolphinv1.MySQLCluster) error {
-	if run := resources.InstancesToRun(c); run != c.Spec.Replicas {
+	if run := resources.InstancesToRun(c); run != c.Spec.Instances {
 		// Scaling down would remove the primary: keep it, and move the primary role to the
 		// first instance first.
 		target := resources.PodName(c, 0)
@@ -146,7 +146,7 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 				"keeping %d instances until the primary %s hands over to %s", run, c.Status.Topology.Primary, target)
 		}
 		c = c.DeepCopy()
-		c.Spec.Replicas = run
+		c.Spec.Instances = run
 	}
 	// The claim template keeps its live size: the storage step grows it (storage.go).
 	c, wait, err := r.withLiveClaimTemplate(ctx, c)

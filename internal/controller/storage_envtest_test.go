@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
@@ -193,7 +193,7 @@ func TestEnvtestStorageGrowthReplacesStatefulSet(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	class := newStorageClass(t, c, ns+"-expandable", ptr.To(true))
-	key := createCluster(t, c, ns, "grow", dolphinv1.MySQLClusterSpec{Replicas: 3,
+	key := createCluster(t, c, ns, "grow", dolphinv1.MySQLClusterSpec{Instances: 3,
 		Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class}})
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestEnvtestStorageNotExpandableKeepsTheRestApplied(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	class := newStorageClass(t, c, ns+"-fixed", nil)
-	key := createCluster(t, c, ns, "fixed", dolphinv1.MySQLClusterSpec{Replicas: 2,
+	key := createCluster(t, c, ns, "fixed", dolphinv1.MySQLClusterSpec{Instances: 2,
 		Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class}})
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)
@@ -310,7 +310,7 @@ func TestEnvtestStorageNotExpandableKeepsTheRestApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	setStorageSize(t, c, key, "2Gi", func(cl *dolphinv1.MySQLCluster) {
-		cl.Spec.Replicas = 3
+		cl.Spec.Instances = 3
 		cl.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"max_connections": "321"}
 	})
 	res, err, reasons := reconcileRecording(t, c, key)

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -95,7 +95,7 @@ func TestEnvtestStorageGrowthKeepsPodsWithControllerManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	class := newStorageClass(t, c, "expandable", ptr.To(true))
-	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Replicas: 2,
+	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Instances: 2,
 		Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class, DeletePolicy: dolphinv1.VolumeDelete}})
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
@@ -32,8 +32,8 @@ func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
 		spec    dolphinv1.MySQLClusterSpec
 		message string
 	}{
-		{"too many replicas", dolphinv1.MySQLClusterSpec{Replicas: 10}, "replicas must be between 1 and 9"},
-		{"negative replicas", dolphinv1.MySQLClusterSpec{Replicas: -1}, "replicas must be between 1 and 9"},
+		{"too many instances", dolphinv1.MySQLClusterSpec{Instances: 10}, "instances must be between 1 and 9"},
+		{"negative instances", dolphinv1.MySQLClusterSpec{Instances: -1}, "instances must be between 1 and 9"},
 		{"unknown flavor", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "postgres"}}, `supported values: "mariadb", "mysql"`},
 		{"malformed version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Version: "latest"}}, "engine.version must look like MAJOR.MINOR"},
 		{"unsupported mariadb version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "mariadb", Version: "10.6"}}, "unsupported engine version: use 10.11 or 11.4"},
@@ -41,8 +41,8 @@ func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
 		{"hyphenated config key", dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb-buffer-pool-size": "1G"}}, "keys must be lower-case mysqld option names with underscores"},
 		{"multi-line config value", dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"max_connections": "10\nserver_id=1"}}, "values must be a single line"},
 		{"comment in config value", dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"sql_mode": "A#B"}}, "without '#'"},
-		{"detection interval too short", dolphinv1.MySQLClusterSpec{Failover: dolphinv1.FailoverSpec{DetectionInterval: &metav1.Duration{Duration: 1}}}, "detectionInterval must be between 100ms and 1m"},
-		{"zero detection attempts", dolphinv1.MySQLClusterSpec{Failover: dolphinv1.FailoverSpec{DetectionAttempts: -2}}, "detectionAttempts"},
+		{"detection interval too short", dolphinv1.MySQLClusterSpec{Failover: dolphinv1.FailoverSpec{Detection: dolphinv1.DetectionSpec{Interval: &metav1.Duration{Duration: 1}}}}, "failover.detection.interval must be between 100ms and 1m"},
+		{"zero detection attempts", dolphinv1.MySQLClusterSpec{Failover: dolphinv1.FailoverSpec{Detection: dolphinv1.DetectionSpec{Attempts: -2}}}, "spec.failover.detection.attempts"},
 		{"reserved pod label", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Labels: map[string]string{resources.RoleLabel: "primary"}}}, "pod labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin"},
 		{"reserved service label", dolphinv1.MySQLClusterSpec{PrimaryService: dolphinv1.ServiceSpec{Labels: map[string]string{"app.kubernetes.io/name": "x"}}}, "service labels under app.kubernetes.io/"},
 		{"tiny storage", dolphinv1.MySQLClusterSpec{Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Mi"))}}, "storage.size must be at least 64Mi"},
@@ -107,7 +107,7 @@ func TestEnvtestImmutableFieldsAreRejected(t *testing.T) {
 	t.Run("allowed changes pass", func(t *testing.T) {
 		obj := getCluster(t, c, key)
 		obj.Spec.Storage.Size = ptr.To(resource.MustParse("20Gi"))
-		obj.Spec.Replicas = 5
+		obj.Spec.Instances = 5
 		obj.Spec.Engine.Version = "11.4"
 		if err := c.Update(ctx, obj); err != nil {
 			t.Errorf("growing storage, scaling and upgrading were rejected: %v", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -25,14 +26,22 @@ const crdEstablishTimeout = 30 * time.Second
 
 // InstallCRDs server-side applies every CustomResourceDefinition in the *.yaml files at the
 // root of crds (config/crd.Bases(), or a folder) through kubeconfig, then waits until each is
-// Established. It returns the names of the CRDs it applied.
-func InstallCRDs(ctx context.Context, kubeconfig string, crds fs.FS) ([]string, error) {
+// Established. It returns the names of the CRDs it applied. A CRD converted by a webhook is
+// pointed at https://127.0.0.1:webhookPort (the operator on this host) instead of the
+// operator's Service, as the admission webhooks are (LocalWebhooks); its caBundle is the
+// operator's to write, and is kept.
+func InstallCRDs(ctx context.Context, kubeconfig string, crds fs.FS, webhookPort int) ([]string, error) {
 	objs, err := readCRDs(crds)
 	if err != nil {
 		return nil, err
 	}
 	if len(objs) == 0 {
 		return nil, errors.New("no CustomResourceDefinition in *.yaml")
+	}
+	for _, u := range objs {
+		if err := localConversion(u, webhookPort); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -112,4 +121,19 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// localConversion points the conversion webhook of u, if it has one, at
+// https://127.0.0.1:port<path>.
+func localConversion(u *unstructured.Unstructured, port int) error {
+	strategy, _, _ := unstructured.NestedString(u.Object, "spec", "conversion", "strategy")
+	if strategy != string(apiextensionsv1.WebhookConverter) {
+		return nil
+	}
+	path, found, err := unstructured.NestedString(u.Object, "spec", "conversion", "webhook", "clientConfig", "service", "path")
+	if err != nil || !found {
+		return fmt.Errorf("CRD %s: webhook conversion without a Service path", u.GetName())
+	}
+	url := "https://127.0.0.1:" + strconv.Itoa(port) + path
+	return unstructured.SetNestedField(u.Object, map[string]any{"url": url}, "spec", "conversion", "webhook", "clientConfig")
 }

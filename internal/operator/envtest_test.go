@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/operator"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
@@ -115,9 +115,9 @@ func TestEnvtestLeaderElectionReleasedOnShutdown(t *testing.T) {
 	t.Logf("Lease %s held by %q", leaseKey, holder)
 
 	// The leader reconciles: a new MySQLCluster gets Dolphin's finalizer.
-	cluster := &dolphinv1alpha1.MySQLCluster{
+	cluster := &dolphinv1.MySQLCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "leader-check"},
-		Spec:       dolphinv1alpha1.MySQLClusterSpec{Paused: true},
+		Spec:       dolphinv1.MySQLClusterSpec{Paused: true},
 	}
 	if err := c.Create(ctx, cluster); err != nil {
 		t.Fatalf("creating MySQLCluster: %v", err)

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/operator"
 	"github.com/dolphin-operator/dolphin/internal/resources"
@@ -109,7 +109,7 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 	}
 
 	// A cluster whose generated Secret an earlier operator created, without CredentialsLabel.
-	legacy := &dolphinv1alpha1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy"}}
+	legacy := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy"}}
 	if err := admin.Create(ctx, legacy); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}); err != nil {
 		t.Fatal(err)
 	}
-	other := &dolphinv1alpha1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "other"}}
+	other := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "other"}}
 	if err := admin.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(legacy), legacy); err != nil {
 			return false, err
 		}
-		if legacy.Status.Phase != dolphinv1alpha1.PhasePending {
+		if legacy.Status.Phase != dolphinv1.PhasePending {
 			return false, fmt.Errorf("phase %q, conditions %+v", legacy.Status.Phase, legacy.Status.Conditions)
 		}
 		return true, nil
@@ -241,9 +241,9 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 			StringData: map[string]string{"password": "password123"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
-		u := &dolphinv1alpha1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "weak-"},
-			Spec: dolphinv1alpha1.MySQLUserSpec{Cluster: "legacy", Name: "weak", PasswordSecretKeyRef: &dolphinv1alpha1.SecretKeyReference{Name: "weak"},
-				Grants: []dolphinv1alpha1.Grant{{Privileges: []dolphinv1alpha1.Privilege{"SELECT"}, Database: "app"}}}}
+		u := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "weak-"},
+			Spec: dolphinv1.MySQLUserSpec{Cluster: "legacy", Name: "weak", PasswordSecretKeyRef: &dolphinv1.SecretKeyReference{Name: "weak"},
+				Grants: []dolphinv1.Grant{{Privileges: []dolphinv1.Privilege{"SELECT"}, Database: "app"}}}}
 		return admin.Create(ctx, u)
 	}
 	eventually(t, 30*time.Second, "a weak password refused by the namespaced install's webhook", func() (bool, error) {

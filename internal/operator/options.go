@@ -227,5 +227,5 @@ func (o *Options) webhookCerts(logger logr.Logger) (*webhook.CertManager, error)
 		ips = append(ips, ip)
 	}
 	return &webhook.CertManager{Namespace: ns, SecretName: o.WebhookSecret, DNSNames: names, IPs: ips,
-		Configurations: []string{o.WebhookConfiguration}, Log: logger.WithName("webhook-certs")}, nil
+		Configurations: []string{o.WebhookConfiguration}, ConversionCRDs: webhook.CRDs, Log: logger.WithName("webhook-certs")}, nil
 }

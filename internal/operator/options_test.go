@@ -16,7 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
 // parse registers the operator flags on a fresh flag set and parses args.
@@ -232,7 +232,7 @@ func TestNewScheme(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, obj := range []runtime.Object{
-		&dolphinv1alpha1.MySQLCluster{}, &dolphinv1alpha1.MySQLClusterList{}, &corev1.Pod{}, &coordinationv1.Lease{},
+		&dolphinv1.MySQLCluster{}, &dolphinv1.MySQLClusterList{}, &corev1.Pod{}, &coordinationv1.Lease{},
 	} {
 		if _, _, err := s.ObjectKinds(obj); err != nil {
 			t.Errorf("scheme does not know %T: %v", obj, err)

@@ -23,6 +23,15 @@ var clusterScoped = map[string]bool{
 	"mysqldatabases": false, "mysqldatabases/finalizers": false, "mysqldatabases/status": false,
 	"poddisruptionbudgets": false,
 	"tokenreviews":         true, "subjectaccessreviews": true, "storageclasses": true,
+	"customresourcedefinitions": true, "customresourcedefinitions/status": true,
+}
+
+// notNamespaced are permissions of the cluster-wide install that the namespaced one leaves out
+// on purpose, with the reason.
+var notNamespaced = map[string]string{
+	// Trimming storedVersions needs every namespace migrated: a namespaced operator migrates
+	// its own and leaves the trim to `dolphin migrate-storage`, run by an administrator.
+	"apiextensions.k8s.io/customresourcedefinitions/status patch": "storedVersions are trimmed only by a migration of every namespace",
 }
 
 // permissions expands RBAC rules into "group/resource verb" entries.
@@ -79,6 +88,8 @@ func TestNamespacedRBACMatchesClusterRBAC(t *testing.T) {
 		switch {
 		case !known:
 			t.Fatalf("config/rbac/role.yaml names %q, whose scope this test does not know: add it to clusterScoped", resource)
+		case notNamespaced[p] != "":
+			continue
 		case scoped:
 			wantCluster = append(wantCluster, p)
 		default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -21,9 +22,11 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/clustermanager"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/storagemigration"
 	"github.com/dolphin-operator/dolphin/internal/webhook"
 )
 
@@ -37,6 +40,15 @@ func NewScheme() (*runtime.Scheme, error) {
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("registering Kubernetes types: %w", err)
 	}
+	// CustomResourceDefinitions: the webhook CA is injected into their conversion webhook, and
+	// the storage migration trims their status.storedVersions.
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("registering CustomResourceDefinition types: %w", err)
+	}
+	if err := dolphinv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("registering %s types: %w", dolphinv1.GroupVersion, err)
+	}
+	// The deprecated version too: the conversion webhook decodes and encodes it.
 	if err := dolphinv1alpha1.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("registering %s types: %w", dolphinv1alpha1.GroupVersion, err)
 	}
@@ -69,11 +81,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	mo := managerOptions(opts, scheme, logger)
 	if certs != nil {
-		mo.WebhookServer = crwebhook.NewServer(crwebhook.Options{Host: opts.WebhookHost, Port: opts.WebhookPort,
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-				c.GetCertificate = certs.GetCertificate
-				c.NextProtos = []string{"http/1.1"} // no HTTP/2, as for metrics
-			}}})
+		mo.WebhookServer = webhook.NewServer(crwebhook.Options{Host: opts.WebhookHost, Port: opts.WebhookPort}, certs)
 	}
 	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
@@ -84,6 +92,13 @@ func Run(ctx context.Context, opts Options) error {
 		if err := webhook.Register(mgr, certs, opts.WatchNamespace); err != nil {
 			return err
 		}
+	}
+
+	// Objects stored by an earlier release in an older API version are rewritten in the
+	// storage version (v1beta1); status.storedVersions is trimmed when every namespace is ours.
+	if err := mgr.Add(&storagemigration.Migrator{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		CRDs: webhook.CRDs, Namespace: opts.WatchNamespace, Log: logger.WithName("storage-migration")}); err != nil {
+		return fmt.Errorf("adding the storage migration: %w", err)
 	}
 
 	engines := &clustermanager.Manager{

@@ -3,21 +3,17 @@ package operator_test
 import (
 	"context"
 	"net"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	webhookmanifests "github.com/dolphin-operator/dolphin/config/webhook"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
-	"github.com/dolphin-operator/dolphin/internal/operator"
 )
 
 // webhookManifest is the ValidatingWebhookConfiguration of config/webhook pointed at a server
@@ -47,40 +43,8 @@ func freePort(t *testing.T) int {
 // ready, and the API server rejects a MySQLUser whose Secret holds a weak password through it.
 func TestEnvtestOperatorServesWebhooks(t *testing.T) {
 	env, c := startEnvtest(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	port, probe := freePort(t), freePort(t)
-	if err := c.Create(ctx, webhookManifest(t, port)); err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	opts := operator.DefaultOptions()
-	opts.RESTConfig = env.Config
-	opts.LeaderElectionNamespace = "default"
-	opts.MetricsBindAddress = "0"
-	opts.HealthProbeBindAddress = "127.0.0.1:" + strconv.Itoa(probe)
-	opts.WebhookPort, opts.WebhookHost, opts.WebhookIPs = port, "127.0.0.1", []string{"127.0.0.1"}
-	opts.Zap.Development, opts.Zap.DestWriter = true, logs
-	opts.SkipControllerNameValidation = true
-	done := make(chan error, 1)
-	go func() { done <- operator.Run(ctx, opts) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	}()
-	eventually(t, 60*time.Second, "the operator ready (webhook certificate served)", func() (bool, error) {
-		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(probe) + "/readyz")
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	ctx := context.Background()
+	runOperatorWithWebhooks(t, env.Config, c, freePort(t))
 	var cert corev1.Secret
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "dolphin-webhook-cert"}, &cert); err != nil {
 		t.Fatalf("the webhook certificate Secret: %v", err)
@@ -89,8 +53,8 @@ func TestEnvtestOperatorServesWebhooks(t *testing.T) {
 		StringData: map[string]string{"password": "letmein"}}); err != nil {
 		t.Fatal(err)
 	}
-	err := c.Create(ctx, &dolphinv1alpha1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"},
-		Spec: dolphinv1alpha1.MySQLUserSpec{Cluster: "shop", PasswordSecretKeyRef: &dolphinv1alpha1.SecretKeyReference{Name: "app-pw"}}})
+	err := c.Create(ctx, &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app"},
+		Spec: dolphinv1.MySQLUserSpec{Cluster: "shop", PasswordSecretKeyRef: &dolphinv1.SecretKeyReference{Name: "app-pw"}}})
 	if err == nil || !strings.Contains(err.Error(), `denied the request: spec.passwordSecretKeyRef: key "password" of Secret "app-pw": the password is too weak`) {
 		t.Fatalf("a MySQLUser with a weak password: %v, want denied by the webhook", err)
 	}

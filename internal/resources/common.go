@@ -3,7 +3,7 @@ package resources
 import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
 // ownerReference makes the cluster the controlling owner of a child, so that the garbage

@@ -10,7 +10,7 @@ import (
 
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
 // Defaults mirrored from the CRD's `+kubebuilder:default` markers. The API server applies
@@ -26,8 +26,8 @@ const (
 func Defaulted(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
 	c = c.DeepCopy()
 	s := &c.Spec
-	if s.Replicas == 0 {
-		s.Replicas = DefaultReplicas
+	if s.Instances == 0 {
+		s.Instances = DefaultReplicas
 	}
 	if s.Engine.Flavor == "" {
 		s.Engine.Flavor = DefaultFlavor
@@ -49,11 +49,11 @@ func Defaulted(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
 	if s.Failover.Enabled == nil {
 		s.Failover.Enabled = ptr.To(true)
 	}
-	if s.Failover.DetectionInterval == nil {
-		s.Failover.DetectionInterval = &metav1.Duration{Duration: DefaultDetectionInterval}
+	if s.Failover.Detection.Interval == nil {
+		s.Failover.Detection.Interval = &metav1.Duration{Duration: DefaultDetectionInterval}
 	}
-	if s.Failover.DetectionAttempts == 0 {
-		s.Failover.DetectionAttempts = DefaultDetectionAttempts
+	if s.Failover.Detection.Attempts == 0 {
+		s.Failover.Detection.Attempts = DefaultDetectionAttempts
 	}
 	return c
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
 // Label keys Dolphin sets on the objects it owns. Services and the PodDisruptionBudget select
@@ -108,12 +108,12 @@ func PrimaryOrdinal(c *dolphinv1.MySQLCluster) (int, bool) {
 	return n, true
 }
 
-// InstancesToRun is how many instances run: spec.replicas, but never fewer than needed to
+// InstancesToRun is how many instances run: spec.instances, but never fewer than needed to
 // keep the current primary. A scale-down that would remove the primary waits until a
 // switchover moved the primary role to a lower ordinal.
 func InstancesToRun(c *dolphinv1.MySQLCluster) int32 {
-	if n, ok := PrimaryOrdinal(c); ok && int32(n) >= c.Spec.Replicas {
+	if n, ok := PrimaryOrdinal(c); ok && int32(n) >= c.Spec.Instances {
 		return int32(n) + 1
 	}
-	return c.Spec.Replicas
+	return c.Spec.Instances
 }

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -37,7 +37,7 @@ func customised() *dolphinv1.MySQLCluster {
 	c.Name = "billing"
 	s := &c.Spec
 	s.Engine = dolphinv1.EngineSpec{Flavor: dolphinv1.FlavorMySQL, Version: "8.4.3", Image: "registry.example/mysql:8.4.3"}
-	s.Replicas = 5
+	s.Instances = 5
 	s.Storage = dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("50Gi")), StorageClassName: ptr.To("fast"), DeletePolicy: dolphinv1.VolumeDelete}
 	s.Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
@@ -163,9 +163,9 @@ func TestPodTemplateStability(t *testing.T) {
 	}
 	base := minimal()
 	same := []func(c *dolphinv1.MySQLCluster){
-		func(c *dolphinv1.MySQLCluster) { c.Spec.Replicas = 7 },
+		func(c *dolphinv1.MySQLCluster) { c.Spec.Instances = 7 },
 		func(c *dolphinv1.MySQLCluster) { c.Spec.PrimaryService.Type = corev1.ServiceTypeNodePort },
-		func(c *dolphinv1.MySQLCluster) { c.Spec.Failover.DetectionAttempts = 9 },
+		func(c *dolphinv1.MySQLCluster) { c.Spec.Failover.Detection.Attempts = 9 },
 		func(c *dolphinv1.MySQLCluster) { c.Status.Phase = dolphinv1.PhaseRunning; c.Generation = 42 },
 		// Settings the server takes at run time are applied with SET GLOBAL, not a restart.
 		func(c *dolphinv1.MySQLCluster) {
@@ -290,7 +290,7 @@ fi
 // MySQL (no such option) never do.
 func TestServerRollsBackItsTailOnlyWithReplicas(t *testing.T) {
 	single := minimal()
-	single.Spec.Replicas = 1
+	single.Spec.Instances = 1
 	for _, tc := range []struct {
 		name string
 		c    *dolphinv1.MySQLCluster
@@ -328,10 +328,10 @@ func TestGeneratedCredentials(t *testing.T) {
 
 func TestDefaultedFillsEverything(t *testing.T) {
 	c := minimal()
-	if c.Spec.Replicas != 3 || c.Spec.Engine.Flavor != dolphinv1.FlavorMariaDB || c.Spec.Engine.Version != "10.11" ||
+	if c.Spec.Instances != 3 || c.Spec.Engine.Flavor != dolphinv1.FlavorMariaDB || c.Spec.Engine.Version != "10.11" ||
 		c.Spec.Storage.Size.String() != "1Gi" || c.Spec.Storage.DeletePolicy != dolphinv1.VolumeRetain ||
-		!*c.Spec.Failover.Enabled || c.Spec.Failover.DetectionInterval.Duration.String() != "1s" ||
-		c.Spec.Failover.DetectionAttempts != 3 || c.Spec.PrimaryService.Type != corev1.ServiceTypeClusterIP {
+		!*c.Spec.Failover.Enabled || c.Spec.Failover.Detection.Interval.Duration.String() != "1s" ||
+		c.Spec.Failover.Detection.Attempts != 3 || c.Spec.PrimaryService.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("defaults not applied: %+v", c.Spec)
 	}
 	if Image(c) != "docker.io/library/mariadb:10.11" || Image(customised()) != "registry.example/mysql:8.4.3" {

@@ -13,7 +13,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
@@ -51,7 +51,7 @@ func StatefulSet(c *dolphinv1.MySQLCluster, o BuildOptions) (*appsv1ac.StatefulS
 		WithLabels(CommonLabels(c)).
 		WithOwnerReferences(ownerReference(c)).
 		WithSpec(appsv1ac.StatefulSetSpec().
-			WithReplicas(c.Spec.Replicas).
+			WithReplicas(c.Spec.Instances).
 			WithServiceName(names.HeadlessService).
 			// Parallel: the topology engine, not pod order, decides who becomes primary.
 			WithPodManagementPolicy(appsv1.ParallelPodManagement).
@@ -207,7 +207,7 @@ func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigur
 func serverCommand(c *dolphinv1.MySQLCluster) []string {
 	f := c.Spec.Engine.Flavor
 	cmd := []string{serverBinary(f), "--defaults-file=" + path.Join(mycnf.ConfigDir, MyCnfKey)}
-	if f != dolphinv1.FlavorMySQL && c.Spec.Replicas > 1 {
+	if f != dolphinv1.FlavorMySQL && c.Spec.Instances > 1 {
 		cmd = append(cmd, "--init-rpl-role=SLAVE")
 	}
 	if c.Spec.TLS.Enabled {

@@ -15,7 +15,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/pki"
 )
 
@@ -39,7 +39,7 @@ const (
 
 const volumeTLS = "tls"
 
-// MaxInstances is the most instances a cluster can have (spec.replicas is at most 9).
+// MaxInstances is the most instances a cluster can have (spec.instances is at most 9).
 const MaxInstances = 9
 
 // TLSSecretName is the Secret with the instances' certificate: the user's, or the one

@@ -3,7 +3,7 @@ package resources
 import (
 	"slices"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 	"github.com/dolphin-operator/dolphin/internal/sysvars"
 )

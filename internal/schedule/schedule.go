@@ -9,7 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
 // parser reads the five-field form and the @ descriptors (@daily, @every 6h …).

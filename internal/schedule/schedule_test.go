@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
 // Check names each schedule that does not parse by its field, and passes the ones that do.

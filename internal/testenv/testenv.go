@@ -4,7 +4,14 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +38,18 @@ func repoRoot() string {
 // Start starts etcd and kube-apiserver with the CRDs under config/crd/bases. It needs
 // KUBEBUILDER_ASSETS to name the folder with the binaries; `make test` sets it.
 func Start() (*Env, error) {
+	return StartWithCRDs(CRDDir())
+}
+
+// CRDDir is config/crd/bases, the CRDs of this build.
+func CRDDir() string { return filepath.Join(repoRoot(), "config", "crd", "bases") }
+
+// BaselineCRDDir is config/crd/baseline, the CRDs of the last release (docs/design/0031).
+func BaselineCRDDir() string { return filepath.Join(repoRoot(), "config", "crd", "baseline") }
+
+// StartWithCRDs is Start with the CRDs of crdDir instead (BaselineCRDDir: an API server as
+// the last release left it).
+func StartWithCRDs(crdDir string) (*Env, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run `make test` (it builds the control plane " +
@@ -43,7 +62,7 @@ func Start() (*Env, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(repoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{crdDir},
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -65,10 +84,16 @@ func (e *Env) Stop() error {
 // skips the test under -short and fails it when the control plane cannot start.
 func StartForTest(t testing.TB) *Env {
 	t.Helper()
+	return StartForTestWithCRDs(t, CRDDir())
+}
+
+// StartForTestWithCRDs is StartForTest with the CRDs of crdDir.
+func StartForTestWithCRDs(t testing.TB, crdDir string) *Env {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs kube-apiserver and etcd (envtest); skipped under -short")
 	}
-	env, err := Start()
+	env, err := StartWithCRDs(crdDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,4 +116,44 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		}
 	}
 	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+}
+
+// Stored returns the bytes etcd holds at key (for example
+// /registry/mysql.dolphin.dev/mysqlclusters/default/shop: custom resources are stored as
+// JSON), through etcd's JSON gateway, so that a test sees what the API server wrote rather
+// than what it serves. It fails when the key does not exist.
+func (e *Env) Stored(ctx context.Context, key string) ([]byte, error) {
+	etcd := e.Environment.ControlPlane.Etcd
+	if etcd == nil || etcd.URL == nil {
+		return nil, errors.New("etcd is not running")
+	}
+	body, err := json.Marshal(map[string]string{"key": base64.StdEncoding.EncodeToString([]byte(key))})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, etcd.URL.String()+"/v3/kv/range", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s from etcd: %w", key, err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Kvs []struct {
+			Value []byte `json:"value"` // base64 in JSON: decoded by encoding/json
+		} `json:"kvs"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("reading %s from etcd: %s: %s", key, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("reading %s from etcd: %w", key, err)
+	}
+	if len(out.Kvs) != 1 {
+		return nil, fmt.Errorf("etcd has no key %s", key)
+	}
+	return out.Kvs[0].Value, nil
 }

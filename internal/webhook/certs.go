@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,6 +61,11 @@ type CertManager struct {
 	IPs      []net.IP
 	// Configurations are the ValidatingWebhookConfigurations whose caBundle is kept.
 	Configurations []string
+	// ConversionCRDs are CustomResourceDefinitions whose conversion webhook's caBundle is kept
+	// when it points at this operator: at a Service in Namespace, or at a URL (the local stack).
+	// A CRD without webhook conversion, or converted by an install in another namespace, is
+	// left alone.
+	ConversionCRDs []string
 	// Interval is how often the Secret is checked (a minute when zero).
 	Interval time.Duration
 	// CAValidity and CertValidity override the validity of new CAs and certificates
@@ -108,8 +114,8 @@ func (m *CertManager) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, er
 	return nil, errors.New("the webhook certificate is not ready yet")
 }
 
-// Ready is nil once a certificate is served and its CA is in every webhook configuration
-// (a readiness check: the operator's pod is not an endpoint of the webhook Service before).
+// Ready is nil once a certificate is served and its CA is in every webhook configuration and
+// conversion webhook (a readiness check: the operator's pod is not an endpoint of the webhook Service before).
 func (m *CertManager) Ready(*http.Request) error {
 	if m.current.Load() == nil {
 		return errors.New("the webhook certificate is not ready yet")
@@ -312,9 +318,14 @@ func firstPEM(b []byte) []byte {
 }
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;patch
 
-// inject sets caBundle on every webhook of the configurations.
+// inject sets caBundle on every webhook of the configurations and on the conversion webhook
+// of the CRDs this operator converts.
 func (m *CertManager) inject(ctx context.Context, bundle []byte) error {
+	if err := m.injectConversion(ctx, bundle); err != nil {
+		return err
+	}
 	for _, name := range m.Configurations {
 		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
 		if err := m.Reader.Get(ctx, types.NamespacedName{Name: name}, &cfg); err != nil {
@@ -335,6 +346,43 @@ func (m *CertManager) inject(ctx context.Context, bundle []byte) error {
 			return fmt.Errorf("setting the CA bundle of ValidatingWebhookConfiguration %s: %w", name, err)
 		}
 		m.Log.Info("set the webhook CA bundle", "configuration", name)
+	}
+	return nil
+}
+
+// convertedHere reports whether the conversion of crd is served by this operator: webhook
+// conversion at a Service in the operator's namespace, or at a URL.
+func (m *CertManager) convertedHere(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	c := crd.Spec.Conversion
+	if c == nil || c.Strategy != apiextensionsv1.WebhookConverter || c.Webhook == nil || c.Webhook.ClientConfig == nil {
+		return false
+	}
+	if svc := c.Webhook.ClientConfig.Service; svc != nil {
+		return svc.Namespace == m.Namespace
+	}
+	return c.Webhook.ClientConfig.URL != nil
+}
+
+// injectConversion sets caBundle on the conversion webhook of the CRDs this operator converts.
+func (m *CertManager) injectConversion(ctx context.Context, bundle []byte) error {
+	for _, name := range m.ConversionCRDs {
+		var crd apiextensionsv1.CustomResourceDefinition
+		err := m.Reader.Get(ctx, types.NamespacedName{Name: name}, &crd)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue // not installed: nothing converts it
+		case err != nil:
+			return fmt.Errorf("reading CustomResourceDefinition %s: %w", name, err)
+		}
+		if !m.convertedHere(&crd) || bytes.Equal(crd.Spec.Conversion.Webhook.ClientConfig.CABundle, bundle) {
+			continue
+		}
+		patch := client.MergeFromWithOptions(crd.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		crd.Spec.Conversion.Webhook.ClientConfig.CABundle = bundle
+		if err := m.Client.Patch(ctx, &crd, patch); err != nil {
+			return fmt.Errorf("setting the CA bundle of the conversion webhook of %s: %w", name, err)
+		}
+		m.Log.Info("set the conversion webhook CA bundle", "crd", name)
 	}
 	return nil
 }

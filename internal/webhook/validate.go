@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/passwords"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/schedule"
@@ -24,8 +24,8 @@ import (
 
 // Paths the validators are served at (the ValidatingWebhookConfiguration names them).
 const (
-	MySQLUserPath    = "/validate-mysql-dolphin-dev-v1alpha1-mysqluser"
-	MySQLClusterPath = "/validate-mysql-dolphin-dev-v1alpha1-mysqlcluster"
+	MySQLUserPath    = "/validate-mysql-dolphin-dev-v1beta1-mysqluser"
+	MySQLClusterPath = "/validate-mysql-dolphin-dev-v1beta1-mysqlcluster"
 	SecretPath       = "/validate--v1-secret"
 )
 

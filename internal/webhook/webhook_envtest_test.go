@@ -24,7 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/passwords"
 	"github.com/dolphin-operator/dolphin/internal/pki"
 	"github.com/dolphin-operator/dolphin/internal/resources"
@@ -106,8 +106,7 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 		Interval: 300 * time.Millisecond, CAValidity: caLife, CertValidity: certLife, Log: testr.New(t)}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "127.0.0.1:" + strconv.Itoa(probePort),
-		WebhookServer: crwebhook.NewServer(crwebhook.Options{Host: "127.0.0.1", Port: port,
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.GetCertificate = certs.GetCertificate }}})})
+		WebhookServer:          NewServer(crwebhook.Options{Host: "127.0.0.1", Port: port}, certs)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
@@ -223,7 +223,7 @@ func TestLocalBinlogArchive(t *testing.T) {
 			bs.Backup = &dolphinv1.BackupReference{Name: "b1"}
 		}
 		c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
-			Spec: dolphinv1.MySQLClusterSpec{Replicas: 1, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+			Spec: dolphinv1.MySQLClusterSpec{Instances: 1, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 				MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
 				Bootstrap:   bs}}
 		if err := s.c.Create(s.ctx, c); err != nil {

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/objectstore/s3test"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
@@ -63,7 +63,7 @@ func TestLocalBackupAndRestore(t *testing.T) {
 
 	// Restore into a new cluster.
 	dst := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "dst"},
-		Spec: dolphinv1.MySQLClusterSpec{Replicas: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			MySQLConfig: src.Spec.MySQLConfig,
 			Bootstrap:   &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "b1"}}}}
 	if err := s.c.Create(s.ctx, dst); err != nil {
@@ -209,7 +209,7 @@ func TestLocalBackupAndRestore(t *testing.T) {
 	obj := filepath.Join(srv.Dir, srv.Bucket, "e2e", b1.Status.Path, "data.mbstream.zst")
 	flipByte(t, obj)
 	bad := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "bad"},
-		Spec: dolphinv1.MySQLClusterSpec{Replicas: 1, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 1, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "b1"}}}}
 	if err := s.c.Create(s.ctx, bad); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -39,7 +39,7 @@ func TestLocalCloneAndReclone(t *testing.T) {
 
 	// Scale 3 → 5: the new instances are cloned.
 	patch := client.MergeFrom(c.DeepCopy())
-	c.Spec.Replicas = 5
+	c.Spec.Instances = 5
 	if err := s.c.Patch(s.ctx, c, patch); err != nil {
 		t.Fatal(err)
 	}

@@ -28,15 +28,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
+	"github.com/dolphin-operator/dolphin/internal/operator"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -110,9 +109,10 @@ func upStackFrom(t *testing.T, src string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = dolphinv1.AddToScheme(scheme)
+	scheme, err := operator.NewScheme() // Kubernetes, CRDs, Dolphin's v1beta1 and v1alpha1
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctrllog.SetLogger(logr.Discard()) // the test's client logs nothing worth reading
 	if s.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
@@ -176,10 +176,10 @@ func TestLocalStackEndToEnd(t *testing.T) {
 	s := upStack(t)
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "shop"},
 		Spec: dolphinv1.MySQLClusterSpec{
-			Replicas:    3,
+			Instances:   3,
 			Storage:     dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
-			Failover:    dolphinv1.FailoverSpec{DetectionInterval: &metav1.Duration{Duration: 500 * time.Millisecond}, DetectionAttempts: 2},
+			Failover:    dolphinv1.FailoverSpec{Detection: dolphinv1.DetectionSpec{Interval: &metav1.Duration{Duration: 500 * time.Millisecond}, Attempts: 2}},
 		}}
 	applied := time.Now()
 	if err := s.c.Create(s.ctx, cluster); err != nil {
@@ -299,7 +299,7 @@ func TestLocalStackEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		scale := client.MergeFrom(cluster.DeepCopy()) // the operator may write the object meanwhile
-		cluster.Spec.Replicas = n
+		cluster.Spec.Instances = n
 		if err := s.c.Patch(s.ctx, cluster, scale); err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/pki"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
@@ -64,7 +64,7 @@ func tlsLogin(user, password, addr string, caPEM []byte, serverName string) (*sq
 func TestLocalTLS(t *testing.T) {
 	s := upStack(t)
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "sec"},
-		Spec: dolphinv1.MySQLClusterSpec{Replicas: 2, TLS: dolphinv1.TLSSpec{Enabled: true},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 2, TLS: dolphinv1.TLSSpec{Enabled: true},
 			Storage:     dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"}}}
 	if err := s.c.Create(s.ctx, cluster); err != nil {

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,9 +15,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/controller"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
@@ -95,6 +99,67 @@ func (s *stack) templateOf(key client.ObjectKey) (string, int64) {
 	return string(b), sts.Generation
 }
 
+// v1alpha1Client reads and writes MySQLClusters as v1alpha1 for the test's v1beta1 helpers
+// (converting with the API package's own conversion), while the previous release runs: its
+// CRD serves v1alpha1 only.
+type v1alpha1Client struct{ client.Client }
+
+func (c v1alpha1Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	b, ok := obj.(*dolphinv1.MySQLCluster)
+	if !ok {
+		return c.Client.Get(ctx, key, obj, opts...)
+	}
+	var a dolphinv1alpha1.MySQLCluster
+	if err := c.Client.Get(ctx, key, &a, opts...); err != nil {
+		return err
+	}
+	return a.ConvertTo(b)
+}
+
+func (c v1alpha1Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	b, ok := obj.(*dolphinv1.MySQLCluster)
+	if !ok {
+		return c.Client.Create(ctx, obj, opts...)
+	}
+	var a dolphinv1alpha1.MySQLCluster
+	if err := a.ConvertFrom(b); err != nil {
+		return err
+	}
+	if err := c.Client.Create(ctx, &a, opts...); err != nil {
+		return err
+	}
+	return a.ConvertTo(b)
+}
+
+func (c v1alpha1Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	b, ok := obj.(*dolphinv1.MySQLCluster)
+	if !ok {
+		return c.Client.Patch(ctx, obj, patch, opts...)
+	}
+	data, err := patch.Data(b) // the test patches metadata only: the same JSON in both versions
+	if err != nil {
+		return err
+	}
+	var a dolphinv1alpha1.MySQLCluster
+	if err := a.ConvertFrom(b); err != nil {
+		return err
+	}
+	if err := c.Client.Patch(ctx, &a, client.RawPatch(patch.Type(), data), opts...); err != nil {
+		return err
+	}
+	return a.ConvertTo(b)
+}
+
+// storedVersions is status.storedVersions of the CRD named name.
+func (s *stack) storedVersions(name string) []string {
+	s.t.Helper()
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := s.c.Get(s.ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+		s.t.Fatal(err)
+	}
+	return crd.Status.StoredVersions
+}
+
 // TestLocalOperatorUpgrade installs the previous release's build on `dolphin local`, creates a
 // 3-instance cluster and an application writer, asks for a switchover and replaces the
 // operator with this build while it runs (CRDs first, as an upgrade does): no database pod is
@@ -105,6 +170,10 @@ func TestLocalOperatorUpgrade(t *testing.T) {
 	prevDir, ref := checkoutPrevious(t)
 	s := upStackFrom(t, prevDir)
 	t.Logf("stack up with the previous release %s", ref)
+	current := s.c
+	if before := s.storedVersions("mysqlclusters.mysql.dolphin.dev"); !slices.Contains(before, "v1beta1") {
+		s.c = v1alpha1Client{current} // a release before v1beta1: its objects are v1alpha1
+	}
 	const name = "upg"
 	_, key := s.healthyAppCluster(name)
 	w := s.startSteadyAppWriter(name)
@@ -153,6 +222,22 @@ func TestLocalOperatorUpgrade(t *testing.T) {
 		t.Fatal("the operator was not replaced")
 	}
 	t.Logf("operator replaced by this build in %.1fs", time.Since(upgraded).Seconds())
+	s.c = current
+
+	// Objects the previous release stored are rewritten in v1beta1 by the new operator, and
+	// still read as v1alpha1 through its conversion webhook.
+	testenv.Eventually(t, 60*time.Second, "stored objects migrated to v1beta1", func() error {
+		for _, crd := range []string{"mysqlclusters.mysql.dolphin.dev", "mysqlusers.mysql.dolphin.dev", "mysqlbackups.mysql.dolphin.dev", "mysqldatabases.mysql.dolphin.dev"} {
+			if got := s.storedVersions(crd); !slices.Equal(got, []string{"v1beta1"}) {
+				return fmt.Errorf("%s storedVersions %v", crd, got)
+			}
+		}
+		return nil
+	})
+	var asAlpha dolphinv1alpha1.MySQLCluster
+	if err := s.c.Get(s.ctx, key, &asAlpha); err != nil || asAlpha.Spec.Replicas != 3 {
+		t.Fatalf("the cluster read as v1alpha1 after the upgrade: replicas=%d, %v; want 3", asAlpha.Spec.Replicas, err)
+	}
 
 	testenv.Eventually(t, 90*time.Second, "healthy after the upgrade, the switchover done", func() error {
 		if err := s.healthy(key); err != nil {

@@ -27,6 +27,7 @@ const (
 	RuleCRDInvalid           Rule = "crdInvalid"
 	RuleVersionRemoved       Rule = "servedVersionRemoved"
 	RuleStorageVersionChange Rule = "storageVersionChanged"
+	RuleUnconvertedVersions  Rule = "versionsNotConverted"
 	RuleCELRuleAdded         Rule = "celRuleAdded"
 	RuleCELRuleChanged       Rule = "celRuleChanged"
 	RuleCRDRemoved           Rule = "crdRemoved"

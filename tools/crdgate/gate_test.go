@@ -191,6 +191,23 @@ func TestRules(t *testing.T) {
 			return c
 		}(), "", ""},
 		{"the storage version changed, same schema", testCRD(spec(), "v1"), testCRD(spec(), "v2", "v1"), "", ""},
+		{"a new version whose schema differs, no conversion webhook", testCRD(spec(), "v1"), func() *apiextensionsv1.CustomResourceDefinition {
+			c := testCRD(spec(), "v1", "v2")
+			delete(c.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "mode")
+			return c
+		}(), RuleUnconvertedVersions, "no conversion webhook translates"},
+		{"the conversion webhook removed while the schemas differ", func() *apiextensionsv1.CustomResourceDefinition {
+			c := testCRD(spec(), "v1", "v2")
+			delete(c.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "mode")
+			c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+				Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+					ClientConfig: &apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{Namespace: "ns", Name: "svc", Path: ptr.To("/convert")}}}}
+			return c
+		}(), func() *apiextensionsv1.CustomResourceDefinition {
+			c := testCRD(spec(), "v1", "v2")
+			delete(c.Spec.Versions[1].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "mode")
+			return c
+		}(), RuleUnconvertedVersions, "spec.conversion.strategy None"},
 		{"the storage version changed and the old one not served", testCRD(spec(), "v1"), func() *apiextensionsv1.CustomResourceDefinition {
 			c := testCRD(spec(), "v2", "v1")
 			c.Spec.Versions[1].Served = false

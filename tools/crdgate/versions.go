@@ -38,6 +38,9 @@ func versionFindings(old, new *apiextensionsv1.CustomResourceDefinition) []Findi
 				Message: fmt.Sprintf("%s is no longer served, and the last release did not mark it deprecated: its clients had no warning (set deprecated: true in one release, drop it in a later one)", ov.Name)})
 		}
 	}
+	if f, ok := unconverted(new); ok {
+		out = append(out, f)
+	}
 	if oldStorage != "" && newStorage != oldStorage {
 		ov, nv := version(new, oldStorage), version(new, newStorage)
 		switch {
@@ -57,4 +60,22 @@ func sameSchema(a, b *apiextensionsv1.CustomResourceDefinitionVersion) bool {
 		return a != nil && b != nil && a.Schema == nil && b.Schema == nil
 	}
 	return equality.Semantic.DeepEqual(a.Schema.OpenAPIV3Schema, b.Schema.OpenAPIV3Schema)
+}
+
+// unconverted finds versions whose schemas differ in a CRD without a conversion webhook: the
+// API server would serve an object written in one as the other with only apiVersion changed,
+// so renamed or moved fields would read as absent (and be lost on the next write). Versions
+// that are not served count too: objects stored in them are still read and converted.
+func unconverted(crd *apiextensionsv1.CustomResourceDefinition) (Finding, bool) {
+	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		return Finding{}, false
+	}
+	vs := crd.Spec.Versions
+	for i := 1; i < len(vs); i++ {
+		if !sameSchema(&vs[0], &vs[i]) {
+			return Finding{CRD: crd.Name, Version: vs[i].Name, Rule: RuleUnconvertedVersions,
+				Message: fmt.Sprintf("the schemas of %s and %s differ, and no conversion webhook translates between them (spec.conversion.strategy None): add one, or keep the schemas identical", vs[0].Name, vs[i].Name)}, true
+		}
+	}
+	return Finding{}, false
 }

@@ -1,0 +1,565 @@
+package v1beta1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MySQLCluster is a highly available MySQL-family database: one primary and up to eight
+// replicas kept in sync with GTID replication and lossless semi-synchronous replication.
+// Dolphin creates the StatefulSet, Services, configuration and credentials for it, and keeps a
+// writable primary behind the `<name>-primary` Service.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=myc,categories=dolphin
+// +kubebuilder:storageversion
+// +kubebuilder:selectablefield:JSONPath=".status.phase"
+// +kubebuilder:selectablefield:JSONPath=".spec.engine.version"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase",description="Lifecycle phase of the cluster"
+// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=".status.currentPrimary",description="Pod that currently accepts writes"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.readyInstances",description="Instances that are ready"
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=".spec.instances",description="Instances requested"
+// +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=".spec.engine.flavor",priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=".spec.engine.version",priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type MySQLCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the cluster.
+	// +required
+	Spec MySQLClusterSpec `json:"spec"`
+
+	// Status is the state Dolphin observed; it is written by the operator only.
+	// +optional
+	Status MySQLClusterStatus `json:"status,omitempty"`
+}
+
+// MySQLClusterList is a list of MySQLCluster.
+//
+// +kubebuilder:object:root=true
+type MySQLClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MySQLCluster `json:"items"`
+}
+
+// MySQLClusterSpec is the desired state of a MySQLCluster.
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap can only be set when the cluster is created: to restore a backup, create a new MySQLCluster"
+type MySQLClusterSpec struct {
+	// Engine selects the database server: flavor (mariadb or mysql), version and image.
+	// +kubebuilder:default={flavor:"mariadb",version:"10.11"}
+	// +optional
+	Engine EngineSpec `json:"engine,omitempty"`
+
+	// Instances is the number of database servers, primary included (1 to 9).
+	// One instance has no failover; three is the usual choice for high availability.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 9",message="instances must be between 1 and 9: use 1 for a single instance without failover, 3 or more for high availability"
+	// +optional
+	Instances int32 `json:"instances,omitempty"`
+
+	// Storage is the persistent volume each instance keeps its data on.
+	// +kubebuilder:default={}
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// Resources are the CPU and memory requests and limits of the database container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// MySQLConfig adds or overrides mysqld settings in the generated my.cnf, for example
+	// `innodb_buffer_pool_size: 512M`. Keys use underscores. Settings that Dolphin manages
+	// itself for replication and failover (server_id, log_bin, gtid_*, read_only,
+	// rpl_semi_sync_*, port, datadir …) are rejected, and so are options Dolphin does not know
+	// for the engine version (write them with the loose_ prefix to pass them unchecked).
+	// Settings the server takes at run time (max_connections, long_query_time …) are applied
+	// with SET GLOBAL on every instance without a restart; others roll the instances one at
+	// a time.
+	// +kubebuilder:validation:MaxProperties=100
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9_]{0,63}$'))",message="mysqlConfig keys must be lower-case mysqld option names with underscores, e.g. innodb_buffer_pool_size (not innodb-buffer-pool-size)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['server_id','log_bin','log_bin_index','skip_log_bin','disable_log_bin','log_slave_updates','log_replica_updates','binlog_format','gtid_mode','gtid_strict_mode','enforce_gtid_consistency','gtid_domain_id','read_only','super_read_only','skip_slave_start','skip_replica_start','init_rpl_role','relay_log','relay_log_index','datadir','socket','port','bind_address','user','pid_file','log_error','sync_binlog','innodb_flush_log_at_trx_commit']) && !k.startsWith('rpl_semi_sync_'))",message="mysqlConfig may not set replication and durability settings that Dolphin manages (server_id, log_bin, binlog_format, gtid_*, read_only, rpl_semi_sync_*, sync_binlog, innodb_flush_log_at_trx_commit, datadir, port, socket …): remove that key"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r') && !self[k].contains('#'))",message="mysqlConfig values must be a single line without '#' (my.cnf would cut the value at '#')"
+	// +optional
+	MySQLConfig map[string]MySQLConfigValue `json:"mysqlConfig,omitempty"`
+
+	// Credentials chooses where account passwords come from.
+	// +optional
+	Credentials CredentialsSpec `json:"credentials,omitempty"`
+
+	// TLS serves encrypted connections on every instance.
+	// +optional
+	TLS TLSSpec `json:"tls,omitempty"`
+
+	// PrimaryService configures the `<name>-primary` Service, which always points at the
+	// writable primary.
+	// +optional
+	PrimaryService ServiceSpec `json:"primaryService,omitempty"`
+
+	// ReplicaService configures the `<name>-replicas` Service, which load-balances read-only
+	// connections over the ready replicas.
+	// +optional
+	ReplicaService ServiceSpec `json:"replicaService,omitempty"`
+
+	// PodTemplate adds scheduling constraints and metadata to the instance pods.
+	// +optional
+	PodTemplate PodTemplateOverrides `json:"podTemplate,omitempty"`
+
+	// Failover controls automatic promotion of a replica when the primary is lost.
+	// +kubebuilder:default={}
+	// +optional
+	Failover FailoverSpec `json:"failover,omitempty"`
+
+	// Paused stops Dolphin from changing anything for this cluster (Kubernetes objects and
+	// database topology alike) until it is set back to false. Status is still reported.
+	// Use it for manual maintenance.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// Backup says where backups of this cluster go, when they are taken and how long they
+	// are kept (see MySQLBackup).
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// Bootstrap creates the cluster's data from a backup instead of empty servers. It cannot
+	// be changed after creation.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.bootstrap is immutable: to restore another backup, create a new MySQLCluster"
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+}
+
+// MySQLConfigValue is the value of one mysqld setting, written as is into my.cnf.
+// +kubebuilder:validation:MaxLength=1024
+type MySQLConfigValue string
+
+// Flavor names a MySQL-family database server.
+// +kubebuilder:validation:Enum=mariadb;mysql
+type Flavor string
+
+const (
+	// FlavorMariaDB is MariaDB (10.11 or 11.4).
+	FlavorMariaDB Flavor = "mariadb"
+	// FlavorMySQL is Oracle MySQL (8.4 LTS).
+	FlavorMySQL Flavor = "mysql"
+)
+
+// EngineSpec selects the database server.
+// +kubebuilder:validation:XValidation:rule="self.flavor == 'mariadb' ? self.version.matches('^(10\\\\.11|11\\\\.4)(\\\\.[0-9]+)?$') : self.version.matches('^8\\\\.4(\\\\.[0-9]+)?$')",message="unsupported engine version: use 10.11 or 11.4 (optionally with a patch level, e.g. 11.4.5) for mariadb, and 8.4 (e.g. 8.4.3) for mysql"
+type EngineSpec struct {
+	// Flavor is the server family: `mariadb` or `mysql`. It cannot be changed after creation.
+	// +kubebuilder:default=mariadb
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine.flavor is immutable: create a new MySQLCluster with the other flavor and move the data with a dump or backup"
+	// +optional
+	Flavor Flavor `json:"flavor,omitempty"`
+
+	// Version is the server version as MAJOR.MINOR or MAJOR.MINOR.PATCH, for example 10.11,
+	// 11.4.5 or 8.4.3.
+	// +kubebuilder:default="10.11"
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+\\\\.[0-9]+(\\\\.[0-9]+)?$')",message="engine.version must look like MAJOR.MINOR or MAJOR.MINOR.PATCH, for example 10.11 or 11.4.5"
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Image overrides the container image of the database server. By default Dolphin uses
+	// the official image for the flavor and version (docker.io/library/mariadb:<version>
+	// or docker.io/library/mysql:<version>).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// StorageSpec describes the persistent volume of each instance.
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi, for example 10Gi"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) || !has(self.size) || quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="storage.size cannot shrink: volumes can only grow; to use less space, create a new cluster and restore into it"
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable: create a new cluster with the other storage class and restore into it"
+type StorageSpec struct {
+	// Size of each instance's data volume, for example 10Gi. It can grow but never shrink.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the data volumes; empty uses the cluster's default class.
+	// It cannot be changed after creation.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// DeletePolicy says what happens to the data volumes when the MySQLCluster is deleted or
+	// scaled down: `Retain` (default) keeps them, `Delete` removes them.
+	// +kubebuilder:validation:Enum=Retain;Delete
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletePolicy VolumeDeletePolicy `json:"deletePolicy,omitempty"`
+}
+
+// VolumeDeletePolicy says whether data volumes outlive their instances.
+type VolumeDeletePolicy string
+
+const (
+	// VolumeRetain keeps the data volumes.
+	VolumeRetain VolumeDeletePolicy = "Retain"
+	// VolumeDelete deletes the data volumes with their instances.
+	VolumeDelete VolumeDeletePolicy = "Delete"
+)
+
+// TLSSpec configures the instances' server certificate.
+// +kubebuilder:validation:XValidation:rule="!has(self.certificateSecret) || self.enabled",message="tls.certificateSecret is used only with tls.enabled: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.requireForClients) || !self.requireForClients || self.enabled",message="tls.requireForClients needs tls.enabled: true"
+type TLSSpec struct {
+	// Enabled makes every instance serve TLS with a certificate for its pod's DNS name
+	// (<pod>.<name>-instances.<namespace>.svc), the cluster's Services (<name>-primary,
+	// <name>-replicas, with and without .<namespace>.svc), localhost and 127.0.0.1 (for
+	// port-forwarding), issued by a CA of this cluster: clients verify the server against ca.crt
+	// of the Secret <name>-ca. Turning it on or off restarts the instances one at a time.
+	// Dolphin's own connections, replication and the binlog archiver then use TLS too,
+	// verifying the CA, with every instance whose pod was started with the certificate.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// RequireForClients makes every instance refuse TCP logins that do not use TLS
+	// (require_secure_transport), whatever the account: clients see "access denied" (1045).
+	// Applied once every instance serves TLS, and lifted while one does not (in the middle of
+	// the rollout that turns TLS on), so that Dolphin never cuts an instance off. To require
+	// TLS of some accounts only, use MySQLUser spec.require instead.
+	// +optional
+	RequireForClients bool `json:"requireForClients,omitempty"`
+	// CertificateSecret names a Secret you manage (for example written by cert-manager) with
+	// tls.crt, tls.key and ca.crt, covering the names above; Dolphin checks it and reports a
+	// certificate that is malformed, expired, or lacks a name. Empty: Dolphin issues the
+	// certificate (Secret <name>-tls, 90 days, renewed after 60).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CertificateSecret string `json:"certificateSecret,omitempty"`
+}
+
+// TLSStatus is the certificate the instances are given.
+type TLSStatus struct {
+	// Secret holds the certificate (tls.crt, tls.key, ca.crt).
+	Secret string `json:"secret"`
+	// NotAfter is when the certificate expires.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+}
+
+// CredentialsSpec chooses where the passwords of the accounts Dolphin uses come from.
+type CredentialsSpec struct {
+	// SecretName names an existing Secret in the cluster's namespace holding the keys
+	// root-password (root@localhost, for local access inside a pod), replication-password,
+	// operator-password (Dolphin's own account) and monitor-password.
+	// When empty, Dolphin generates `<name>-credentials` with strong random passwords and
+	// never overwrites it. Changing a password in the Secret rotates it on every instance
+	// without downtime (condition CredentialsApplied). It cannot be changed after creation.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="credentials.secretName is immutable: change the passwords inside the Secret instead"
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// ServiceSpec customises a client-facing Service.
+// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('mysql.dolphin.dev/'))",message="service labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin: use another key"
+type ServiceSpec struct {
+	// Type of the Service: ClusterIP (default), NodePort or LoadBalancer.
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +kubebuilder:default=ClusterIP
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// Annotations added to the Service, for example for a cloud load balancer.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// Labels added to the Service.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// PodTemplateOverrides adds scheduling constraints and metadata to the instance pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('mysql.dolphin.dev/'))",message="pod labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin (Services select on them): use another key"
+type PodTemplateOverrides struct {
+	// Labels added to every instance pod.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations added to every instance pod.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// NodeSelector constrains the instance pods to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Affinity of the instance pods. When empty, Dolphin prefers to spread instances over
+	// different nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// Tolerations of the instance pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// TopologySpreadConstraints of the instance pods.
+	// +optional
+	// +listType=atomic
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// PriorityClassName of the instance pods.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// FailoverSpec controls automatic failover.
+type FailoverSpec struct {
+	// Enabled turns automatic failover on (default). When off, a lost primary leaves the
+	// cluster read-only until an operator acts.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Detection is how the primary is probed and when it is declared lost.
+	// +kubebuilder:default={}
+	// +optional
+	Detection DetectionSpec `json:"detection,omitempty"`
+}
+
+// DetectionSpec is the budget for declaring a primary lost: failover starts after about
+// interval × attempts of failed probes.
+type DetectionSpec struct {
+	// Interval is how often the primary is probed, for example 1s.
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1m')",message="failover.detection.interval must be between 100ms and 1m"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Attempts is how many consecutive failed probes declare the primary lost.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+}
+
+// Phase is a one-word summary of the cluster's lifecycle for humans.
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Degraded;Failed;Deleting
+type Phase string
+
+const (
+	// PhasePending means the cluster's objects exist but no instance runs yet.
+	PhasePending Phase = "Pending"
+	// PhaseInitializing means instances are starting and the topology is not established yet.
+	PhaseInitializing Phase = "Initializing"
+	// PhaseRunning means a primary accepts writes and every instance is ready.
+	PhaseRunning Phase = "Running"
+	// PhaseDegraded means a primary accepts writes but some instances are not ready.
+	PhaseDegraded Phase = "Degraded"
+	// PhaseFailed means Dolphin cannot make progress without a change by the user; the
+	// conditions say what to change.
+	PhaseFailed Phase = "Failed"
+	// PhaseDeleting means the cluster is being deleted.
+	PhaseDeleting Phase = "Deleting"
+)
+
+// Condition types reported in status.conditions.
+const (
+	// ConditionReady is True when a primary accepts writes and every instance is ready.
+	ConditionReady = "Ready"
+	// ConditionAvailable is True when a primary accepts writes through the primary Service.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while Dolphin is changing the cluster towards its spec.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when something needs attention; the message says what.
+	ConditionDegraded = "Degraded"
+)
+
+// InstanceRole is the replication role of an instance.
+type InstanceRole string
+
+const (
+	// RolePrimary is the writable instance.
+	RolePrimary InstanceRole = "primary"
+	// RoleReplica is a read-only instance replicating from the primary.
+	RoleReplica InstanceRole = "replica"
+	// RoleUnknown is an instance whose role has not been established.
+	RoleUnknown InstanceRole = ""
+)
+
+// MySQLClusterStatus is the observed state of a MySQLCluster.
+type MySQLClusterStatus struct {
+	// Phase is a one-word summary: Pending, Initializing, Running, Degraded, Failed or Deleting.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Conditions are the standard Ready, Available, Progressing and Degraded conditions.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the spec generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// CurrentPrimary is the name of the pod that accepts writes.
+	// +optional
+	CurrentPrimary string `json:"currentPrimary,omitempty"`
+
+	// ReadyInstances is the number of instances whose pods are ready.
+	// +optional
+	ReadyInstances int32 `json:"readyInstances,omitempty"`
+
+	// Instances lists every instance with its role and readiness.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Instances []InstanceStatus `json:"instances,omitempty"`
+
+	// Topology is what the topology engine last observed in the databases and did about it.
+	// +optional
+	Topology *TopologyStatus `json:"topology,omitempty"`
+
+	// Backup is what Dolphin observed about the cluster's backups.
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// TLS is the server certificate in use when spec.tls.enabled.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// RestoredFrom is the backup a cluster with spec.bootstrap was restored from.
+	// +optional
+	RestoredFrom *RestoreStatus `json:"restoredFrom,omitempty"`
+
+	// LastReclone records the last instance Dolphin discarded and re-cloned from a healthy
+	// peer (an errant replica, or one whose primary no longer has the binlogs it needs), with
+	// what was discarded.
+	// +optional
+	LastReclone *RecloneRecord `json:"lastReclone,omitempty"`
+}
+
+// RecloneRecord describes one re-clone of an instance.
+type RecloneRecord struct {
+	// Instance re-cloned.
+	Instance string `json:"instance"`
+	// Reason it was re-cloned.
+	Reason string `json:"reason"`
+	// Discarded is what was thrown away (its GTID position beyond the primary's).
+	Discarded string `json:"discarded"`
+	// Time the re-clone was decided.
+	Time metav1.Time `json:"time"`
+}
+
+// TopologyStatus is the database-side state of the cluster, written by the topology engine.
+type TopologyStatus struct {
+	// State is the engine's view: WaitingForInstances, Bootstrapping, Healthy, Healing,
+	// Degraded, PrimarySuspect, PrimaryLost, Failover, Switchover or SplitBrain.
+	// +optional
+	State string `json:"state,omitempty"`
+	// Message explains the state.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Primary is the instance the engine keeps writable. It survives operator restarts.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+	// ErrantInstances hold transactions the primary lacks; they are never promoted and are
+	// kept out of the topology until re-cloned.
+	// +listType=set
+	// +optional
+	ErrantInstances []string `json:"errantInstances,omitempty"`
+	// FailoverInProgress is set while a failover runs, so that a restarted operator resumes it.
+	// +optional
+	FailoverInProgress *FailoverProgress `json:"failoverInProgress,omitempty"`
+	// SemiSyncFallback is true when the primary stopped waiting for replica acknowledgements:
+	// acknowledged writes are then not guaranteed to survive a failover.
+	// +optional
+	SemiSyncFallback bool `json:"semiSyncFallback,omitempty"`
+	// LastPromotion records the last failover or switchover.
+	// +optional
+	LastPromotion *PromotionRecord `json:"lastPromotion,omitempty"`
+	// CredentialsGeneration identifies the passwords now in the credentials Secret (a hash,
+	// never the passwords). Each instance records the generation its accounts have; they
+	// differ while a rotation is being applied.
+	// +optional
+	CredentialsGeneration string `json:"credentialsGeneration,omitempty"`
+	// Instances are the per-instance database observations.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Instances []InstanceTopology `json:"instances,omitempty"`
+}
+
+// FailoverProgress is the persisted progress of a running failover.
+type FailoverProgress struct {
+	// From is the lost primary.
+	From string `json:"from"`
+	// Fenced is true once every candidate stopped receiving from it.
+	Fenced bool `json:"fenced"`
+}
+
+// PromotionRecord describes one change of primary.
+type PromotionRecord struct {
+	// From is the previous primary.
+	From string `json:"from"`
+	// To is the new primary.
+	To string `json:"to"`
+	// Planned is true for a switchover, false for a failover.
+	Planned bool `json:"planned"`
+	// Reason says why it happened.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Duration runs from the first missed observation of the old primary (failover) or the
+	// request (switchover) until the new primary was writable.
+	// +optional
+	Duration metav1.Duration `json:"duration,omitempty"`
+	// Time is when the new primary became writable.
+	Time metav1.Time `json:"time"`
+}
+
+// InstanceTopology is the engine's observation of one instance.
+type InstanceTopology struct {
+	// Name of the instance (pod).
+	Name string `json:"name"`
+	// Reachable is true when the engine could query the server.
+	Reachable bool `json:"reachable"`
+	// ReadOnly is the server's read_only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// GTIDExecuted is the server's executed GTID position.
+	// +optional
+	GTIDExecuted string `json:"gtidExecuted,omitempty"`
+	// ReplicationLagSeconds is Seconds_Behind_Master of a replica, when known.
+	// +optional
+	ReplicationLagSeconds *int64 `json:"replicationLagSeconds,omitempty"`
+	// Replicating is true when both replication threads of a replica run.
+	// +optional
+	Replicating bool `json:"replicating,omitempty"`
+	// Error is the last observation or replication error.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// CredentialsGeneration is the credentials generation this instance's accounts have.
+	// It is remembered while the instance is down, so that it catches up when it answers.
+	// +optional
+	CredentialsGeneration string `json:"credentialsGeneration,omitempty"`
+	// ReplicationCredentialsGeneration is the generation of the replication password this
+	// instance connects to its source with.
+	// +optional
+	ReplicationCredentialsGeneration string `json:"replicationCredentialsGeneration,omitempty"`
+}
+
+// InstanceStatus is the observed state of one database instance.
+type InstanceStatus struct {
+	// Name of the instance's pod.
+	Name string `json:"name"`
+	// Role of the instance: primary, replica, or empty while unknown.
+	// +optional
+	Role InstanceRole `json:"role,omitempty"`
+	// Ready is true when the instance's pod is ready.
+	Ready bool `json:"ready"`
+	// VolumeCapacity is the capacity of the instance's data volume as its claim reports it
+	// (status.capacity of the PersistentVolumeClaim), for example 2Gi.
+	// +optional
+	VolumeCapacity *resource.Quantity `json:"volumeCapacity,omitempty"`
+}
