@@ -78,7 +78,10 @@ func TestEnvtestNamespacedInstall(t *testing.T) {
 	var deployment, hooks *unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "CustomResourceDefinition": // installed by envtest
+		case "CustomResourceDefinition": // installed by envtest; the built one converts through this install
+			if svc, _, _ := unstructured.NestedString(o.Object, "spec", "conversion", "webhook", "clientConfig", "service", "namespace"); o.GetName() == "mysqlclusters.mysql.dolphin.dev" && svc != ns {
+				t.Errorf("the namespaced install's MySQLCluster CRD converts through a Service in namespace %q, want %q", svc, ns)
+			}
 		case "Deployment":
 			deployment = o
 		case "ValidatingWebhookConfiguration":

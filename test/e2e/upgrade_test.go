@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/conversion"
 
 	dolphinv1alpha1 "github.com/dolphin-operator/dolphin/api/v1alpha1"
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
@@ -99,55 +102,69 @@ func (s *stack) templateOf(key client.ObjectKey) (string, int64) {
 	return string(b), sts.Generation
 }
 
-// v1alpha1Client reads and writes MySQLClusters as v1alpha1 for the test's v1beta1 helpers
-// (converting with the API package's own conversion), while the previous release runs: its
-// CRD serves v1alpha1 only.
+// v1alpha1Client reads and writes Dolphin's objects as v1alpha1 for the test's v1beta1
+// helpers (converting with the API package's own conversion), while the previous release
+// runs: its CRDs serve v1alpha1 only.
 type v1alpha1Client struct{ client.Client }
 
-func (c v1alpha1Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	b, ok := obj.(*dolphinv1.MySQLCluster)
+// spoke is the v1alpha1 object of a v1beta1 Dolphin object (nil for any other object).
+func (c v1alpha1Client) spoke(obj client.Object) (conversion.Hub, conversion.Convertible, error) {
+	hub, ok := obj.(conversion.Hub)
 	if !ok {
-		return c.Client.Get(ctx, key, obj, opts...)
+		return nil, nil, nil
 	}
-	var a dolphinv1alpha1.MySQLCluster
-	if err := c.Client.Get(ctx, key, &a, opts...); err != nil {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := c.Scheme().New(dolphinv1alpha1.GroupVersion.WithKind(gvk.Kind))
+	if err != nil {
+		return nil, nil, err
+	}
+	return hub, o.(conversion.Convertible), nil
+}
+
+func (c v1alpha1Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	hub, old, err := c.spoke(obj)
+	if err != nil || old == nil {
+		return errors.Join(err, c.Client.Get(ctx, key, obj, opts...))
+	}
+	if err := c.Client.Get(ctx, key, old.(client.Object), opts...); err != nil {
 		return err
 	}
-	return a.ConvertTo(b)
+	return old.ConvertTo(hub)
 }
 
 func (c v1alpha1Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	b, ok := obj.(*dolphinv1.MySQLCluster)
-	if !ok {
-		return c.Client.Create(ctx, obj, opts...)
+	hub, old, err := c.spoke(obj)
+	if err != nil || old == nil {
+		return errors.Join(err, c.Client.Create(ctx, obj, opts...))
 	}
-	var a dolphinv1alpha1.MySQLCluster
-	if err := a.ConvertFrom(b); err != nil {
+	if err := old.ConvertFrom(hub); err != nil {
 		return err
 	}
-	if err := c.Client.Create(ctx, &a, opts...); err != nil {
+	if err := c.Client.Create(ctx, old.(client.Object), opts...); err != nil {
 		return err
 	}
-	return a.ConvertTo(b)
+	return old.ConvertTo(hub)
 }
 
 func (c v1alpha1Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	b, ok := obj.(*dolphinv1.MySQLCluster)
-	if !ok {
-		return c.Client.Patch(ctx, obj, patch, opts...)
+	hub, old, err := c.spoke(obj)
+	if err != nil || old == nil {
+		return errors.Join(err, c.Client.Patch(ctx, obj, patch, opts...))
 	}
-	data, err := patch.Data(b) // the test patches metadata only: the same JSON in both versions
+	data, err := patch.Data(obj) // the test patches metadata only: the same JSON in both versions
 	if err != nil {
 		return err
 	}
-	var a dolphinv1alpha1.MySQLCluster
-	if err := a.ConvertFrom(b); err != nil {
+	if err := old.ConvertFrom(hub); err != nil {
 		return err
 	}
-	if err := c.Client.Patch(ctx, &a, client.RawPatch(patch.Type(), data), opts...); err != nil {
+	if err := c.Client.Patch(ctx, old.(client.Object), client.RawPatch(patch.Type(), data), opts...); err != nil {
 		return err
 	}
-	return a.ConvertTo(b)
+	return old.ConvertTo(hub)
 }
 
 // storedVersions is status.storedVersions of the CRD named name.
