@@ -472,6 +472,10 @@ type TopologyStatus struct {
 	// FailoverInProgress is set while a failover runs, so that a restarted operator resumes it.
 	// +optional
 	FailoverInProgress *FailoverProgress `json:"failoverInProgress,omitempty"`
+	// SwitchoverInProgress is set from the moment a switchover is accepted until the new
+	// primary is writable or the switchover is refused, so that a restarted operator resumes it.
+	// +optional
+	SwitchoverInProgress *SwitchoverProgress `json:"switchoverInProgress,omitempty"`
 	// SemiSyncFallback is true when the primary stopped waiting for replica acknowledgements:
 	// acknowledged writes are then not guaranteed to survive a failover.
 	// +optional
@@ -489,6 +493,16 @@ type TopologyStatus struct {
 	// +listMapKey=name
 	// +optional
 	Instances []InstanceTopology `json:"instances,omitempty"`
+}
+
+// SwitchoverProgress is the persisted progress of a requested switchover.
+type SwitchoverProgress struct {
+	// To is the replica being promoted ("" while Dolphin has not chosen the most advanced one).
+	// +optional
+	To string `json:"to,omitempty"`
+	// Fenced is true once the old primary is read-only and its clients are disconnected.
+	// +optional
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // FailoverProgress is the persisted progress of a running failover.

@@ -191,6 +191,9 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 			if _, still := cluster.Annotations[mysqlcontroller.SwitchoverAnnotation]; still {
 				return fmt.Errorf("annotation not removed")
 			}
+			if sw := cluster.Status.Topology.SwitchoverInProgress; sw != nil {
+				return fmt.Errorf("switchoverInProgress %+v after the switchover", sw)
+			}
 			return nil
 		})
 	}

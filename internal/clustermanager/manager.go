@@ -106,7 +106,8 @@ type Manager struct {
 }
 
 type process struct {
-	engine *topology.Engine
+	engine   *topology.Engine
+	reporter *reporter
 	cancel context.CancelFunc
 	done   chan struct{}
 	hash   string
@@ -193,11 +194,13 @@ func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 		from = p.engine.State()
 		delete(m.running, key)
 	}
-	cfg.Reporter = &reporter{m: m, key: key}
+	rep := &reporter{m: m, key: key}
+	cfg.Reporter = rep
 	cfg.Log = m.Log.WithValues("cluster", key.String())
 	e := topology.New(cfg, from)
+	rep.engine = e
 	pctx, cancel := context.WithCancel(m.ctx)
-	p := &process{engine: e, cancel: cancel, done: make(chan struct{}), hash: hash}
+	p := &process{engine: e, reporter: rep, cancel: cancel, done: make(chan struct{}), hash: hash}
 	m.running[key] = p
 	m.wg.Add(1)
 	go func() {
@@ -227,15 +230,21 @@ func (m *Manager) Stop(key types.NamespacedName) {
 }
 
 // RequestSwitchover asks the engine of a cluster for a planned switchover, and reports whether
-// the request is new (see topology.Engine.RequestSwitchover).
-func (m *Manager) RequestSwitchover(key types.NamespacedName, to string) (bool, error) {
+// the request is new (see topology.Engine.RequestSwitchover). It returns once the request is
+// recorded in status.topology.switchoverInProgress, from which a restarted operator resumes
+// it: a caller may then forget the request (remove the annotation that asked for it).
+func (m *Manager) RequestSwitchover(ctx context.Context, key types.NamespacedName, to string) (bool, error) {
 	m.mu.Lock()
 	p, ok := m.running[key]
 	m.mu.Unlock()
 	if !ok {
 		return false, fmt.Errorf("no topology engine runs for %s", key)
 	}
-	return p.engine.RequestSwitchover(to), nil
+	fresh := p.engine.RequestSwitchover(to)
+	if err := p.reporter.recordSwitchover(ctx); err != nil {
+		return fresh, err
+	}
+	return fresh, nil
 }
 
 // engineConfig builds an engine configuration from the cluster and its credentials Secret.
@@ -435,6 +444,9 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 	}
 	if f := t.FailoverInProgress; f != nil {
 		p.Failover = &topology.FailoverProgress{From: f.From, Fenced: f.Fenced}
+	}
+	if sw := t.SwitchoverInProgress; sw != nil {
+		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced}
 	}
 	return p
 }

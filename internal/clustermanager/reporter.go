@@ -33,6 +33,13 @@ const volatileInterval = 10 * time.Second
 type reporter struct {
 	m   *Manager
 	key types.NamespacedName
+	// engine is the engine reported on: status records its pending switchover as it is when
+	// written, not as it was when a cycle began.
+	engine *topology.Engine
+
+	// writeMu serializes the writes of status.topology (cycles and switchover requests), so
+	// that one computed before a request cannot land after the request's own write.
+	writeMu sync.Mutex
 
 	mu        sync.Mutex
 	lastWrite time.Time
@@ -203,6 +210,8 @@ var statusBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jit
 // without a resourceVersion precondition: the reconciler writes the other status fields,
 // so the two never conflict. A promotion is kept until its record lands.
 func (r *reporter) status(ctx context.Context, rep topology.Report) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
 	r.mu.Lock()
 	if p := rep.Promotion; p != nil {
 		r.promotion = &dolphinv1.PromotionRecord{
@@ -221,6 +230,9 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 			return err
 		}
 		next := topologyStatus(c.Status.Topology, rep)
+		if r.engine != nil {
+			next.SwitchoverInProgress = switchoverStatus(r.engine.PendingSwitchover())
+		}
 		if promotion != nil {
 			next.LastPromotion = promotion
 		}
@@ -271,6 +283,41 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 	return nil
 }
 
+// recordSwitchover writes the engine's pending switchover into status.topology now (a
+// switchover requested and not recorded would be forgotten by a restarted operator).
+func (r *reporter) recordSwitchover(ctx context.Context) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	err := retry.OnError(statusBackoff, func(err error) bool { return ctx.Err() == nil && !apierrors.IsNotFound(err) }, func() error {
+		var c dolphinv1.MySQLCluster
+		if err := r.m.APIReader().Get(ctx, r.key, &c); err != nil {
+			return err
+		}
+		want := switchoverStatus(r.engine.PendingSwitchover())
+		if t := c.Status.Topology; (t == nil && want == nil) || (t != nil && equality.Semantic.DeepEqual(t.SwitchoverInProgress, want)) {
+			return nil
+		}
+		patch := client.MergeFrom(c.DeepCopy())
+		if c.Status.Topology == nil {
+			c.Status.Topology = &dolphinv1.TopologyStatus{}
+		}
+		c.Status.Topology.SwitchoverInProgress = want
+		return r.m.Client.Status().Patch(ctx, &c, patch)
+	})
+	if err != nil {
+		return fmt.Errorf("recording the switchover request in status.topology: %w", err)
+	}
+	return nil
+}
+
+// switchoverStatus is status.topology.switchoverInProgress for a pending request.
+func switchoverStatus(sw *topology.SwitchoverRequest) *dolphinv1.SwitchoverProgress {
+	if sw == nil {
+		return nil
+	}
+	return &dolphinv1.SwitchoverProgress{To: sw.To, Fenced: sw.Fenced}
+}
+
 // podRef names an instance's pod as an event's related object. The recorder merges events
 // with the same regarding object, related object, reason and action into one series that
 // keeps the first note, so events of one reason about different pods need the pod to stay
@@ -301,6 +348,7 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 	if f := rep.Persisted.Failover; f != nil {
 		t.FailoverInProgress = &dolphinv1.FailoverProgress{From: f.From, Fenced: f.Fenced}
 	}
+	t.SwitchoverInProgress = switchoverStatus(rep.Persisted.Switchover)
 	for _, in := range rep.Instances {
 		rec := rep.Persisted.Instances[in.Name]
 		it := dolphinv1.InstanceTopology{Name: in.Name, Reachable: in.Reachable(),

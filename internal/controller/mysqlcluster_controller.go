@@ -91,7 +91,7 @@ type TopologyRunner interface {
 	Stop(key types.NamespacedName)
 	// RequestSwitchover asks the cluster's engine to move the primary role to `to` ("" =
 	// the most advanced replica).
-	RequestSwitchover(key types.NamespacedName, to string) (bool, error)
+	RequestSwitchover(ctx context.Context, key types.NamespacedName, to string) (bool, error)
 }
 
 // SwitchoverAnnotation on a MySQLCluster requests a planned switchover: its value names the
@@ -227,7 +227,7 @@ func (r *MySQLClusterReconciler) forwardSwitchover(ctx context.Context, c *dolph
 	if to == "auto" {
 		to = ""
 	}
-	if _, err := r.Topology.RequestSwitchover(client.ObjectKeyFromObject(c), to); err != nil {
+	if _, err := r.Topology.RequestSwitchover(ctx, client.ObjectKeyFromObject(c), to); err != nil {
 		return fmt.Errorf("requesting a switchover: %w", err)
 	}
 	r.event(c, corev1.EventTypeNormal, "SwitchoverRequested", "Switchover", "switchover to %q requested", c.Annotations[SwitchoverAnnotation])

@@ -14,7 +14,7 @@ import (
 // them on create; Defaulted applies the same values to objects that did not pass through it
 // (unit tests, objects read from an older CRD). An envtest test checks the two agree.
 const (
-	DefaultReplicas          = 3
+	DefaultInstances         = 3
 	DefaultFlavor            = dolphinv1.FlavorMariaDB
 	DefaultVersion           = "10.11"
 	DefaultStorageSize       = "1Gi"
@@ -27,7 +27,7 @@ func Defaulted(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
 	c = c.DeepCopy()
 	s := &c.Spec
 	if s.Instances == 0 {
-		s.Instances = DefaultReplicas
+		s.Instances = DefaultInstances
 	}
 	if s.Engine.Flavor == "" {
 		s.Engine.Flavor = DefaultFlavor

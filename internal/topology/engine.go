@@ -89,6 +89,10 @@ type Persisted struct {
 	Primary  string
 	Errant   map[string]bool
 	Failover *FailoverProgress
+	// Switchover is the switchover requested and not finished yet (nil when none). It is
+	// persisted as soon as it is accepted, so that an operator restarted in the middle of it
+	// resumes it instead of leaving a fenced primary or a forgotten request.
+	Switchover *SwitchoverRequest
 	// Instances are the per-instance records (credentials generations), by name.
 	Instances map[string]InstanceRecord
 	// Variables are the run-time settings this engine applies (Config.Variables plus
@@ -99,6 +103,10 @@ type Persisted struct {
 
 func (p Persisted) clone() Persisted {
 	p.Errant, p.Instances, p.Variables = maps.Clone(p.Errant), maps.Clone(p.Instances), maps.Clone(p.Variables)
+	if p.Switchover != nil {
+		sw := *p.Switchover
+		p.Switchover = &sw
+	}
 	return p
 }
 
@@ -180,7 +188,12 @@ func New(cfg Config, from Persisted) *Engine {
 		}
 	}
 	from.Variables = vars
-	return &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, state: from}
+	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, state: from}
+	if from.Switchover != nil {
+		// Resumed: the request's time is unknown, so its duration counts from now.
+		e.switchover, e.switchAt = from.Switchover, time.Now()
+	}
+	return e
 }
 
 // Trigger asks for an observation now instead of at the next tick.
@@ -197,13 +210,26 @@ func (e *Engine) Trigger() {
 func (e *Engine) RequestSwitchover(to string) bool {
 	e.mu.Lock()
 	fresh := false
-	if e.switchover == nil || e.switchover.To != to {
+	if e.switchover == nil || (to != "" && e.switchover.To != to) {
 		e.switchover, e.switchAt = &SwitchoverRequest{To: to}, time.Now()
+		e.state.Switchover = e.switchover
 		fresh = to == "" || to != e.state.Primary
 	}
 	e.mu.Unlock()
 	e.Trigger()
 	return fresh
+}
+
+// PendingSwitchover is the switchover requested and not finished, as it is now (nil when
+// none): what status must record at the moment it is written.
+func (e *Engine) PendingSwitchover() *SwitchoverRequest {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.switchover == nil {
+		return nil
+	}
+	sw := *e.switchover
+	return &sw
 }
 
 // State returns the engine's current state, as it would be persisted.
@@ -307,6 +333,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 			e.switchover = d.Switchover
 		}
 	}
+	e.state.Switchover = e.switchover
 	rep.Persisted = e.state.clone()
 	e.mu.Unlock()
 

@@ -177,3 +177,41 @@ func TestServerPrimaryCrashRestartedWithReplicaRoleLosesNothing(t *testing.T) {
 	h.waitSameRows("db-0", "db-1", "db-2")
 	t.Logf("4 crash-restarts: %d needed a failover to a replica holding the rolled-back tail", failovers)
 }
+
+// An operator restarted between the two halves of a switchover (the old primary fenced, the
+// target not promoted yet) resumes it from the persisted state: the new engine promotes the
+// target instead of forgetting the request, and the old primary replicates from it.
+func TestServerSwitchoverResumedByANewEngine(t *testing.T) {
+	h := newHarness(t, 3)
+	h.converge("three instances healthy", healthyWith("db-0"))
+	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
+	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))")
+	h.waitSameRows("db-0", "db-1", "db-2")
+
+	h.e.RequestSwitchover("db-2")
+	if sw := h.e.State().Switchover; sw == nil || sw.To != "db-2" || sw.Fenced {
+		t.Fatalf("persisted switchover right after the request: %+v, want to db-2, not fenced", sw)
+	}
+	d, err := h.e.Cycle(context.Background())
+	if err != nil || d.State != StateSwitchover {
+		t.Fatalf("first switchover cycle: state %s (%s), %v; want Switchover", d.State, d.Message, err)
+	}
+	state := h.e.State()
+	if sw := state.Switchover; sw == nil || sw.To != "db-2" || !sw.Fenced {
+		t.Fatalf("persisted switchover after the fence: %+v, want to db-2, fenced", sw)
+	}
+	var readOnly bool
+	if err := h.sqlDB(0).QueryRow("SELECT @@read_only").Scan(&readOnly); err != nil || !readOnly {
+		t.Fatalf("db-0 after the fence: read_only=%v, %v; want read-only", readOnly, err)
+	}
+
+	// The operator dies here; a new one starts from what was persisted.
+	h.e.Close()
+	h.e = New(h.cfg, state)
+	h.converge("the new engine finishes the switchover", healthyWith("db-2"))
+	if h.e.State().Switchover != nil {
+		t.Errorf("the switchover is still pending after it finished: %+v", h.e.State().Switchover)
+	}
+	mustExec(t, h.sqlDB(2), "INSERT INTO app.rows (v) VALUES ('after')")
+	h.waitSameRows("db-0", "db-1", "db-2")
+}

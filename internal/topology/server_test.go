@@ -27,9 +27,10 @@ var testAccounts = dbsql.Accounts{
 }
 
 type harness struct {
-	t  *testing.T
-	db *dbtest.Cluster
-	e  *Engine
+	t   *testing.T
+	db  *dbtest.Cluster
+	e   *Engine
+	cfg Config // e's configuration, to start another engine on the same cluster
 	// reports counts promotions seen by the reporter.
 	mu         sync.Mutex
 	promotions []Promotion
@@ -51,7 +52,7 @@ func newHarness(t *testing.T, n int) *harness {
 	for i, in := range h.db.Instances {
 		members[i] = Member{Name: in.Name, Host: in.Host, Port: in.Port}
 	}
-	h.e = New(Config{
+	h.cfg = Config{
 		Flavor:      dbsql.FlavorMariaDB,
 		Members:     func() []Member { return members },
 		Credentials: Credentials{Accounts: testAccounts, Bootstrap: dbsql.Account{User: "root"}},
@@ -60,8 +61,9 @@ func newHarness(t *testing.T, n int) *harness {
 		WaitTimeout: 30 * time.Second,
 		Reporter:    h,
 		Log:         testr.New(t),
-	}, Persisted{})
-	t.Cleanup(h.e.Close)
+	}
+	h.e = New(h.cfg, Persisted{})
+	t.Cleanup(func() { h.e.Close() })
 	return h
 }
 
