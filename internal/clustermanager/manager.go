@@ -108,9 +108,9 @@ type Manager struct {
 type process struct {
 	engine   *topology.Engine
 	reporter *reporter
-	cancel context.CancelFunc
-	done   chan struct{}
-	hash   string
+	cancel   context.CancelFunc
+	done     chan struct{}
+	hash     string
 	// sql is the pool on the primary for application users and databases (sqlobjects.go).
 	sql primarySQL
 }
