@@ -494,6 +494,9 @@ type SwitchoverProgress struct {
 	// Fenced is true once the old primary is read-only and its clients are disconnected.
 	// +optional
 	Fenced bool `json:"fenced,omitempty"`
+	// From is the primary that was fenced (set with fenced).
+	// +optional
+	From string `json:"from,omitempty"`
 }
 
 // FailoverProgress is the persisted progress of a running failover.

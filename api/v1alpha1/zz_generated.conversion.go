@@ -2268,6 +2268,7 @@ func Convert_v1beta1_StorageSpec_To_v1alpha1_StorageSpec(in *v1beta1.StorageSpec
 func autoConvert_v1alpha1_SwitchoverProgress_To_v1beta1_SwitchoverProgress(in *SwitchoverProgress, out *v1beta1.SwitchoverProgress, s conversion.Scope) error {
 	out.To = in.To
 	out.Fenced = in.Fenced
+	out.From = in.From
 	return nil
 }
 
@@ -2279,6 +2280,7 @@ func Convert_v1alpha1_SwitchoverProgress_To_v1beta1_SwitchoverProgress(in *Switc
 func autoConvert_v1beta1_SwitchoverProgress_To_v1alpha1_SwitchoverProgress(in *v1beta1.SwitchoverProgress, out *SwitchoverProgress, s conversion.Scope) error {
 	out.To = in.To
 	out.Fenced = in.Fenced
+	out.From = in.From
 	return nil
 }
 

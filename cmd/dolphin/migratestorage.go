@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -17,6 +18,7 @@ import (
 // newMigrateStorageCmd returns `dolphin migrate-storage`.
 func newMigrateStorageCmd() *cobra.Command {
 	var kubeconfig string
+	var settle time.Duration
 	cmd := &cobra.Command{
 		Use:   "migrate-storage",
 		Short: "Rewrite every stored Dolphin object in the storage version and trim the CRDs' storedVersions",
@@ -40,7 +42,7 @@ func newMigrateStorageCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("connecting to the API server: %w", err)
 			}
-			m := &storagemigration.Migrator{Client: c, Reader: c, CRDs: webhook.CRDs}
+			m := &storagemigration.Migrator{Client: c, Reader: c, CRDs: webhook.CRDs, Settle: settle}
 			results, err := m.Migrate(cmd.Context())
 			for _, r := range results {
 				state := fmt.Sprintf("%d objects rewritten", r.Rewritten)
@@ -53,6 +55,8 @@ func newMigrateStorageCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means $KUBECONFIG, ~/.kube/config or in-cluster.")
+	cmd.Flags().DurationVar(&settle, "settle", 15*time.Second,
+		"Wait between two rewrites of every object before storedVersions is trimmed (API servers of an HA control plane learn of a CRD change one by one); 0 rewrites once.")
 	return cmd
 }
 

@@ -244,6 +244,14 @@ func (m *Manager) RequestSwitchover(ctx context.Context, key types.NamespacedNam
 	if err := p.reporter.recordSwitchover(ctx); err != nil {
 		return fresh, err
 	}
+	m.mu.Lock()
+	replaced := m.running[key] != p
+	m.mu.Unlock()
+	if replaced {
+		// The engine was restarted meanwhile (a changed spec): the request went to the old one,
+		// and the new one may not have read it from status. The caller asks again.
+		return fresh, fmt.Errorf("the topology engine of %s was restarted while the switchover was requested: retrying", key)
+	}
 	return fresh, nil
 }
 
@@ -446,7 +454,7 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		p.Failover = &topology.FailoverProgress{From: f.From, Fenced: f.Fenced}
 	}
 	if sw := t.SwitchoverInProgress; sw != nil {
-		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced}
+		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced, From: sw.From}
 	}
 	return p
 }

@@ -11,7 +11,7 @@ import (
 // comes back from it into the state a new engine starts from (an operator restarted in the
 // middle of a switchover resumes it), and a finished one leaves nothing behind.
 func TestSwitchoverSurvivesStatus(t *testing.T) {
-	for _, sw := range []*topology.SwitchoverRequest{nil, {To: ""}, {To: "db-2"}, {To: "db-2", Fenced: true}} {
+	for _, sw := range []*topology.SwitchoverRequest{nil, {To: ""}, {To: "db-2"}, {To: "db-2", Fenced: true, From: "db-0"}} {
 		st := topologyStatus(nil, topology.Report{Persisted: topology.Persisted{Primary: "db-0", Switchover: sw}})
 		got := persisted(&dolphinv1.MySQLCluster{Status: dolphinv1.MySQLClusterStatus{Topology: st}}).Switchover
 		switch {

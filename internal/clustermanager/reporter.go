@@ -315,7 +315,7 @@ func switchoverStatus(sw *topology.SwitchoverRequest) *dolphinv1.SwitchoverProgr
 	if sw == nil {
 		return nil
 	}
-	return &dolphinv1.SwitchoverProgress{To: sw.To, Fenced: sw.Fenced}
+	return &dolphinv1.SwitchoverProgress{To: sw.To, Fenced: sw.Fenced, From: sw.From}
 }
 
 // podRef names an instance's pod as an event's related object. The recorder merges events

@@ -227,10 +227,15 @@ func (r *MySQLClusterReconciler) forwardSwitchover(ctx context.Context, c *dolph
 	if to == "auto" {
 		to = ""
 	}
-	if _, err := r.Topology.RequestSwitchover(ctx, client.ObjectKeyFromObject(c), to); err != nil {
+	fresh, err := r.Topology.RequestSwitchover(ctx, client.ObjectKeyFromObject(c), to)
+	if err != nil {
 		return fmt.Errorf("requesting a switchover: %w", err)
 	}
-	r.event(c, corev1.EventTypeNormal, "SwitchoverRequested", "Switchover", "switchover to %q requested", c.Annotations[SwitchoverAnnotation])
+	if fresh {
+		r.event(c, corev1.EventTypeNormal, "SwitchoverRequested", "Switchover", "switchover to %q requested", c.Annotations[SwitchoverAnnotation])
+	} else {
+		r.event(c, corev1.EventTypeNormal, "SwitchoverRequested", "Switchover", "switchover to %q: nothing new to do (already pending, or the primary already)", c.Annotations[SwitchoverAnnotation])
+	}
 	// A merge patch that removes only this annotation: no resourceVersion precondition, which
 	// the engine's status writes would make fail for no reason.
 	patch := client.MergeFrom(c.DeepCopy())

@@ -132,6 +132,11 @@ func nextRollout(in rolloutInput) rolloutAction {
 	if t != nil && (t.State == "Switchover" || t.State == "Bootstrapping") {
 		return wait("waiting for the topology engine (%s: %s)", t.State, t.Message)
 	}
+	if t != nil && t.SwitchoverInProgress != nil {
+		// Accepted and not done (perhaps not even fenced yet): restarting its target, or asking
+		// for another, would undo it.
+		return wait("waiting for the switchover to %q to finish", t.SwitchoverInProgress.To)
+	}
 	del := func(n int, why string) rolloutAction {
 		msg := fmt.Sprintf("restarting %s (%s) with the new pod template", name(n), why)
 		if in.Forced {

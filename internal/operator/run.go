@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -29,6 +30,10 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/storagemigration"
 	"github.com/dolphin-operator/dolphin/internal/webhook"
 )
+
+// storageMigrationSettle is the wait between the two rewrites of a storage migration (see
+// storagemigration.Migrator.Settle): HA API servers pick up a CRD change within seconds.
+const storageMigrationSettle = 15 * time.Second
 
 // EventSource is the reporting controller name on the events the operator records.
 const EventSource = "dolphin-operator"
@@ -97,7 +102,7 @@ func Run(ctx context.Context, opts Options) error {
 	// Objects stored by an earlier release in an older API version are rewritten in the
 	// storage version (v1beta1); status.storedVersions is trimmed when every namespace is ours.
 	if err := mgr.Add(&storagemigration.Migrator{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
-		CRDs: webhook.CRDs, Namespace: opts.WatchNamespace, Log: logger.WithName("storage-migration")}); err != nil {
+		CRDs: webhook.CRDs, Namespace: opts.WatchNamespace, Settle: storageMigrationSettle, Log: logger.WithName("storage-migration")}); err != nil {
 		return fmt.Errorf("adding the storage migration: %w", err)
 	}
 

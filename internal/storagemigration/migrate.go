@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=mysqlclusters.mysql.dolphin.dev;mysqlbackups.mysql.dolphin.dev;mysqlusers.mysql.dolphin.dev;mysqldatabases.mysql.dolphin.dev,verbs=get
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,resourceNames=mysqlclusters.mysql.dolphin.dev;mysqlbackups.mysql.dolphin.dev;mysqlusers.mysql.dolphin.dev;mysqldatabases.mysql.dolphin.dev,verbs=patch
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters;mysqlbackups;mysqlusers;mysqldatabases,verbs=list;update
 
 // pageSize bounds each list (the API server pages large lists anyway).
@@ -42,6 +42,11 @@ type Migrator struct {
 	// namespace trims status.storedVersions: objects elsewhere may still be stored in an older
 	// version.
 	Namespace string
+	// Settle is how long to wait after a first rewrite of every object before a second one and
+	// the trim: API servers of a highly available control plane learn of a CRD's new storage
+	// version one by one, and one that had not yet could have written an object in the old
+	// version after the first pass. Zero skips the second pass (a single API server).
+	Settle time.Duration
 	// RetryInterval is the first wait after a failed round when run as a Runnable (5 s when
 	// zero); it doubles up to 5 minutes.
 	RetryInterval time.Duration
@@ -129,10 +134,21 @@ func (m *Migrator) migrateCRD(ctx context.Context, name string) (*Result, error)
 		r.Skipped = true
 		return r, nil
 	}
-	n, err := m.rewriteAll(ctx, schema.GroupVersionKind{Group: crd.Spec.Group, Version: storage, Kind: crd.Spec.Names.ListKind})
+	listKind := schema.GroupVersionKind{Group: crd.Spec.Group, Version: storage, Kind: crd.Spec.Names.ListKind}
+	n, err := m.rewriteAll(ctx, listKind)
 	r.Rewritten = n
 	if err != nil {
 		return r, fmt.Errorf("rewriting %s in %s: %w", crd.Spec.Names.Plural, storage, err)
+	}
+	if m.Settle > 0 {
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(m.Settle):
+		}
+		if _, err := m.rewriteAll(ctx, listKind); err != nil {
+			return r, fmt.Errorf("rewriting %s in %s a second time: %w", crd.Spec.Names.Plural, storage, err)
+		}
 	}
 	if m.Namespace != "" {
 		return r, nil

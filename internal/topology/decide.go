@@ -93,15 +93,21 @@ func decide(v ClusterView) Decision {
 			d.Plan = append(d.Plan, Step{Kind: StepEnsureAccounts, Instance: in.Name})
 		}
 	}
+	if sw := v.Switchover; sw != nil && sw.Fenced && sw.From != "" && sw.From != v.Primary {
+		// A switchover that fenced another primary (a failover came in between, or the
+		// request survived an operator restart): what it waited for no longer holds.
+		v.Switchover, d.Switchover = nil, nil
+	}
 	if v.Primary == "" {
 		return decideWithoutPrimary(v, d)
 	}
 	p, _ := v.instance(v.Primary)
 	extra := writableExcept(v, v.Primary)
-	if p.Reachable() && p.Status.ReadOnly && len(extra) == 1 && !d.Errant[extra[0]] && v.Switchover == nil {
+	if p.Reachable() && p.Status.ReadOnly && len(extra) == 1 && !d.Errant[extra[0]] {
 		// The recorded primary restarted read-only while another instance took over (a
-		// promotion whose record was lost): the writable one is the primary, never the
-		// stale record.
+		// promotion whose record was lost — a failover's, or a switchover's whose target was
+		// promoted just before the operator stopped): the writable one is the primary, never
+		// the stale record. A switchover still pending is done or moot.
 		return adopt(v, d, extra[0])
 	}
 	if p.Reachable() {
@@ -114,7 +120,10 @@ func decide(v ClusterView) Decision {
 			d.Message = fmt.Sprintf("%s accepted writes besides primary %s: made read-only", strings.Join(extra, ", "), v.Primary)
 			return d
 		}
-		if ahead := replicasAheadOf(v, d, p); p.Status.ReadOnly && v.Switchover == nil && len(ahead) > 0 {
+		if ahead := replicasAheadOf(v, d, p); p.Status.ReadOnly && len(ahead) > 0 {
+			// Before any switchover: promoting a replica of a primary that lost its tail is
+			// the only safe way on, and it is a failover.
+			d.Switchover = nil
 			return decideRestartedBehind(v, d, p, ahead)
 		}
 		d.Failover = nil
@@ -182,8 +191,8 @@ func decideRestartedBehind(v ClusterView, d Decision, p InstanceView, ahead []st
 // adopt takes the writable instance `name` as the primary in place of the recorded one.
 func adopt(v ClusterView, d Decision, name string) Decision {
 	old := v.Primary
-	v.Primary, v.Failover = name, nil
-	d.Primary, d.Failover, d.PromotedFrom = name, nil, old
+	v.Primary, v.Failover, v.Switchover = name, nil, nil
+	d.Primary, d.Failover, d.PromotedFrom, d.Switchover = name, nil, old, nil
 	np, _ := v.instance(name)
 	out := decideHealthy(v, d, np)
 	out.Message = fmt.Sprintf("adopted %s, which took over from %s without a record; ", name, old) + out.Message
@@ -438,7 +447,8 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: c.Name, Source: best})
 		}
 	}
-	d.Primary, d.PromotedFrom, d.Failover = best, lost.Name, nil
+	// A switchover pending on the lost primary is moot once another one is promoted.
+	d.Primary, d.PromotedFrom, d.Failover, d.Switchover = best, lost.Name, nil, nil
 	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best)
 	return d
 }
@@ -496,7 +506,7 @@ func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
 	d.State = StateSwitchover
 	if !v.Switchover.Fenced {
 		d.Plan = append(d.Plan, Step{Kind: StepFence, Instance: p.Name})
-		d.Switchover = &SwitchoverRequest{To: target, Fenced: true}
+		d.Switchover = &SwitchoverRequest{To: target, Fenced: true, From: p.Name}
 		d.Message = fmt.Sprintf("switchover to %s: fencing %s", target, p.Name)
 		return d
 	}

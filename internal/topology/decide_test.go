@@ -350,6 +350,26 @@ func TestDecide(t *testing.T) {
 				return v
 			},
 			StateSwitchover, "db-2", []string{"WaitApplied(db-2 gtid 0-1-10)", "Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}, nil},
+		{"switchover resumed after its target was promoted but not recorded: adopted, not fenced as a split brain",
+			func() ClusterView {
+				v := cluster("db-0",
+					inst(0).executed("0-1-10"),
+					inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+					inst(2).writable().executed("0-1-10"))
+				v.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true, From: "db-0"}
+				return v
+			},
+			StateHealing, "db-2", []string{"Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}, nil},
+		{"a fenced switchover of a primary replaced by a failover is dropped, never promoted unfenced",
+			func() ClusterView {
+				v := cluster("db-1",
+					inst(0).down(),
+					inst(1).writable().executed("0-1-12"),
+					inst(2).executed("0-1-12").replicaOf(1, "0-1-12"))
+				v.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true, From: "db-0"}
+				return v
+			},
+			StateDegraded, "db-1", nil, nil},
 		{"switchover to an unknown instance is refused",
 			func() ClusterView { v := healthy3(); v.Switchover = &SwitchoverRequest{To: "db-7"}; return v },
 			StateHealthy, "db-0", nil, nil},
@@ -381,5 +401,35 @@ func TestDecide(t *testing.T) {
 				t.Error("a decision must explain itself")
 			}
 		})
+	}
+}
+
+// TestDecideClearsMootSwitchovers: a switchover request that is done (its target adopted) or
+// moot (the primary it fenced was failed over) is not carried into the next cycle.
+func TestDecideClearsMootSwitchovers(t *testing.T) {
+	adopted := cluster("db-0",
+		inst(0).executed("0-1-10"),
+		inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+		inst(2).writable().executed("0-1-10"))
+	adopted.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true, From: "db-0"}
+	failedOver := cluster("db-1",
+		inst(0).down(),
+		inst(1).writable().executed("0-1-12"),
+		inst(2).executed("0-1-12").replicaOf(1, "0-1-12"))
+	failedOver.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true, From: "db-0"}
+	pending := cluster("db-0",
+		inst(0).executed("0-1-10"),
+		inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+		inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+	pending.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true, From: "db-0"}
+	for name, v := range map[string]ClusterView{"target adopted": adopted, "primary failed over": failedOver} {
+		if d := Decide(v); d.Switchover != nil {
+			t.Errorf("%s: the switchover is still pending: %+v (%s)", name, *d.Switchover, d.Message)
+		}
+	}
+	// The control: a fenced switchover of the current primary goes on (and ends with the
+	// promotion, which clears it).
+	if d := Decide(pending); d.State != StateSwitchover || d.Primary != "db-2" {
+		t.Errorf("a fenced switchover of the current primary: %s %s (%s), want Switchover to db-2", d.State, d.Primary, d.Message)
 	}
 }

@@ -69,6 +69,10 @@ type SwitchoverRequest struct {
 	To string
 	// Fenced is true once the old primary is read-only and its clients are disconnected.
 	Fenced bool
+	// From is the primary that was fenced (set with Fenced). A request whose From is no longer
+	// the primary (a failover came in between) is dropped: its fence and the GTIDs the target
+	// must apply describe another primary.
+	From string
 }
 
 // ClusterView is one observation of the whole cluster plus the state carried between

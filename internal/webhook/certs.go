@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dolphin-operator/dolphin/internal/pki"
@@ -318,14 +320,18 @@ func firstPEM(b []byte) []byte {
 }
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,resourceNames=mysqlclusters.mysql.dolphin.dev;mysqlbackups.mysql.dolphin.dev;mysqlusers.mysql.dolphin.dev;mysqldatabases.mysql.dolphin.dev,verbs=get;patch
 
 // inject sets caBundle on every webhook of the configurations and on the conversion webhook
 // of the CRDs this operator converts.
 func (m *CertManager) inject(ctx context.Context, bundle []byte) error {
-	if err := m.injectConversion(ctx, bundle); err != nil {
-		return err
-	}
+	// The validating webhooks first, and whatever the conversion webhooks' fate: a CRD that
+	// cannot be patched must not leave the admission webhooks without their CA.
+	return errors.Join(m.injectConfigurations(ctx, bundle), m.injectConversion(ctx, bundle))
+}
+
+// injectConfigurations sets caBundle on every webhook of the configurations.
+func (m *CertManager) injectConfigurations(ctx context.Context, bundle []byte) error {
 	for _, name := range m.Configurations {
 		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
 		if err := m.Reader.Get(ctx, types.NamespacedName{Name: name}, &cfg); err != nil {
@@ -351,7 +357,8 @@ func (m *CertManager) inject(ctx context.Context, bundle []byte) error {
 }
 
 // convertedHere reports whether the conversion of crd is served by this operator: webhook
-// conversion at a Service in the operator's namespace, or at a URL.
+// conversion at a Service in the operator's namespace, or at a URL naming this webhook's
+// certificate (the local stack's 127.0.0.1).
 func (m *CertManager) convertedHere(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	c := crd.Spec.Conversion
 	if c == nil || c.Strategy != apiextensionsv1.WebhookConverter || c.Webhook == nil || c.Webhook.ClientConfig == nil {
@@ -360,7 +367,16 @@ func (m *CertManager) convertedHere(crd *apiextensionsv1.CustomResourceDefinitio
 	if svc := c.Webhook.ClientConfig.Service; svc != nil {
 		return svc.Namespace == m.Namespace
 	}
-	return c.Webhook.ClientConfig.URL != nil
+	// A URL is ours only if it names an address or name of this webhook's certificate.
+	u, err := url.Parse(ptr.Deref(c.Webhook.ClientConfig.URL, ""))
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); ip != nil {
+		return slices.ContainsFunc(m.IPs, ip.Equal)
+	}
+	return slices.Contains(m.DNSNames, host)
 }
 
 // injectConversion sets caBundle on the conversion webhook of the CRDs this operator converts.
