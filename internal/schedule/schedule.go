@@ -52,3 +52,33 @@ func Check(b *dolphinv1.BackupSpec) []error {
 	}
 	return errs
 }
+
+// MaxKeptBackups is the most scheduled backups a retention policy may keep: each is a
+// MySQLBackup object (and objects in the store), listed on every pass of the controller. It is
+// the bound of retention.keep too.
+const MaxKeptBackups = 1000
+
+// CheckRetention rejects a retention window that would keep more than MaxKeptBackups of the
+// scheduled backups (a window keeps every backup inside it: "@every 1m" with a 720h window is
+// 43 200 objects). It is nil when there is no schedule or no window, and when the schedule
+// does not parse (Check reports that).
+func CheckRetention(b *dolphinv1.BackupSpec, now time.Time) error {
+	if b == nil || b.Schedule == nil || b.Retention == nil || b.Retention.Window == nil {
+		return nil
+	}
+	sched, loc, err := Parse(b.Schedule, "spec.backup.schedule")
+	if err != nil {
+		return nil
+	}
+	window := b.Retention.Window.Duration
+	start := now.In(loc)
+	end := start.Add(window)
+	n := 0
+	for t := sched.Next(start); !t.IsZero() && !t.After(end); t = sched.Next(t) {
+		if n++; n > MaxKeptBackups {
+			return fmt.Errorf("spec.backup.retention.window %s with spec.backup.schedule %q would keep more than %d backups (every backup of the window is kept): shorten the window or schedule backups less often",
+				window, b.Schedule.Cron, MaxKeptBackups)
+		}
+	}
+	return nil
+}

@@ -115,9 +115,10 @@ func (UserValidator) ValidateDelete(context.Context, *dolphinv1.MySQLUser) (admi
 }
 
 // ClusterValidator rejects a MySQLCluster whose user-supplied credentials Secret holds a weak
-// password, whose own TLS certificate would not serve it, or whose backup or verification
+// password, whose own TLS certificate would not serve it, whose backup or verification
 // schedule does not parse (a cron expression of the right shape with a value out of range, an
-// unknown time zone: what CEL cannot tell).
+// unknown time zone: what CEL cannot tell), or whose retention window would keep more than
+// schedule.MaxKeptBackups of its scheduled backups.
 type ClusterValidator struct{ secrets secretChecker }
 
 // ValidateCreate implements admission.Validator.
@@ -125,7 +126,16 @@ func (v ClusterValidator) ValidateCreate(ctx context.Context, c *dolphinv1.MySQL
 	name, keys := clusterKeys(c)
 	warnings, err := v.secrets.check(ctx, c.Namespace, "spec.credentials.secretName", name, keys)
 	w, terr := v.certificate(ctx, c)
-	return append(warnings, w...), errors.Join(append([]error{err, terr}, schedule.Check(c.Spec.Backup)...)...)
+	errs := append([]error{err, terr, schedule.CheckRetention(c.Spec.Backup, time.Now())}, schedule.Check(c.Spec.Backup)...)
+	return append(append(warnings, w...), retentionWarnings(c.Spec.Backup)...), errors.Join(errs...)
+}
+
+// retentionWarnings warns about a schedule without retention: every backup is then kept.
+func retentionWarnings(b *dolphinv1.BackupSpec) admission.Warnings {
+	if b != nil && b.Schedule != nil && b.Retention == nil {
+		return admission.Warnings{"spec.backup.schedule is set without spec.backup.retention: every scheduled backup is kept until deleted by hand"}
+	}
+	return nil
 }
 
 // ValidateUpdate implements admission.Validator: the credentials Secret's name is immutable;
@@ -137,11 +147,23 @@ func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.
 	if !equality.Semantic.DeepEqual(backupSchedules(old.Spec.Backup), backupSchedules(c.Spec.Backup)) {
 		errs = schedule.Check(c.Spec.Backup)
 	}
+	if !equality.Semantic.DeepEqual(backupSchedules(old.Spec.Backup), backupSchedules(c.Spec.Backup)) ||
+		!equality.Semantic.DeepEqual(retentionOf(old.Spec.Backup), retentionOf(c.Spec.Backup)) {
+		errs = append(errs, schedule.CheckRetention(c.Spec.Backup, time.Now()))
+	}
 	if old.Spec.TLS == c.Spec.TLS {
 		return nil, errors.Join(errs...)
 	}
 	w, err := v.certificate(ctx, c)
 	return w, errors.Join(append(errs, err)...)
+}
+
+// retentionOf is a spec.backup's retention (nil when none).
+func retentionOf(b *dolphinv1.BackupSpec) *dolphinv1.BackupRetention {
+	if b == nil {
+		return nil
+	}
+	return b.Retention
 }
 
 // backupSchedules are the schedules of a spec.backup (nil when none), to tell whether an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,5 +51,41 @@ func TestSecretValidatorChecksChangedKeys(t *testing.T) {
 	labelled.Labels = map[string]string{resources.CredentialsLabel: "true"}
 	if _, err := v.ValidateUpdate(context.Background(), old, labelled); err != nil {
 		t.Errorf("a label-only change: %v", err)
+	}
+}
+
+// A retention window that would keep more than 1000 scheduled backups is refused when it is
+// set or the schedule changes, not on an unrelated update of a cluster admitted before the
+// rule; a schedule without retention is admitted with a warning.
+func TestClusterValidatorRetentionBound(t *testing.T) {
+	v := ClusterValidator{}
+	ctx := context.Background()
+	cluster := func(cron string, window time.Duration) *dolphinv1.MySQLCluster {
+		return &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop"},
+			Spec: dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{Schedule: &dolphinv1.BackupSchedule{Cron: cron},
+				Retention: &dolphinv1.BackupRetention{Window: &metav1.Duration{Duration: window}}}}}
+	}
+	tooMany := cluster("@every 1m", 720*time.Hour)
+	if _, err := v.ValidateCreate(ctx, tooMany); err == nil || !strings.Contains(err.Error(), "spec.backup.retention.window 720h0m0s") {
+		t.Errorf("a window of 43 200 minutely backups: %v, want refused naming the window", err)
+	}
+	if _, err := v.ValidateCreate(ctx, cluster("@daily", 168*time.Hour)); err != nil {
+		t.Errorf("a week of daily backups: %v", err)
+	}
+	relabelled := tooMany.DeepCopy()
+	relabelled.Labels = map[string]string{"team": "shop"}
+	if _, err := v.ValidateUpdate(ctx, tooMany, relabelled); err != nil {
+		t.Errorf("an unrelated update of a cluster admitted before the rule: %v", err)
+	}
+	longer := cluster("@daily", 168*time.Hour)
+	longer.Spec.Backup.Schedule.Cron = "@every 5m"
+	if _, err := v.ValidateUpdate(ctx, cluster("@daily", 168*time.Hour), longer); err == nil {
+		t.Error("a schedule changed to every 5 minutes under a week's window was admitted")
+	}
+	unbounded := cluster("@daily", time.Hour)
+	unbounded.Spec.Backup.Retention = nil
+	warnings, err := v.ValidateCreate(ctx, unbounded)
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "every scheduled backup is kept") {
+		t.Errorf("a schedule without retention: warnings %q, %v; want admitted with a warning", warnings, err)
 	}
 }
