@@ -153,10 +153,25 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 	if err != nil || wait {
 		return err
 	}
-	sts, err := resources.StatefulSet(c, r.Build)
+	// The agent image follows the pods, not the operator's version (resources.AgentBuild): an
+	// operator upgrade alone restarts no database.
+	var live *appsv1.StatefulSet
+	var existing appsv1.StatefulSet
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.NamesFor(c).StatefulSet}, &existing); {
+	case err == nil:
+		live = &existing
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading the StatefulSet: %w", err)
+	}
+	build, annotations, err := resources.AgentBuild(c, live, r.Build)
 	if err != nil {
 		return &userError{Reason: "InvalidPodTemplate", Message: err.Error() + ": fix spec.podTemplate"}
 	}
+	sts, err := resources.StatefulSet(c, build)
+	if err != nil {
+		return &userError{Reason: "InvalidPodTemplate", Message: err.Error() + ": fix spec.podTemplate"}
+	}
+	sts.WithAnnotations(annotations)
 	return applyAndRecord(ctx, r, c, &appsv1.StatefulSet{}, sts, extractStatefulSet)
 }
 
