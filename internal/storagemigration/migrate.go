@@ -103,63 +103,93 @@ func (m *Migrator) Start(ctx context.Context) error {
 }
 
 // Migrate rewrites the objects of every CRD whose status.storedVersions names a version other
-// than the storage version, then (in a migration of every namespace) trims storedVersions to
-// the storage version. It stops at the first error; a later call resumes (rewriting an object
-// twice is harmless).
+// than the storage version (twice, Settle apart), then (in a migration of every namespace)
+// trims storedVersions to the storage version. It stops at the first error; a later call
+// resumes (rewriting an object twice is harmless).
 func (m *Migrator) Migrate(ctx context.Context) ([]Result, error) {
+	// First pass: every CRD that needs it. One settle for all of them, then the second pass
+	// and the trims.
 	var results []Result
+	var pending []pendingCRD
 	for _, name := range m.CRDs {
-		r, err := m.migrateCRD(ctx, name)
+		r, p, err := m.firstPass(ctx, name)
 		if r != nil {
 			results = append(results, *r)
 		}
 		if err != nil {
 			return results, err
 		}
+		if p != nil {
+			p.result = len(results) - 1
+			pending = append(pending, *p)
+		}
+	}
+	if len(pending) > 0 && m.Settle > 0 {
+		select {
+		case <-ctx.Done():
+			return results, ctx.Err()
+		case <-time.After(m.Settle):
+		}
+	}
+	for _, p := range pending {
+		r := &results[p.result]
+		if m.Settle > 0 {
+			if _, err := m.rewriteAll(ctx, p.listKind); err != nil {
+				return results, fmt.Errorf("rewriting %s in %s a second time: %w", p.plural, r.StorageVersion, err)
+			}
+		}
+		if m.Namespace != "" {
+			continue
+		}
+		// Read again: the CRD may have changed during the settle (its conversion webhook's CA
+		// injected); the lock then guards only the trim itself.
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := m.Reader.Get(ctx, client.ObjectKey{Name: r.CRD}, &crd); err != nil {
+			return results, fmt.Errorf("reading CustomResourceDefinition %s: %w", r.CRD, err)
+		}
+		if StorageVersion(&crd) != r.StorageVersion {
+			return results, fmt.Errorf("the storage version of %s changed during the migration (%s, now %s): migrating again", r.CRD, r.StorageVersion, StorageVersion(&crd))
+		}
+		patch := client.MergeFromWithOptions(crd.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		crd.Status.StoredVersions = []string{r.StorageVersion}
+		if err := m.Client.Status().Patch(ctx, &crd, patch); err != nil {
+			return results, fmt.Errorf("setting status.storedVersions of %s to [%s]: %w", r.CRD, r.StorageVersion, err)
+		}
+		r.StoredVersions = crd.Status.StoredVersions
 	}
 	return results, nil
 }
 
-func (m *Migrator) migrateCRD(ctx context.Context, name string) (*Result, error) {
+// pendingCRD is a CRD whose objects were rewritten once and whose storedVersions are still to
+// be trimmed.
+type pendingCRD struct {
+	plural   string
+	listKind schema.GroupVersionKind
+	result   int // index in Migrate's results
+}
+
+// firstPass reads a CRD and, if objects may be stored in another version, rewrites them once.
+func (m *Migrator) firstPass(ctx context.Context, name string) (*Result, *pendingCRD, error) {
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := m.Reader.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-		return nil, fmt.Errorf("reading CustomResourceDefinition %s: %w", name, err)
+		return nil, nil, fmt.Errorf("reading CustomResourceDefinition %s: %w", name, err)
 	}
 	storage := StorageVersion(&crd)
 	if storage == "" {
-		return nil, fmt.Errorf("CustomResourceDefinition %s has no storage version", name)
+		return nil, nil, fmt.Errorf("CustomResourceDefinition %s has no storage version", name)
 	}
 	r := &Result{CRD: name, StorageVersion: storage, StoredVersions: crd.Status.StoredVersions}
 	if !NeedsMigration(&crd) {
 		r.Skipped = true
-		return r, nil
+		return r, nil, nil
 	}
 	listKind := schema.GroupVersionKind{Group: crd.Spec.Group, Version: storage, Kind: crd.Spec.Names.ListKind}
 	n, err := m.rewriteAll(ctx, listKind)
 	r.Rewritten = n
 	if err != nil {
-		return r, fmt.Errorf("rewriting %s in %s: %w", crd.Spec.Names.Plural, storage, err)
+		return r, nil, fmt.Errorf("rewriting %s in %s: %w", crd.Spec.Names.Plural, storage, err)
 	}
-	if m.Settle > 0 {
-		select {
-		case <-ctx.Done():
-			return r, ctx.Err()
-		case <-time.After(m.Settle):
-		}
-		if _, err := m.rewriteAll(ctx, listKind); err != nil {
-			return r, fmt.Errorf("rewriting %s in %s a second time: %w", crd.Spec.Names.Plural, storage, err)
-		}
-	}
-	if m.Namespace != "" {
-		return r, nil
-	}
-	patch := client.MergeFromWithOptions(crd.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	crd.Status.StoredVersions = []string{storage}
-	if err := m.Client.Status().Patch(ctx, &crd, patch); err != nil {
-		return r, fmt.Errorf("setting status.storedVersions of %s to [%s]: %w", name, storage, err)
-	}
-	r.StoredVersions = crd.Status.StoredVersions
-	return r, nil
+	return r, &pendingCRD{plural: crd.Spec.Names.Plural, listKind: listKind}, nil
 }
 
 // rewriteAll updates every object of the list kind (in m.Namespace, or everywhere) unchanged

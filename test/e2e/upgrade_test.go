@@ -243,7 +243,7 @@ func TestLocalOperatorUpgrade(t *testing.T) {
 
 	// Objects the previous release stored are rewritten in v1beta1 by the new operator, and
 	// still read as v1alpha1 through its conversion webhook.
-	testenv.Eventually(t, 60*time.Second, "stored objects migrated to v1beta1", func() error {
+	testenv.Eventually(t, 120*time.Second, "stored objects migrated to v1beta1", func() error {
 		for _, crd := range []string{"mysqlclusters.mysql.dolphin.dev", "mysqlusers.mysql.dolphin.dev", "mysqlbackups.mysql.dolphin.dev", "mysqldatabases.mysql.dolphin.dev"} {
 			if got := s.storedVersions(crd); !slices.Equal(got, []string{"v1beta1"}) {
 				return fmt.Errorf("%s storedVersions %v", crd, got)
