@@ -2,7 +2,6 @@ package operator_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -212,17 +211,11 @@ func TestEnvtestStorageMigration(t *testing.T) {
 	// managedFields name the versions it was written in, which stay).
 	storedAs := func(key string) string {
 		t.Helper()
-		b, err := tenv.Stored(ctx, key)
+		v, err := tenv.StoredAPIVersion(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var obj struct {
-			APIVersion string `json:"apiVersion"`
-		}
-		if err := json.Unmarshal(b, &obj); err != nil {
-			t.Fatalf("etcd %s: %v: %.200s", key, err, b)
-		}
-		return strings.TrimPrefix(obj.APIVersion, "mysql.dolphin.dev/")
+		return v
 	}
 	for _, k := range keys {
 		if v := storedAs(k); v != "v1alpha1" {

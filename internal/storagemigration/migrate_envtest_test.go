@@ -2,9 +2,7 @@ package storagemigration_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,17 +49,11 @@ func TestEnvtestMigratorAlone(t *testing.T) {
 	}
 	storedAs := func(key string) string {
 		t.Helper()
-		b, err := tenv.Stored(ctx, key)
+		v, err := tenv.StoredAPIVersion(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var obj struct {
-			APIVersion string `json:"apiVersion"`
-		}
-		if err := json.Unmarshal(b, &obj); err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimPrefix(obj.APIVersion, "mysql.dolphin.dev/")
+		return v
 	}
 	crds := []string{"mysqlbackups.mysql.dolphin.dev", "mysqlusers.mysql.dolphin.dev", "mysqldatabases.mysql.dolphin.dev"}
 	storedVersions := func(name string) []string {

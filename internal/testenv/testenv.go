@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,4 +157,21 @@ func (e *Env) Stored(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("etcd has no key %s", key)
 	}
 	return out.Kvs[0].Value, nil
+}
+
+// StoredAPIVersion is the version (after the group) of the object etcd holds at key: its
+// top-level apiVersion, not the versions its managedFields were written in, which stay.
+func (e *Env) StoredAPIVersion(ctx context.Context, key string) (string, error) {
+	b, err := e.Stored(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	var obj struct {
+		APIVersion string `json:"apiVersion"`
+	}
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return "", fmt.Errorf("etcd %s: %w", key, err)
+	}
+	_, version, _ := strings.Cut(obj.APIVersion, "/")
+	return version, nil
 }
