@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -125,8 +126,15 @@ func TestEnvtestConversionWebhook(t *testing.T) {
 	}
 
 	// An update through v1alpha1 reaches the v1beta1 object.
-	old.Spec.Replicas = 1
-	if err := c.Update(ctx, old); err != nil {
+	// The operator writes the object too (finalizer, status), so the update
+	// is read-modify-write with a retry on conflict, as any client's would be.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(old), old); err != nil {
+			return err
+		}
+		old.Spec.Replicas = 1
+		return c.Update(ctx, old)
+	}); err != nil {
 		t.Fatalf("updating as v1alpha1: %v", err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(old), &asBeta); err != nil {
