@@ -91,9 +91,10 @@ BENCH_VERDICT = rc=$$(cat $$rcfile); rm -f $$rcfile; \
 	  if [ -z "$$lost" ]; then echo "bench: FAIL: no lost_acked_writes in the summary"; exit 1; fi; \
 	  if [ "$$lost" -gt 0 ]; then echo "bench: FAIL: $$lost acknowledged writes lost"; exit 1; fi
 .PHONY: bench-failover
-bench-failover: mariadb ## Kill the primary of a 3-instance cluster under write load K times (BENCH_ROUNDS); prints p50/p95/max and lost writes; fails on a lost write.
+BENCH_KIND ?= killed
+bench-failover: mariadb ## Kill (BENCH_KIND=killed) or hang (BENCH_KIND=hung, SIGSTOP) the primary of a 3-instance cluster under write load K times (BENCH_ROUNDS), default detection; prints p50/p95/max and lost writes; fails on a lost write.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_BENCH_FAILOVER_ROUNDS=$(BENCH_ROUNDS) DOLPHIN_BENCH_OUT=$$out \
+	  { DOLPHIN_BENCH_FAILOVER_ROUNDS=$(BENCH_ROUNDS) DOLPHIN_BENCH_FAILOVER_KIND=$(BENCH_KIND) DOLPHIN_BENCH_OUT=$$out \
 	    $(GO) test -count=1 -timeout 30m -run '^TestBenchFailover$$' -v ./internal/topology/; echo $$? >$$rcfile; } \
 	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)

@@ -326,10 +326,12 @@ type FailoverSpec struct {
 	Detection DetectionSpec `json:"detection,omitempty"`
 }
 
-// DetectionSpec is the budget for declaring a primary lost: failover starts after about
-// interval × attempts of failed probes.
+// DetectionSpec is the budget for declaring a primary lost: each probe has a deadline of
+// half the interval; a primary that missed one is probed every half interval, and failover
+// starts after attempts failed probes in a row (about interval/2 × attempts with a hung
+// primary), once its replicas have heard nothing from it either.
 type DetectionSpec struct {
-	// Interval is how often the primary is probed, for example 1s.
+	// Interval is how often a healthy primary is probed, for example 1s.
 	// +kubebuilder:default="1s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1m')",message="failover.detection.interval must be between 100ms and 1m"
 	// +optional

@@ -328,9 +328,9 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 			FailoverEnabled:   *d.Spec.Failover.Enabled,
 			DetectionAttempts: int(d.Spec.Failover.Detection.Attempts),
 		},
-		Variables:      vars,
-		Interval:       interval,
-		ObserveTimeout: max(interval, time.Second),
+		Variables: vars,
+		Interval:  interval,
+		// ObserveTimeout: the engine's default, half the interval (docs/design/0035).
 	}, nil
 }
 

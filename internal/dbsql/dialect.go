@@ -18,6 +18,9 @@ type dialect struct {
 	// statusQuery returns server_id, version, read_only, super_read_only,
 	// executed GTID set, require_secure_transport, in that order.
 	statusQuery string
+	// receiverThreads lists the process ids of the replication receiver threads
+	// ("" when the flavor's STOP alone is used).
+	receiverThreads string
 	// replicaStatusQuery is SHOW SLAVE/REPLICA STATUS, read by column name.
 	replicaStatusQuery string
 	replica            replicaColumns
@@ -58,6 +61,13 @@ type replicaColumns struct {
 	host, port, ioRunning, sqlRunning    string
 	ioErrno, ioError, sqlErrno, sqlError string
 	received, secondsBehind              string
+	// sourceLogFile, readSourcePos and heartbeats change whenever the receiver gets
+	// anything from its source, an event or a heartbeat: Status folds them into
+	// ReplicaStatus.Progress (left "" when the flavor has no heartbeat column).
+	sourceLogFile, readSourcePos, heartbeats string
+	// connectionName is the column that names a replication connection in a status
+	// query listing all of them ("" when the query lists only the default one).
+	connectionName string
 	// sslAllowed, sslCAFile and sslVerifyName describe the TLS settings of the replication
 	// connection (read when present).
 	sslAllowed, sslCAFile, sslVerifyName string
@@ -91,12 +101,16 @@ const (
 )
 
 var mariadbDialect = &dialect{
-	flavor:             FlavorMariaDB,
-	parseGTID:          ParseMariaDBGTID,
-	sessionInit:        []string{sqlLogBinOff},
-	statusQuery:        "SELECT @@server_id, @@version, @@read_only, 0, @@gtid_binlog_pos, @@require_secure_transport",
-	replicaStatusQuery: "SHOW SLAVE STATUS",
+	flavor:      FlavorMariaDB,
+	parseGTID:   ParseMariaDBGTID,
+	sessionInit: []string{sqlLogBinOff},
+	statusQuery: "SELECT @@server_id, @@version, @@read_only, 0, @@gtid_binlog_pos, @@require_secure_transport",
+	// SHOW ALL SLAVES STATUS is SHOW SLAVE STATUS plus the heartbeat counter, one row per
+	// connection: Dolphin's is the default one, named "".
+	replicaStatusQuery: "SHOW ALL SLAVES STATUS",
 	replica: replicaColumns{
+		sourceLogFile: "Master_Log_File", readSourcePos: "Read_Master_Log_Pos",
+		heartbeats: "Slave_received_heartbeats", connectionName: "Connection_name",
 		host: "Master_Host", port: "Master_Port",
 		ioRunning: "Slave_IO_Running", sqlRunning: "Slave_SQL_Running",
 		ioErrno: "Last_IO_Errno", ioError: "Last_IO_Error",
@@ -112,9 +126,12 @@ var mariadbDialect = &dialect{
 	changeSource: "CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, " +
 		"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1, " +
 		"MASTER_SSL=?, MASTER_SSL_CA=?, MASTER_SSL_VERIFY_SERVER_CERT=?",
-	startReplica:    "START SLAVE",
-	stopReplica:     "STOP SLAVE",
-	stopReplicaIO:   "STOP SLAVE IO_THREAD",
+	startReplica:  "START SLAVE",
+	stopReplica:   "STOP SLAVE",
+	stopReplicaIO: "STOP SLAVE IO_THREAD",
+	// Killed before STOP SLAVE IO_THREAD: a receiver blocked reading from a hung source
+	// often misses STOP's first signal (see StopReplicationIO).
+	receiverThreads: "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'",
 	resetReplicaAll: "RESET SLAVE ALL",
 	// MASTER_GTID_WAIT returns 0, or -1 on timeout; fractional seconds work.
 	waitForGTID:       "SELECT MASTER_GTID_WAIT(?, ?)",
@@ -143,6 +160,7 @@ var mysqlDialect = &dialect{
 	statusQuery:        "SELECT @@server_id, @@version, @@read_only, @@super_read_only, @@GLOBAL.gtid_executed, @@require_secure_transport",
 	replicaStatusQuery: "SHOW REPLICA STATUS",
 	replica: replicaColumns{
+		// No heartbeat counter in SHOW REPLICA STATUS: Progress stays "" (unknown).
 		host: "Source_Host", port: "Source_Port",
 		ioRunning: "Replica_IO_Running", sqlRunning: "Replica_SQL_Running",
 		ioErrno: "Last_IO_Errno", ioError: "Last_IO_Error",

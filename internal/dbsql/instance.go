@@ -8,6 +8,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -160,8 +161,38 @@ func (in *instance) StartReplication(ctx context.Context) error {
 }
 
 // StopReplicationIO implements Instance.
+// The receiver threads are killed first where the flavor allows it: MariaDB's STOP signals a
+// receiver blocked reading from a hung source and, when it does not react, signals again 2 s
+// later; measured on 10.11, STOP alone took 2.0 s 6 times in 6, with a KILL first 2 times in 6
+// it took under 0.3 s (docs/design/0035).
 func (in *instance) StopReplicationIO(ctx context.Context) error {
+	if in.d.receiverThreads != "" {
+		if err := in.killReceivers(ctx); err != nil {
+			return err
+		}
+	}
 	return in.exec(ctx, in.db, st(in.d.stopReplicaIO))
+}
+
+// killReceivers kills the replication receiver threads (an unknown thread, one that ended
+// meanwhile, is not an error).
+func (in *instance) killReceivers(ctx context.Context) error {
+	rows, err := in.queryRows(ctx, in.d.receiverThreads)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		id, err := strconv.ParseInt(r["ID"], 10, 64)
+		if err != nil {
+			return fmt.Errorf("dbsql: receiver thread id %q: %w", r["ID"], err)
+		}
+		err = in.exec(ctx, in.db, st(killConn, id))
+		var me *mysql.MySQLError
+		if err != nil && !(errors.As(err, &me) && me.Number == errUnknownThread) {
+			return err
+		}
+	}
+	return nil
 }
 
 // StopReplication implements Instance.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,8 +85,14 @@ func (in *instance) queryRows(ctx context.Context, query string) ([]map[string]s
 
 func (in *instance) readReplica(ctx context.Context, executed GTIDSet) (*ReplicaStatus, error) {
 	rows, err := in.queryRows(ctx, in.d.replicaStatusQuery)
-	if err != nil || len(rows) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	if col := in.d.replica.connectionName; col != "" {
+		rows = slices.DeleteFunc(rows, func(r map[string]string) bool { return r[col] != "" })
+	}
+	if len(rows) == 0 {
+		return nil, nil
 	}
 	rep, err := parseReplicaRow(in.d, rows[0], executed)
 	if err != nil {
@@ -128,6 +135,9 @@ func parseReplicaRow(d *dialect, row map[string]string, executed GTIDSet) (*Repl
 			return nil, fmt.Errorf("column %s: %w", c.secondsBehind, err)
 		}
 		rep.SecondsBehindSource = &n
+	}
+	if c.heartbeats != "" {
+		rep.Progress = row[c.sourceLogFile] + ":" + row[c.readSourcePos] + "/" + row[c.heartbeats]
 	}
 	rep.SSL = row[c.sslAllowed] == "Yes"
 	rep.SSLCAFile = row[c.sslCAFile]

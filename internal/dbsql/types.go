@@ -61,6 +61,13 @@ type ReplicaStatus struct {
 	// applied transactions); on MySQL Retrieved_Gtid_Set merged with Executed.
 	// Choose a failover candidate by this, never by Executed.
 	Received GTIDSet
+	// Progress changes whenever the receiver gets anything from its source, an event
+	// or a heartbeat (source log file, read position and heartbeat counter). Unchanged over
+	// more than the heartbeat period (1 s) means the source sends nothing, although the
+	// receiver may still show as running: a hung or cut-off source is only noticed by the
+	// receiver after slave_net_timeout. "" when the flavor reports no heartbeat counter
+	// (MySQL's SHOW REPLICA STATUS), where an idle source would look silent.
+	Progress string
 	// SecondsBehindSource is nil when the server reports NULL (applier or
 	// receiver not running).
 	SecondsBehindSource *int64

@@ -7,13 +7,16 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // TestBenchFailover measures failover on real servers: `make bench-failover` runs it with
 // DOLPHIN_BENCH_FAILOVER_ROUNDS=K. Each round kills the primary (kill -9) of a 3-instance
-// cluster under a writer that records every acknowledged write, measures
+// cluster under a writer that records every acknowledged write (or, with
+// DOLPHIN_BENCH_FAILOVER_KIND=hung, hangs it with SIGSTOP), with the default detection
+// settings (1s × 3), measures
 //   - detection: kill → the engine starts fencing,
 //   - promotion: fencing → the new primary is writable,
 //   - total: kill → the first write acknowledged by the new primary,
@@ -25,8 +28,19 @@ func TestBenchFailover(t *testing.T) {
 	if rounds <= 0 {
 		t.Skip("set DOLPHIN_BENCH_FAILOVER_ROUNDS (make bench-failover)")
 	}
+	kind := os.Getenv("DOLPHIN_BENCH_FAILOVER_KIND")
+	if kind == "" {
+		kind = "killed"
+	}
+	if kind != "killed" && kind != "hung" {
+		t.Fatalf("DOLPHIN_BENCH_FAILOVER_KIND=%q: want killed or hung", kind)
+	}
 	rec := &phaseRecorder{}
-	h := runningCluster(t, rec)
+	// The default detection settings of a MySQLCluster (interval 1s, attempts 3) and the
+	// engine's default probe deadline, as users get them.
+	h := runningClusterWith(t, func(c *Config) {
+		c.Interval, c.Settings.DetectionAttempts = time.Second, 3
+	}, rec)
 	// An application account: read_only stops it, unlike Dolphin's own (DESIGN.md).
 	h.createAppAccount()
 	w := startWriterAs(h, appAccount)
@@ -41,7 +55,16 @@ func TestBenchFailover(t *testing.T) {
 		rec.reset()
 		ackedBefore := w.n.Load()
 		killed := time.Now()
-		h.db.Instances[oldIdx].Kill(t)
+		pid := h.db.Instances[oldIdx].PID()
+		if kind == "hung" {
+			// Hung, not dead: the server keeps its sockets, so connects succeed and
+			// queries never answer; replicas' receivers show as running.
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			h.db.Instances[oldIdx].Kill(t)
+		}
 		var newPrimary string
 		for {
 			if p := h.e.Primary(); p != old {
@@ -68,6 +91,10 @@ func TestBenchFailover(t *testing.T) {
 		t.Logf("round %d: %s -> %s detection=%s promotion=%s total=%s acked=%d missing=%d",
 			r, old, newPrimary, fenced.Sub(killed).Round(time.Millisecond), promoted.Sub(fenced).Round(time.Millisecond), tot.Round(time.Millisecond), acked, missing)
 
+		if kind == "hung" {
+			// What Dolphin does to a replaced primary that does not answer: kill it.
+			h.db.Instances[oldIdx].Kill(t)
+		}
 		h.db.Instances[oldIdx].Start(t, "--init-rpl-role=SLAVE")
 		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			st, err := statusOf(h, oldIdx)
@@ -79,9 +106,9 @@ func TestBenchFailover(t *testing.T) {
 			}
 		}
 	}
-	line := fmt.Sprintf("failover rounds=%d p50=%.2fs p95=%.2fs max=%.2fs lost_acked_writes=%d", rounds,
+	line := fmt.Sprintf("failover kind=%s rounds=%d p50=%.2fs p95=%.2fs max=%.2fs lost_acked_writes=%d", kind, rounds,
 		pct(total, 50), pct(total, 95), pct(total, 100), lost)
-	t.Logf("detection p50=%.2fs p95=%.2fs max=%.2fs (interval 200ms × 2 attempts)", pct(detect, 50), pct(detect, 95), pct(detect, 100))
+	t.Logf("detection p50=%.2fs p95=%.2fs max=%.2fs (interval 1s × 3 attempts)", pct(detect, 50), pct(detect, 95), pct(detect, 100))
 	t.Logf("promotion p50=%.2fs p95=%.2fs max=%.2fs", pct(promote, 50), pct(promote, 95), pct(promote, 100))
 	t.Log(line)
 	if out := os.Getenv("DOLPHIN_BENCH_OUT"); out != "" {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
@@ -383,6 +384,11 @@ func errantReason(p, r InstanceView) string {
 // readOnlyAlive is true when the old primary answers but is read-only (restarted behind a
 // replica): replicas connected to it receive nothing it could still write, so they need not
 // have lost it before the fence.
+// ReceiverSilence is how long a running receiver may get nothing from its source (its
+// heartbeats come every second when there are no events) before it no longer counts as
+// evidence that the source is alive.
+const ReceiverSilence = 1500 * time.Millisecond
+
 func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive bool) Decision {
 	fenced := v.Failover != nil && v.Failover.Fenced && v.Failover.From == lost.Name
 	var candidates []InstanceView
@@ -404,12 +410,16 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	}
 	if !fenced {
 		// Replicas still receiving from the lost primary mean it is alive and only this
-		// operator lost it: failing over now would leave two writable primaries.
+		// operator lost it: failing over now would leave two writable primaries. A receiver
+		// that shows as running but has got nothing, not even a heartbeat, for longer than
+		// the heartbeat period does not count: it would only notice its hung or cut-off
+		// source after slave_net_timeout (docs/design/0035).
 		for _, c := range candidates {
 			if readOnlyAlive {
 				break
 			}
-			if rs := c.Status.Replica; rs.IORunning && rs.SourceHost == lost.Host && rs.SourcePort == lost.Port {
+			if rs := c.Status.Replica; rs.IORunning && rs.SourceHost == lost.Host && rs.SourcePort == lost.Port &&
+				c.ReceiverSilentFor < ReceiverSilence {
 				d.State = StatePrimarySuspect
 				d.Message = fmt.Sprintf("primary %s does not answer Dolphin, but %s still receives from it: not failing over", lost.Name, c.Name)
 				return d

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
@@ -41,6 +42,9 @@ func (b *ib) replicaOf(src int, received string) *ib {
 	return b
 }
 func (b *ib) ioStopped() *ib { b.v.Status.Replica.IORunning = false; return b }
+
+// silent says the receiver got nothing from its source for d (InstanceView.ReceiverSilentFor).
+func (b *ib) silent(d time.Duration) *ib { b.v.ReceiverSilentFor = d; return b }
 
 // tls marks the instance as serving TLS (its pod started with a certificate).
 func (b *ib) tls() *ib { b.v.TLSServerName = b.v.Host; return b }
@@ -214,6 +218,20 @@ func TestDecide(t *testing.T) {
 			func() ClusterView {
 				v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-9"), inst(2).replicaOf(0, "0-1-10").ioStopped())
 				v.PrimaryMisses = 9
+				return v
+			},
+			StatePrimarySuspect, "db-0", nil, nil},
+		{"primary hung: receivers show as running but got nothing for longer than the heartbeat period: fence",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-9").silent(ReceiverSilence), inst(2).replicaOf(0, "0-1-10").silent(2*ReceiverSilence))
+				v.PrimaryMisses = 3
+				return v
+			},
+			StateFailover, "db-0", []string{"StopIO(db-1)", "StopIO(db-2)"}, nil},
+		{"primary unreachable for Dolphin; one receiver silent, the other heard from it lately: no failover",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-9").silent(5*ReceiverSilence), inst(2).replicaOf(0, "0-1-10").silent(ReceiverSilence-1))
+				v.PrimaryMisses = 3
 				return v
 			},
 			StatePrimarySuspect, "db-0", nil, nil},

@@ -56,7 +56,8 @@ type Config struct {
 	Settings    Settings
 	// Interval is the time between observations (the failover detection interval).
 	Interval time.Duration
-	// ObserveTimeout bounds one observation of all instances (default Interval, at least 1s).
+	// ObserveTimeout bounds one observation of all instances: the deadline of each probe
+	// (default half the Interval, at least 250ms). A probe that misses it counts as a miss.
 	ObserveTimeout time.Duration
 	// WaitTimeout bounds waiting for a promoted replica to apply what it received (default 60s).
 	WaitTimeout time.Duration
@@ -152,6 +153,7 @@ type Engine struct {
 	applied    map[string]bool          // instances whose run-time variables this engine set, by address
 	uptimes    map[string]time.Duration // each server's uptime at its last observation, by address
 	tlsChecks  map[string]time.Time     // when to compare each instance's served certificate next (tls.go)
+	receivers  map[string]receiverSeen  // each replica's receiver progress and since when, by address
 	state      Persisted
 	misses     int
 	lostSince  time.Time
@@ -166,7 +168,7 @@ func New(cfg Config, from Persisted) *Engine {
 		cfg.Interval = time.Second
 	}
 	if cfg.ObserveTimeout <= 0 {
-		cfg.ObserveTimeout = max(cfg.Interval, time.Second)
+		cfg.ObserveTimeout = max(cfg.Interval/2, 250*time.Millisecond)
 	}
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = time.Minute
@@ -188,7 +190,7 @@ func New(cfg Config, from Persisted) *Engine {
 		}
 	}
 	from.Variables = vars
-	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, state: from}
+	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, state: from}
 	if from.Switchover != nil {
 		// Resumed: the request's time is unknown, so its duration counts from now.
 		e.switchover, e.switchAt = from.Switchover, time.Now()
@@ -258,15 +260,25 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-timer.C:
 		case <-e.trigger:
 		}
+		started := time.Now()
 		d, err := e.Cycle(ctx)
 		if err != nil && ctx.Err() == nil {
 			e.cfg.Log.Error(err, "topology cycle failed", "state", d.State)
 		}
+		// Cycles start an Interval apart, however long the last one took (a probe of a hung
+		// primary takes its whole deadline); a primary that missed a probe is probed again
+		// after half of it, so detection takes about Interval/2 × (attempts-1) after the
+		// first miss (docs/design/0035).
 		next := e.cfg.Interval
+		e.mu.Lock()
+		if e.misses > 0 {
+			next = e.missSpacing()
+		}
+		e.mu.Unlock()
 		if err == nil && len(d.Plan) > 0 && (d.State == StateFailover || d.State == StateSwitchover || d.State == StateBootstrap) {
 			next = 0 // a multi-step change continues at once
 		}
-		timer.Reset(next)
+		timer.Reset(max(0, next-time.Since(started)))
 	}
 }
 
@@ -274,6 +286,7 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	members := e.cfg.Members()
 	views := e.observe(ctx, members)
+	e.noteReceivers(views, time.Now())
 	e.mu.Lock()
 	recorded := e.state.Primary
 	e.mu.Unlock()
@@ -292,9 +305,9 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	if view.Primary != "" {
 		if p, ok := view.instance(view.Primary); ok && p.Reachable() {
 			e.misses, e.lostSince = 0, time.Time{}
-		} else if now := time.Now(); e.misses == 0 || now.Sub(e.lastMiss) >= e.cfg.Interval*9/10 {
-			// Misses count at most once per interval, however often cycles are triggered,
-			// so detection takes about Interval × DetectionAttempts.
+		} else if now := time.Now(); e.misses == 0 || now.Sub(e.lastMiss) >= e.missSpacing()*9/10 {
+			// Misses count at most once per missSpacing, however often cycles are
+			// triggered, so detection is not sped up by pod events.
 			if e.misses == 0 {
 				e.lostSince = now
 			}
@@ -346,6 +359,44 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	return d, err
 }
 
+// lostPrimaryProbe bounds the probe of a primary that a failover in progress has fenced off.
+const lostPrimaryProbe = 100 * time.Millisecond
+
+// missSpacing is the time between probes of a primary that missed one: half the Interval.
+func (e *Engine) missSpacing() time.Duration { return e.cfg.Interval / 2 }
+
+// receiverSeen is a replica receiver's progress at an observation and since when it is
+// unchanged.
+type receiverSeen struct {
+	progress string
+	since    time.Time
+}
+
+// noteReceivers sets each replica's ReceiverSilentFor: how long its receiver's progress has
+// been the same over this engine's observations (it counts from the first observation that
+// saw it, so it never overstates the silence).
+func (e *Engine) noteReceivers(views []InstanceView, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range views {
+		v := &views[i]
+		addr := net.JoinHostPort(v.Host, strconv.Itoa(v.Port))
+		if v.Status == nil {
+			continue // not observed: keep what was seen
+		}
+		if v.Status.Replica == nil || v.Status.Replica.Progress == "" {
+			delete(e.receivers, addr) // not a replica, or its progress is unknown
+			continue
+		}
+		p := v.Status.Replica.Progress
+		if seen, ok := e.receivers[addr]; ok && seen.progress == p {
+			v.ReceiverSilentFor = now.Sub(seen.since)
+			continue
+		}
+		e.receivers[addr] = receiverSeen{progress: p, since: now}
+	}
+}
+
 // confirmAhead re-reads the primary when another instance seems to hold transactions it
 // lacks. Observations run in parallel, so a replica read a moment after the primary may have
 // received what the primary committed in between: that replica is not errant. A primary read
@@ -374,13 +425,27 @@ func (e *Engine) confirmAhead(ctx context.Context, members []Member, views []Ins
 func (e *Engine) observe(ctx context.Context, members []Member) []InstanceView {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.ObserveTimeout)
 	defer cancel()
+	// Once a failover has fenced the replicas, nothing it decides depends on the lost
+	// primary's answer: a hung one is not waited for at every step of the failover.
+	e.mu.Lock()
+	lost := ""
+	if f := e.state.Failover; f != nil && f.Fenced {
+		lost = f.From
+	}
+	e.mu.Unlock()
 	views := make([]InstanceView, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			views[i] = e.observeOne(ctx, m)
+			octx := ctx
+			if m.Name == lost {
+				var cancel context.CancelFunc
+				octx, cancel = context.WithTimeout(ctx, lostPrimaryProbe)
+				defer cancel()
+			}
+			views[i] = e.observeOne(octx, m)
 		}()
 	}
 	wg.Wait()

@@ -342,7 +342,18 @@ func (w *writer) missingOn(i int) (missing, acked int) {
 // runningCluster bootstraps a 3-instance cluster with table app.rows and runs the engine
 // loop until the test ends.
 func runningCluster(t *testing.T, extra ...Reporter) *harness {
+	return runningClusterWith(t, nil, extra...)
+}
+
+// runningClusterWith is runningCluster with the engine's configuration changed by tune
+// first (nil: the harness's fast detection, 200ms × 2).
+func runningClusterWith(t *testing.T, tune func(*Config), extra ...Reporter) *harness {
 	h := newHarness(t, 3)
+	if tune != nil {
+		h.e.Close()
+		tune(&h.cfg)
+		h.e = New(h.cfg, Persisted{})
+	}
 	if len(extra) > 0 {
 		h.e.cfg.Reporter = append(multiReporter{h}, extra...)
 	}

@@ -169,7 +169,7 @@ func TestServerEngineAndReplicationOverTLS(t *testing.T) {
 	h.createAppAccount()
 	app := appDB(t, db.Instances[0])
 
-	engineText := []string{"SHOW SLAVE STATUS", "gtid_binlog_pos", testAccounts.Operator.User}
+	engineText := []string{"SHOW ALL SLAVES STATUS", "gtid_binlog_pos", testAccounts.Operator.User}
 	mark := func(id int) string {
 		v := fmt.Sprintf("wire-marker-%d", id)
 		mustExec(t, app, "INSERT INTO app.rows (id, v) VALUES (?, ?)", id, v)

@@ -7,6 +7,7 @@ package topology
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
@@ -40,6 +41,12 @@ type InstanceView struct {
 	// ReplicationGeneration is the generation of the replication password the instance
 	// was last pointed at its source with ("" when unknown).
 	ReplicationGeneration string
+	// ReceiverSilentFor is how long the replica's receiver has got nothing from its
+	// source, neither an event nor a heartbeat (dbsql.ReplicaStatus.Progress unchanged over
+	// this engine's observations); 0 when it got something since the previous observation
+	// or when unknown. A receiver still "running" but silent for longer than the heartbeat
+	// period is not evidence that its source is alive.
+	ReceiverSilentFor time.Duration
 }
 
 // Reachable reports whether the instance answered.
