@@ -2,8 +2,8 @@
 # Installs the MariaDB server binaries that the real-server tests
 # (internal/dbsql/dbtest) start on loopback addresses: mariadbd,
 # mariadb-install-db, the client and mariadb-backup, from the distribution's
-# packages (Debian/Ubuntu, apt). Idempotent: does nothing when mariadbd,
-# mariadb-install-db, mariadb (client) and mariadb-backup are already installed.
+# packages (Debian/Ubuntu, apt), and sysbench, the real client of the benches.
+# Idempotent: does nothing when all of them are already installed.
 #
 #   hack/install-mariadb.sh
 #
@@ -19,8 +19,10 @@ find_bin() {
   return 1
 }
 
-# ip (iproute2) is for the local node's pod network (dolphin local and its tests).
-bins=(mariadbd mariadb-install-db mariadb mariadb-backup ip nsenter)
+# ip (iproute2) is for the local node's pod network (dolphin local and its tests); tc (also
+# iproute2) injects network delay and loss in the chaos suite; sysbench is the real client
+# the client-view benches and the chaos suite drive through the primary Service.
+bins=(mariadbd mariadb-install-db mariadb mariadb-backup ip nsenter tc sysbench)
 
 # all_found: true when every one of bins is installed; lists them in $found.
 all_found() {
@@ -53,7 +55,7 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 
-packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux)
+packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux sysbench)
 
 # Keep package scripts from starting the server: invoke-rc.d and
 # deb-systemd-invoke ask /usr/sbin/policy-rc.d, and exit code 101 means

@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
+)
+
+// sysbenchUser and sysbenchPassword are the application account sysbench runs as (declared
+// as a MySQLUser by declareSysbenchAccount): read_only stops it, as it stops any application.
+const sysbenchUser, sysbenchPassword = "sysbench", "Sysb3nch-Secret-77q"
+
+// declareSysbenchAccount declares the application account sysbench uses on database app
+// (declareAppAccount declares the database), with what oltp_read_write and its prepare step
+// need, and waits until Dolphin reports it applied.
+func (s *stack) declareSysbenchAccount(cluster string) {
+	s.t.Helper()
+	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster + "-sysbench-password"},
+		StringData: map[string]string{"password": sysbenchPassword}}
+	user := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster + "-sysbench"},
+		Spec: dolphinv1.MySQLUserSpec{Cluster: cluster, Name: sysbenchUser,
+			PasswordSecretKeyRef: &dolphinv1.SecretKeyReference{Name: pw.Name},
+			Grants:               []dolphinv1.Grant{{Privileges: []dolphinv1.Privilege{"SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "INDEX"}, Database: "app"}}}}
+	for _, o := range []client.Object{pw, user} {
+		if err := s.c.Create(s.ctx, o); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	testenv.Eventually(s.t, 60*time.Second, "MySQLUser sysbench of "+cluster+" applied", func() error {
+		if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(user), user); err != nil {
+			return err
+		}
+		if r := meta.FindStatusCondition(user.Status.Conditions, "Ready"); r == nil || r.Status != metav1.ConditionTrue {
+			return fmt.Errorf("not applied: %+v", r)
+		}
+		return nil
+	})
+}
+
+// sysbenchRun is Debian's sysbench running oltp_read_write through the primary Service,
+// with --mysql-ignore-errors=all (it reconnects after a lost connection, as an application
+// that survives failovers does) and a report every second.
+type sysbenchRun struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
+
+	mu      sync.Mutex
+	reports []sysbenchReport
+	output  []string // the last lines, for a failure message
+}
+
+// sysbenchReport is one of sysbench's per-second lines.
+type sysbenchReport struct {
+	at  time.Time // wall time of the end of the second it reports
+	tps float64
+}
+
+var sysbenchLine = regexp.MustCompile(`^\[ *(\d+)s \] thds: \d+ tps: ([0-9.]+)`)
+
+func sysbenchArgs(port int, threads int) []string {
+	return []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=127.0.0.1",
+		"--mysql-port=" + strconv.Itoa(port), "--mysql-user=" + sysbenchUser, "--mysql-password=" + sysbenchPassword,
+		"--mysql-db=app", "--tables=1", "--table-size=2000", "--threads=" + strconv.Itoa(threads)}
+}
+
+// startSysbench prepares the sysbench table through the primary Service and starts the run.
+func (s *stack) startSysbench(cluster string, threads int) *sysbenchRun {
+	s.t.Helper()
+	if _, err := exec.LookPath("sysbench"); err != nil {
+		s.t.Fatal("sysbench is not installed: hack/install-mariadb.sh installs it (make mariadb)")
+	}
+	port := s.servicePort(cluster + "-primary")
+	args := sysbenchArgs(port, threads)
+	testenv.Eventually(s.t, 60*time.Second, "sysbench prepare through the primary Service", func() error {
+		_ = exec.Command("sysbench", append(args, "cleanup")...).Run()
+		out, err := exec.Command("sysbench", append(args, "prepare")...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, tail(string(out), 5))
+		}
+		return nil
+	})
+	r := &sysbenchRun{t: s.t, done: make(chan struct{})}
+	r.cmd = exec.Command("sysbench", append(args, "--time=0", "--report-interval=1", "--mysql-ignore-errors=all", "run")...)
+	stdout, err := r.cmd.StdoutPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	r.cmd.Stderr = r.cmd.Stdout
+	if err := r.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	r.started = time.Now()
+	go func() {
+		defer close(r.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			r.mu.Lock()
+			r.output = append(r.output, line)
+			if len(r.output) > 40 {
+				r.output = r.output[1:]
+			}
+			if m := sysbenchLine.FindStringSubmatch(line); m != nil {
+				sec, _ := strconv.Atoi(m[1])
+				tps, _ := strconv.ParseFloat(m[2], 64)
+				r.reports = append(r.reports, sysbenchReport{at: r.started.Add(time.Duration(sec) * time.Second), tps: tps})
+			}
+			r.mu.Unlock()
+		}
+		_ = r.cmd.Wait()
+	}()
+	s.t.Cleanup(r.stop)
+	testenv.Eventually(s.t, 30*time.Second, "sysbench commits", func() error {
+		if _, ok := r.firstCommitAfter(r.started); !ok {
+			return fmt.Errorf("no second with tps > 0 yet: %s", r.lastLines(3))
+		}
+		return nil
+	})
+	return r
+}
+
+// firstCommitAfter returns the end of the first reported second that began at or after t and
+// committed transactions.
+func (r *sysbenchRun) firstCommitAfter(t time.Time) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rep := range r.reports {
+		if !rep.at.Add(-time.Second).Before(t) && rep.tps > 0 {
+			return rep.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// recovery waits up to within for sysbench to commit again after a fault at t and returns how
+// long that took (the end of the first second with commits, so up to a second more than the
+// real gap); ok is false when it did not recover.
+func (r *sysbenchRun) recovery(t time.Time, within time.Duration) (time.Duration, bool) {
+	for deadline := time.Now().Add(within + 2*time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if at, ok := r.firstCommitAfter(t); ok {
+			return at.Sub(t), at.Sub(t) <= within+time.Second
+		}
+	}
+	return 0, false
+}
+
+func (r *sysbenchRun) lastLines(n int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.output[max(0, len(r.output)-n):], "\n")
+}
+
+func (r *sysbenchRun) stop() {
+	if r.cmd.Process != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-r.done:
+	case <-time.After(5 * time.Second):
+		_ = r.cmd.Process.Kill()
+		<-r.done
+	}
+}
