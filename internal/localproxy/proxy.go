@@ -74,7 +74,30 @@ type listener struct {
 	// each was given; cancel ends a dial still under way.
 	conns map[net.Conn]*forwarded
 	next  atomic.Uint64
+	// dialing bounds the backend dials under way (maxDialsInFlight).
+	dialing slots
 }
+
+// slots is a counting semaphore that never waits.
+type slots chan struct{}
+
+// TryAcquire takes a slot if one is free.
+func (s slots) TryAcquire() bool {
+	select {
+	case s <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Release frees a slot taken by TryAcquire.
+func (s slots) Release() { <-s }
+
+// maxDialsInFlight bounds the backend dials one listener has under way. A client retrying
+// every millisecond against a backend whose accept queue is full (a server busy refusing
+// connections) would otherwise hold two descriptors per attempt for the whole dial timeout.
+const maxDialsInFlight = 128
 
 // forwarded is one client connection and where it goes.
 type forwarded struct {
@@ -259,7 +282,8 @@ func newListener(r Route, ln net.Listener, dialTimeout time.Duration) *listener 
 		dialTimeout = DefaultDialTimeout
 	}
 	return &listener{route: r, ln: ln, conns: map[net.Conn]*forwarded{},
-		dialer: net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive}}
+		dialer:  net.Dialer{Timeout: dialTimeout, KeepAlive: keepAlive},
+		dialing: make(slots, maxDialsInFlight)}
 }
 
 func (l *listener) setBackends(b []string) {
@@ -336,13 +360,30 @@ func (l *listener) forward(c net.Conn, log logr.Logger) {
 	backend, ok := l.track(c, cancel)
 	defer l.untrack(c)
 	if !ok || backend == "" {
-		_ = c.Close() // no ready endpoint: refuse, like a Service without endpoints
+		refuse(c) // no ready endpoint: refuse, like a Service without endpoints
 		return
 	}
+	if !l.dialing.TryAcquire() {
+		// More dials under way than a sane client needs: a reconnect storm against a
+		// backend that answers slowly. Refusing at once keeps the proxy's descriptors
+		// bounded; the client's next attempt gets a slot when the backend catches up.
+		refuse(c)
+		return
+	}
+	early := watchClient(c, cancel)
 	b, err := l.dialer.DialContext(ctx, "tcp", backend)
+	l.dialing.Release()
+	sent, clientErr := early.stop()
 	if err != nil {
-		log.V(1).Info("backend unreachable", "backend", backend, "error", err.Error())
+		if clientErr == nil { // the client did not leave first: the backend failed
+			log.V(1).Info("backend unreachable", "backend", backend, "error", err.Error())
+		}
+		refuse(c)
+		return
+	}
+	if clientErr != nil { // the client left while its backend was being dialed
 		_ = c.Close()
+		_ = b.Close()
 		return
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -357,6 +398,13 @@ func (l *listener) forward(c net.Conn, log logr.Logger) {
 		_ = b.Close()
 		return
 	}
+	if len(sent) > 0 { // what the client sent before the backend answered
+		if _, err := b.Write(sent); err != nil {
+			_ = c.Close()
+			_ = b.Close()
+			return
+		}
+	}
 	// Either side ending ends both: no half-open pair keeps its descriptors.
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(b, c); done <- struct{}{} }()
@@ -365,6 +413,57 @@ func (l *listener) forward(c net.Conn, log logr.Logger) {
 	_ = c.Close()
 	_ = b.Close()
 	<-done
+}
+
+// refuse closes a client connection the proxy cannot serve with a reset (SO_LINGER 0), as
+// a port without a listener would: the client learns at once, and a client that retries
+// every millisecond leaves no TIME_WAIT sockets behind on the proxy's side.
+func refuse(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// clientWatch reads from a client while its backend is being dialed, so that a client that
+// leaves (reconnect storms: a client giving up and retrying) ends the dial at once instead of
+// sitting in CLOSE-WAIT with a descriptor until the dial times out. MySQL clients send
+// nothing before the server's greeting; any byte a client does send is kept and forwarded.
+type clientWatch struct {
+	c    net.Conn
+	done chan struct{}
+	buf  [512]byte
+	n    int
+	err  error
+}
+
+func watchClient(c net.Conn, cancel context.CancelFunc) *clientWatch {
+	w := &clientWatch{c: c, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.n, w.err = c.Read(w.buf[:])
+		if w.err != nil && !isTimeout(w.err) {
+			cancel() // the client is gone: stop dialing for it
+		}
+	}()
+	return w
+}
+
+// stop ends the watch and returns what the client sent meanwhile, and the error that ended
+// its connection (nil while it is still there).
+func (w *clientWatch) stop() ([]byte, error) {
+	_ = w.c.SetReadDeadline(time.Now()) // ends a read still waiting
+	<-w.done
+	_ = w.c.SetReadDeadline(time.Time{})
+	if w.err != nil && isTimeout(w.err) {
+		return w.buf[:w.n], nil
+	}
+	return w.buf[:w.n], w.err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (l *listener) close() {

@@ -163,11 +163,6 @@ func TestEnvtestProxyFollowsEndpointSlices(t *testing.T) {
 	}
 }
 
-func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
-}
-
 // localIPv4 returns a non-loopback IPv4 address of this machine.
 func localIPv4(t *testing.T) string {
 	addrs, err := net.InterfaceAddrs()

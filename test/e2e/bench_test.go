@@ -24,7 +24,7 @@ import (
 // Service: the primary's server is hung (SIGSTOP) or killed (kill -9; the node restarts it) in
 // turn while an application writer records every acknowledged write, and the outage of a
 // round is the time from the fault to the acknowledgement of the first write sent after it.
-// Debian's sysbench (oltp_read_write, --mysql-ignore-errors=all) runs through the same
+// Debian's sysbench (oltp_read_write with a working reconnect, sysbenchScript) runs through the same
 // Service the whole time and must commit again after every fault. Between rounds the cluster
 // must be healthy again with no instance errant (a hung old primary is killed by Dolphin or,
 // at the latest, by the test). `make bench-local` runs it with DOLPHIN_BENCH_LOCAL_ROUNDS=K;
