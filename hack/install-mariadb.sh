@@ -20,9 +20,10 @@ find_bin() {
 }
 
 # ip (iproute2) is for the local node's pod network (dolphin local and its tests); tc (also
-# iproute2) injects network delay and loss in the chaos suite; sysbench is the real client
-# the client-view benches and the chaos suite drive through the primary Service.
-bins=(mariadbd mariadb-install-db mariadb mariadb-backup ip nsenter tc sysbench)
+# iproute2) and nft (nftables) inject network delay and packet loss in the chaos suite (netem
+# where the kernel has it; nft's random drop works on any kernel with nf_tables); sysbench is
+# the real client the client-view benches and the chaos suite drive through the primary Service.
+bins=(mariadbd mariadb-install-db mariadb mariadb-backup ip nsenter tc nft sysbench)
 
 # all_found: true when every one of bins is installed; lists them in $found.
 all_found() {
@@ -55,7 +56,7 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 
-packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux sysbench)
+packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux nftables sysbench)
 
 # Keep package scripts from starting the server: invoke-rc.d and
 # deb-systemd-invoke ask /usr/sbin/policy-rc.d, and exit code 101 means

@@ -16,15 +16,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 )
 
-// Schema creates the checker's tables in database db; run it once, on the primary, before Start.
+// Schema creates the checker's tables in database db (which must exist); run it once, through
+// the primary, before Start. The account needs CREATE, INSERT, UPDATE and SELECT on db.
 func Schema(db string) []string {
 	return []string{
-		"CREATE DATABASE IF NOT EXISTS " + db,
 		"CREATE TABLE IF NOT EXISTS " + db + ".writes (client INT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (client, seq))",
 		"CREATE TABLE IF NOT EXISTS " + db + ".counter (id INT PRIMARY KEY, v BIGINT NOT NULL)",
 		"INSERT IGNORE INTO " + db + ".counter VALUES (1, 0)",
@@ -44,6 +45,9 @@ type Options struct {
 	OpTimeout time.Duration
 	// Pause is how long a client waits after an error before it tries again (default 20 ms).
 	Pause time.Duration
+	// Interval is how long a writer waits between two writes (default 2 ms): it keeps the
+	// binary logs of a long run from filling the disk.
+	Interval time.Duration
 }
 
 func (o *Options) defaults() {
@@ -61,6 +65,9 @@ func (o *Options) defaults() {
 	}
 	if o.Pause <= 0 {
 		o.Pause = 20 * time.Millisecond
+	}
+	if o.Interval <= 0 {
+		o.Interval = 2 * time.Millisecond
 	}
 }
 
@@ -81,13 +88,31 @@ type Checker struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	mu         sync.Mutex
-	acks       []Ack
+	mu sync.Mutex
+	// acks are the acknowledged writes of the windows not judged yet (memory stays bounded
+	// over a long run: judged windows keep only their verdict and acked holds the rest).
+	acks []Ack
+	// acked is, per client, the set of acknowledged sequence numbers (a bitset).
+	acked map[int]*bitset
+	// nextSeq is, per client, the next sequence number it will send.
+	nextSeq    map[int]int64
+	marks      []mark
+	judged     int // windows before this index in marks have their verdict
 	floor      int64 // highest counter value known to be committed (acknowledged or read)
 	staleReads []StaleRead
 	reads      int
 	increments int
+	writes     int
 	lastErr    error
+}
+
+// mark is the start of one fault's window.
+type mark struct {
+	kind       string
+	at         time.Time
+	firstSeq   map[int]int64 // per client, the first sequence number sent in this window
+	splitBrain bool
+	before     *Ack // the last acknowledgement before the fault
 }
 
 // StaleRead is a read of the counter that returned less than a value known, before the read
@@ -96,13 +121,19 @@ type StaleRead struct {
 	At        time.Time
 	Got, Want int64
 	ServerID  uint32
+	// Fault is the kind of the fault whose window the read fell in ("" before the first).
+	Fault string
 }
 
 // Start runs the writers, the counter's incrementer and the readers against db (an
 // application account through the primary Service) until Stop.
 func Start(db *sql.DB, opts Options) *Checker {
 	opts.defaults()
-	c := &Checker{db: db, opts: opts, stop: make(chan struct{})}
+	c := &Checker{db: db, opts: opts, stop: make(chan struct{}), acked: map[int]*bitset{}, nextSeq: map[int]int64{}}
+	for i := range opts.Writers {
+		c.acked[i+1] = &bitset{}
+		c.nextSeq[i+1] = 1
+	}
 	for i := range opts.Writers {
 		c.wg.Add(1)
 		go c.writer(i + 1)
@@ -193,6 +224,9 @@ func (c *Checker) writer(client int) {
 				return
 			}
 		}
+		c.mu.Lock()
+		c.nextSeq[client] = seq + 1
+		c.mu.Unlock()
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.OpTimeout)
 		_, err := s.conn.ExecContext(ctx, "INSERT INTO "+c.opts.Database+".writes VALUES (?, ?)", client, seq)
@@ -206,11 +240,14 @@ func (c *Checker) writer(client int) {
 		}
 		c.mu.Lock()
 		c.acks = append(c.acks, Ack{Client: client, Seq: seq, ServerID: s.serverID, Sent: sent, Answered: time.Now()})
+		c.acked[client].set(seq)
+		c.writes++
 		c.mu.Unlock()
 		if c.stopped() {
 			s.drop()
 			return
 		}
+		time.Sleep(c.opts.Interval)
 	}
 }
 
@@ -275,7 +312,7 @@ func (c *Checker) reader() {
 		c.mu.Lock()
 		c.reads++
 		if v < floor {
-			c.staleReads = append(c.staleReads, StaleRead{At: time.Now(), Got: v, Want: floor, ServerID: s.serverID})
+			c.staleReads = append(c.staleReads, StaleRead{At: time.Now(), Got: v, Want: floor, ServerID: s.serverID, Fault: c.currentKindLocked()})
 		}
 		c.floor = max(c.floor, v)
 		c.mu.Unlock()
@@ -286,7 +323,8 @@ func (c *Checker) reader() {
 	}
 }
 
-// Acks returns a copy of the acknowledged writes, in the order they were answered.
+// Acks returns a copy of the acknowledged writes of the windows not judged yet (the current
+// and, until the next Mark, the previous fault's), in the order they were answered.
 func (c *Checker) Acks() []Ack {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -302,15 +340,95 @@ func (c *Checker) StaleReads() []StaleRead {
 	return append([]StaleRead(nil), c.staleReads...)
 }
 
-// Counts returns how many counter reads and increments succeeded.
-func (c *Checker) Counts() (reads, increments int) {
+// Counts returns how many writes were acknowledged and how many counter reads and increments
+// succeeded.
+func (c *Checker) Counts() (writes, reads, increments int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.reads, c.increments
+	return c.writes, c.reads, c.increments
+}
+
+// Mark records that a fault of kind is injected at at (call it just before injecting): it
+// opens the fault's window and judges the windows that can no longer change (every write
+// sent in them answered or given up, OpTimeout ago).
+func (c *Checker) Mark(kind string, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := mark{kind: kind, at: at, firstSeq: map[int]int64{}}
+	for client, seq := range c.nextSeq {
+		m.firstSeq[client] = seq
+	}
+	for i := range c.acks {
+		if a := &c.acks[i]; a.Sent.Before(at) && (m.before == nil || a.Answered.After(m.before.Answered)) {
+			b := *a
+			m.before = &b
+		}
+	}
+	c.marks = append(c.marks, m)
+	c.judgeLocked(at.Add(-2 * c.opts.OpTimeout))
+}
+
+// judgeLocked gives its verdict on every window that ended before settled and forgets its
+// acknowledgements.
+func (c *Checker) judgeLocked(settled time.Time) {
+	for c.judged < len(c.marks) {
+		end := time.Time{}
+		if c.judged+1 < len(c.marks) {
+			end = c.marks[c.judged+1].at
+		}
+		if end.IsZero() || !end.Before(settled) {
+			return
+		}
+		m := &c.marks[c.judged]
+		var in []Ack
+		if m.before != nil {
+			in = append(in, *m.before)
+		}
+		for _, a := range c.acks {
+			if !a.Sent.Before(m.at) && a.Sent.Before(end) {
+				in = append(in, a)
+			}
+		}
+		m.splitBrain = SplitBrainWindows(in, []time.Time{m.at}) > 0
+		kept := c.acks[:0]
+		for _, a := range c.acks {
+			if !a.Sent.Before(end) {
+				kept = append(kept, a) // a later window's (the last before a fault is in its mark)
+			}
+		}
+		c.acks = kept
+		c.judged++
+	}
+}
+
+func (c *Checker) currentKindLocked() string {
+	if len(c.marks) == 0 {
+		return ""
+	}
+	return c.marks[len(c.marks)-1].kind
+}
+
+// Outage is the longest stretch without any acknowledged write between at (a fault) and
+// until: the write outage the fault caused in the clients' view. A client acknowledged just
+// after the fault by the server it hit does not hide the gap that follows.
+func (c *Checker) Outage(at, until time.Time) time.Duration {
+	var answered []time.Time
+	for _, a := range c.Acks() {
+		if !a.Answered.Before(at) && !a.Answered.After(until) {
+			answered = append(answered, a.Answered)
+		}
+	}
+	slices.SortFunc(answered, func(a, b time.Time) int { return a.Compare(b) })
+	longest, prev := time.Duration(0), at
+	for _, t := range append(answered, until) {
+		longest = max(longest, t.Sub(prev))
+		prev = t
+	}
+	return longest
 }
 
 // FirstAckOfWriteSentAfter is when the first write sent at or after t was acknowledged, by
-// any writer: the end of the outage a fault at t caused in the client's view.
+// any writer.
 func (c *Checker) FirstAckOfWriteSentAfter(t time.Time) (time.Time, bool) {
 	var first time.Time
 	for _, a := range c.Acks() {
@@ -321,33 +439,100 @@ func (c *Checker) FirstAckOfWriteSentAfter(t time.Time) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// Lost returns the acknowledged writes missing from db (read from the final primary).
-func (c *Checker) Lost(ctx context.Context, db *sql.DB) ([]Ack, error) {
+// Verdict is what the checker found, per fault kind ("" is the time before the first fault).
+type Verdict struct {
+	Lost       map[string]int
+	SplitBrain map[string]int
+	StaleReads map[string]int
+}
+
+// Finish stops the clients, judges every window and compares the acknowledged writes with what
+// db (the final primary) holds.
+func (c *Checker) Finish(ctx context.Context, db *sql.DB) (Verdict, error) {
+	c.Stop()
+	c.mu.Lock()
+	c.marks = append(c.marks, mark{at: time.Now().Add(time.Hour)}) // closes the last window
+	c.judgeLocked(time.Now().Add(2 * time.Hour))
+	c.marks = c.marks[:len(c.marks)-1]
+	c.mu.Unlock()
+	v := Verdict{Lost: map[string]int{}, SplitBrain: map[string]int{}, StaleReads: map[string]int{}}
+	for _, m := range c.marks {
+		if m.splitBrain {
+			v.SplitBrain[m.kind]++
+		}
+	}
+	for _, r := range c.StaleReads() {
+		v.StaleReads[r.Fault]++
+	}
+	have := map[int]*bitset{}
+	for client := range c.acked {
+		have[client] = &bitset{}
+	}
 	rows, err := db.QueryContext(ctx, "SELECT client, seq FROM "+c.opts.Database+".writes")
 	if err != nil {
-		return nil, fmt.Errorf("reading the written rows: %w", err)
+		return v, fmt.Errorf("reading the written rows: %w", err)
 	}
 	defer rows.Close()
-	type key struct {
-		client int
-		seq    int64
-	}
-	have := map[key]bool{}
 	for rows.Next() {
-		var k key
-		if err := rows.Scan(&k.client, &k.seq); err != nil {
-			return nil, fmt.Errorf("reading the written rows: %w", err)
+		var client int
+		var seq int64
+		if err := rows.Scan(&client, &seq); err != nil {
+			return v, fmt.Errorf("reading the written rows: %w", err)
 		}
-		have[k] = true
+		if b := have[client]; b != nil {
+			b.set(seq)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading the written rows: %w", err)
+		return v, fmt.Errorf("reading the written rows: %w", err)
 	}
-	var lost []Ack
-	for _, a := range c.Acks() {
-		if !have[key{a.Client, a.Seq}] {
-			lost = append(lost, a)
+	for client, acked := range c.acked {
+		for seq := range acked.members() {
+			if !have[client].has(seq) {
+				v.Lost[c.kindOfSeq(client, seq)]++
+			}
 		}
 	}
-	return lost, nil
+	return v, nil
+}
+
+// kindOfSeq is the fault kind whose window a client's write was sent in.
+func (c *Checker) kindOfSeq(client int, seq int64) string {
+	kind := ""
+	for _, m := range c.marks {
+		if seq >= m.firstSeq[client] {
+			kind = m.kind
+		}
+	}
+	return kind
+}
+
+// bitset is a set of positive sequence numbers.
+type bitset struct{ words []uint64 }
+
+func (b *bitset) set(n int64) {
+	i := int(n / 64)
+	for len(b.words) <= i {
+		b.words = append(b.words, 0)
+	}
+	b.words[i] |= 1 << uint(n%64)
+}
+
+func (b *bitset) has(n int64) bool {
+	i := int(n / 64)
+	return i < len(b.words) && b.words[i]&(1<<uint(n%64)) != 0
+}
+
+// members yields the set's numbers in order.
+func (b *bitset) members() func(func(int64) bool) {
+	return func(yield func(int64) bool) {
+		for i, w := range b.words {
+			for j := 0; w != 0; j++ {
+				if w&1 != 0 && !yield(int64(i*64+j)) {
+					return
+				}
+				w >>= 1
+			}
+		}
+	}
 }

@@ -34,7 +34,7 @@ func startTwoServers(t *testing.T) (*dbtest.Cluster, *sql.DB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, q := range Schema("chaos") {
+		for _, q := range append([]string{"CREATE DATABASE chaos"}, Schema("chaos")...) {
 			if _, err := db.Exec(q); err != nil {
 				t.Fatal(err)
 			}
@@ -94,22 +94,24 @@ func TestServerCheckerHealthy(t *testing.T) {
 	c := Start(db, Options{})
 	waitAcks(t, c, 100)
 	fault := time.Now()
+	c.Mark("kill-sessions", fault)
 	killClients(t, cl.Instances[0]) // every client reconnects to the same server
 	waitAcks(t, c, len(c.Acks())+100)
-	c.Stop()
+	outage := c.Outage(fault, time.Now())
 	final, _ := sql.Open("mysql", cl.Instances[0].RootDSN(""))
 	defer final.Close()
-	lost, err := c.Lost(context.Background(), final)
+	v, err := c.Finish(context.Background(), final)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads, incs := c.Counts()
-	at, ok := c.FirstAckOfWriteSentAfter(fault)
-	if len(lost) != 0 || len(c.StaleReads()) != 0 || SplitBrainWindows(c.Acks(), []time.Time{fault}) != 0 || reads == 0 || incs == 0 || !ok {
-		t.Fatalf("lost %d, stale %d, split brain %d, reads %d, increments %d, recovered %v", len(lost), len(c.StaleReads()),
-			SplitBrainWindows(c.Acks(), []time.Time{fault}), reads, incs, ok)
+	writes, reads, incs := c.Counts()
+	if len(v.Lost) != 0 || len(v.StaleReads) != 0 || len(v.SplitBrain) != 0 || reads == 0 || incs == 0 {
+		t.Fatalf("verdict %+v, reads %d, increments %d", v, reads, incs)
 	}
-	t.Logf("%d writes, %d reads, %d increments; outage of a session kill %s", len(c.Acks()), reads, incs, at.Sub(fault).Round(time.Millisecond))
+	if outage > time.Second {
+		t.Errorf("outage of a session kill %s", outage)
+	}
+	t.Logf("%d writes, %d reads, %d increments; outage of a session kill %s", writes, reads, incs, outage.Round(time.Millisecond))
 }
 
 // The checker must see what it is there to see: the Service moved to a server that never had
@@ -120,28 +122,27 @@ func TestServerCheckerDetectsLossStaleReadsAndSplitBrain(t *testing.T) {
 	a, b := cl.Instances[0], cl.Instances[1]
 	c := Start(db, Options{})
 	waitAcks(t, c, 100)
-	fault := time.Now()
+	c.Mark("failover", time.Now())
 	switchTarget.Store(b.Addr()) // a "failover" to a server without A's writes
 	killClients(t, a)
 	waitAcks(t, c, len(c.Acks())+100)
 	switchTarget.Store(a.Addr()) // and back, within the same window: both accepted writes
 	killClients(t, b)
 	waitAcks(t, c, len(c.Acks())+100)
-	c.Stop()
 	final, _ := sql.Open("mysql", b.RootDSN(""))
 	defer final.Close()
-	lost, err := c.Lost(context.Background(), final)
+	v, err := c.Finish(context.Background(), final)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lost) == 0 {
-		t.Error("no lost writes reported although B never had A's")
+	if v.Lost["failover"] == 0 || v.Lost[""] == 0 {
+		t.Errorf("lost writes %v: want some before the fault (B never had A's) and after it (A's again)", v.Lost)
 	}
-	if len(c.StaleReads()) == 0 {
-		t.Error("no stale read reported although B's counter was behind A's")
+	if v.StaleReads["failover"] == 0 {
+		t.Errorf("stale reads %v: want some after the fault (B's counter was behind A's)", v.StaleReads)
 	}
-	if n := SplitBrainWindows(c.Acks(), []time.Time{fault}); n != 1 {
-		t.Errorf("%d split-brain windows, want 1 (A, then B, then A again after one fault)", n)
+	if v.SplitBrain["failover"] != 1 || len(v.SplitBrain) != 1 {
+		t.Errorf("split brain %v, want failover: 1 (A, then B, then A again after one fault)", v.SplitBrain)
 	}
-	t.Logf("lost %d, stale reads %d", len(lost), len(c.StaleReads()))
+	t.Logf("verdict %+v", v)
 }

@@ -45,3 +45,44 @@ func TestLine(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+func TestBitset(t *testing.T) {
+	var b bitset
+	for _, n := range []int64{1, 63, 64, 65, 1000} {
+		b.set(n)
+	}
+	var got []int64
+	for n := range b.members() {
+		got = append(got, n)
+	}
+	if len(got) != 5 || got[0] != 1 || got[4] != 1000 || !b.has(64) || b.has(2) || b.has(5000) {
+		t.Errorf("members %v", got)
+	}
+}
+
+// Judged windows give their acknowledgements back: a long run keeps at most two windows'.
+func TestMarkForgetsJudgedWindows(t *testing.T) {
+	t0 := time.Now().Add(-time.Hour)
+	c := &Checker{opts: Options{OpTimeout: time.Second}, acked: map[int]*bitset{1: {}}, nextSeq: map[int]int64{1: 1}}
+	seq := int64(0)
+	for w := range 5 {
+		start := t0.Add(time.Duration(w) * time.Minute)
+		c.Mark("kill9", start)
+		for i := range 100 {
+			seq++
+			sent := start.Add(time.Duration(i) * 100 * time.Millisecond)
+			c.acks = append(c.acks, Ack{Client: 1, Seq: seq, ServerID: uint32(1 + w%2), Sent: sent, Answered: sent.Add(time.Millisecond)})
+		}
+		c.nextSeq[1] = seq + 1
+	}
+	// The window a Mark closes is judged at the next Mark (writes sent just before a fault may
+	// still be answered after it): the last two windows are kept, the first three judged.
+	if len(c.acks) != 200 || c.judged != 3 {
+		t.Errorf("%d acknowledgements kept, %d windows judged; want the last two windows' (200), 3 judged", len(c.acks), c.judged)
+	}
+	for _, m := range c.marks[:3] {
+		if m.splitBrain {
+			t.Errorf("window at %v judged split brain: one server per window, alternating by window", m.at)
+		}
+	}
+}
