@@ -25,18 +25,33 @@ ffi.cdef [[int usleep(unsigned int usec);]]
 local lost = { [2002] = true, [2003] = true, [2006] = true, [2011] = true, [2013] = true,
                [2055] = true, [1927] = true }
 
-local function reconnect()
+-- forget_statements closes the prepared statements and empties their tables (as thread_init
+-- made them), so that none is closed twice when preparing fails part way.
+local function forget_statements()
    pcall(close_statements)
-   pcall(function() con:disconnect() end)
+   stmt = {}
+   param = {}
+   for t = 1, sysbench.opt.tables do
+      stmt[t] = {}
+      param[t] = {}
+   end
+end
+
+-- reconnect replaces the connection until a new one is made and the statements are prepared
+-- on it: the new connection can be lost too (the endpoint moved again, a server fenced).
+local function reconnect()
    while true do
+      forget_statements()
+      pcall(function() con:disconnect() end)
       local ok, c = pcall(drv.connect, drv)
       if ok then
          con = c
-         break
+         if pcall(prepare_statements) then
+            return
+         end
       end
       ffi.C.usleep(10000)
    end
-   prepare_statements()
 end
 
 -- A lost connection is replaced; every other error restarts the transaction.

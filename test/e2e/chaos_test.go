@@ -1,0 +1,356 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/chaos"
+	"github.com/dolphin-operator/dolphin/internal/controller"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
+)
+
+// chaosUser is the checker's application account (MariaDB's read_only stops it).
+const chaosUser, chaosPassword = "chaos", "Ch4os-Checker-Secret-19"
+
+// chaosFault is one kind of fault the suite injects into the primary of a running cluster.
+// inject starts it and returns what ends it; heal runs once the client-view outage is measured.
+type chaosFault struct {
+	name   string
+	inject func(s *stack, key client.ObjectKey) (heal func())
+}
+
+// chaosFaults are the fault kinds, each injected with the real tool.
+var chaosFaults = []chaosFault{
+	{"kill9", func(s *stack, key client.ObjectKey) func() {
+		signalServer(s, s.currentPrimary(key), syscall.SIGKILL)
+		return func() {}
+	}},
+	{"sigstop", func(s *stack, key client.ObjectKey) func() {
+		old := s.currentPrimary(key)
+		pid := signalServer(s, old, syscall.SIGSTOP)
+		return func() { s.killAfterFailover(key, old, pid) }
+	}},
+	{"partition", func(s *stack, key client.ObjectKey) func() {
+		old := s.currentPrimary(key)
+		veth := s.podVeth(old)
+		if out, err := exec.Command("ip", "link", "set", "dev", veth, "down").CombinedOutput(); err != nil {
+			s.t.Fatalf("partition %s: %v: %s", old, err, out)
+		}
+		return func() {
+			s.waitPrimaryNot(key, old)
+			time.Sleep(5 * time.Second) // the partition outlasts the failover
+			// Dolphin deleted the lost primary's pod, or will once the node hears it: a
+			// re-created pod has a new link, and this one may be gone.
+			_ = exec.Command("ip", "link", "set", "dev", veth, "up").Run()
+		}
+	}},
+	{"netem-delay", func(s *stack, key client.ObjectKey) func() {
+		veth := s.podVeth(s.currentPrimary(key))
+		if out, err := exec.Command("tc", "qdisc", "add", "dev", veth, "root", "netem", "delay", "50ms", "10ms").CombinedOutput(); err != nil {
+			s.t.Fatalf("tc netem on %s: %v: %s", veth, err, out)
+		}
+		return func() {
+			time.Sleep(8 * time.Second)
+			_ = exec.Command("tc", "qdisc", "del", "dev", veth, "root").Run()
+		}
+	}},
+	{"packet-loss", func(s *stack, key client.ObjectKey) func() {
+		// 30% of the packets the primary's pod sends dropped, with nftables' random numbers
+		// on the ingress hook of its veth (works where tc netem is missing).
+		veth := s.podVeth(s.currentPrimary(key))
+		for _, args := range [][]string{
+			{"add", "table", "netdev", "dolphin_chaos"},
+			{"add", "chain", "netdev", "dolphin_chaos", "loss", "{ type filter hook ingress device \"" + veth + "\" priority 0 ; }"},
+			{"add", "rule", "netdev", "dolphin_chaos", "loss", "numgen", "random", "mod", "100", "<", "30", "drop"},
+		} {
+			if out, err := exec.Command("nft", args...).CombinedOutput(); err != nil {
+				s.t.Fatalf("nft %s: %v: %s", strings.Join(args, " "), err, out)
+			}
+		}
+		return func() {
+			time.Sleep(8 * time.Second)
+			_ = exec.Command("nft", "delete", "table", "netdev", "dolphin_chaos").Run()
+		}
+	}},
+	{"operator-restart-failover", func(s *stack, key client.ObjectKey) func() {
+		old := s.currentPrimary(key)
+		pid := signalServer(s, old, syscall.SIGSTOP)
+		time.Sleep(1500 * time.Millisecond) // detection under way
+		s.restartLocalProcess("operator")
+		return func() { s.killAfterFailover(key, old, pid) }
+	}},
+	{"operator-restart-switchover", func(s *stack, key client.ObjectKey) func() {
+		old := s.currentPrimary(key)
+		s.patchCluster(key, func(c *dolphinv1.MySQLCluster) {
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[controller.SwitchoverAnnotation] = "auto"
+		})
+		time.Sleep(300 * time.Millisecond) // the operator is fencing or promoting
+		s.restartLocalProcess("operator")
+		return func() { s.waitPrimaryNot(key, old) }
+	}},
+	{"apiserver-restart", func(s *stack, key client.ObjectKey) func() {
+		s.restartLocalProcess("kube-apiserver")
+		return func() {}
+	}},
+}
+
+// TestChaos injects every fault kind into the primary of a 3-instance cluster on `dolphin
+// local`, DOLPHIN_CHAOS_ROUNDS rounds each (1 when unset: the short version `make test`
+// runs), while the checker's clients (internal/chaos) write and read through the primary
+// Service and sysbench runs beside them. It prints one line per fault kind and fails on a lost
+// acknowledged write, a split-brain window, a stale read, sysbench not committing again within
+// 30 s, or a cluster not healthy again within 4 minutes.
+func TestChaos(t *testing.T) {
+	rounds := 1
+	if n, err := strconv.Atoi(os.Getenv("DOLPHIN_CHAOS_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	kinds := slices.Clone(chaosFaults)
+	if only := os.Getenv("DOLPHIN_CHAOS_FAULTS"); only != "" {
+		kinds = slices.DeleteFunc(kinds, func(f chaosFault) bool {
+			return !slices.Contains(strings.Split(only, ","), f.name)
+		})
+	}
+	s := upStack(t)
+	if !netemAvailable() {
+		// This kernel was built without sch_netem (tc answers "Specified qdisc kind is
+		// unknown"): no delay can be injected; packet-loss (nftables) still runs.
+		t.Log("chaos fault=netem-delay skipped: the kernel has no sch_netem")
+		kinds = slices.DeleteFunc(kinds, func(f chaosFault) bool { return f.name == "netem-delay" })
+	}
+	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "chaos"},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete}}}
+	if err := s.c.Create(s.ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	testenv.Eventually(t, 180*time.Second, "cluster Ready", func() error { return s.chaosHealthy(key) })
+	s.primaryWithTable("chaos") // declares database app and the application account
+	s.declareAccount("chaos", chaosUser, chaosPassword, "SELECT", "INSERT", "UPDATE", "CREATE")
+	db := s.sqlDBAs(chaosUser, chaosPassword, "127.0.0.1:"+strconv.Itoa(s.servicePort("chaos-primary")))
+	for _, q := range chaos.Schema("app") {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.declareSysbenchAccount("chaos")
+	sb := s.startSysbench("chaos", 4)
+	checker := chaos.Start(db, chaos.Options{Database: "app"})
+	defer checker.Stop()
+
+	outages := map[string][]time.Duration{}
+	errant := map[string]int{}
+	for r := 1; r <= rounds; r++ {
+		for _, f := range kinds {
+			testenv.Eventually(t, 240*time.Second, "healthy before "+f.name, func() error { return s.chaosHealthy(key) })
+			time.Sleep(time.Second) // steady load before the fault
+			old := s.currentPrimary(key)
+			at := time.Now()
+			checker.Mark(f.name, at)
+			heal := f.inject(s, key)
+			testenv.Eventually(t, 120*time.Second, f.name+": a write sent after the fault acknowledged", func() error {
+				if _, ok := checker.FirstAckOfWriteSentAfter(at); !ok {
+					return fmt.Errorf("not yet (%v)", checker.LastError())
+				}
+				return nil
+			})
+			heal()
+			rec, ok := sb.recovery(at, 30*time.Second)
+			if !ok {
+				t.Fatalf("round %d (%s): sysbench did not commit again within 30 s of the fault (the checker's writers' longest gap %.2fs):\n%s\n%s",
+					r, f.name, checker.Outage(at, time.Now()).Seconds(), sb.lastLines(15), s.primaryServiceState("chaos"))
+			}
+			sawErrant := false
+			testenv.Eventually(t, 240*time.Second, f.name+": healthy again", func() error {
+				var c dolphinv1.MySQLCluster
+				if err := s.c.Get(s.ctx, key, &c); err == nil && c.Status.Topology != nil && len(c.Status.Topology.ErrantInstances) > 0 {
+					sawErrant = true
+				}
+				return s.chaosHealthy(key)
+			})
+			if sawErrant {
+				errant[f.name]++
+			}
+			// The outage: the longest stretch without an acknowledged write from the fault
+			// until the cluster is healthy again.
+			outage := checker.Outage(at, time.Now())
+			outages[f.name] = append(outages[f.name], outage)
+			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs, sysbench committing again after %.0fs, errant on the way: %v",
+				r, f.name, old, s.currentPrimary(key), outage.Seconds(), rec.Seconds(), sawErrant)
+		}
+	}
+	final := s.sqlDBAs(chaosUser, chaosPassword, "127.0.0.1:"+strconv.Itoa(s.servicePort("chaos-primary")))
+	v, err := checker.Finish(s.ctx, final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lostBy, splitBy, staleBy := v.Lost, v.SplitBrain, v.StaleReads
+	var lines []string
+	failed := false
+	for _, f := range kinds {
+		line := chaos.Line(f.name, outages[f.name], lostBy[f.name], splitBy[f.name], staleBy[f.name])
+		lines = append(lines, line)
+		failed = failed || lostBy[f.name] > 0 || splitBy[f.name] > 0 || staleBy[f.name] > 0
+	}
+	writes, reads, incs := checker.Counts()
+	summary := fmt.Sprintf("chaos writes=%d reads=%d increments=%d lost_before_faults=%d errant_on_the_way=%v", writes, reads, incs, lostBy[""], errant)
+	lines = append(lines, summary)
+	for _, l := range lines {
+		t.Log(l)
+	}
+	if out := os.Getenv("DOLPHIN_CHAOS_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if failed || lostBy[""] > 0 || staleBy[""] > 0 || splitBy[""] > 0 {
+		t.Errorf("the checker found lost writes, split brain or stale reads: %+v", v)
+	}
+	if faults := rounds * len(kinds); writes < 100*faults || reads == 0 || incs == 0 {
+		t.Errorf("too little load to judge: %d writes, %d reads, %d increments over %d faults", writes, reads, incs, faults)
+	}
+}
+
+// netemAvailable reports whether tc can attach a netem qdisc (to a throwaway dummy device).
+func netemAvailable() bool {
+	const dev = "dlchaosprobe"
+	if exec.Command("ip", "link", "add", dev, "type", "dummy").Run() != nil {
+		return false
+	}
+	defer exec.Command("ip", "link", "del", dev).Run()
+	return exec.Command("tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", "1ms").Run() == nil
+}
+
+// primaryServiceState describes the pods' roles and the primary Service's endpoints (for a
+// failure message).
+func (s *stack) primaryServiceState(cluster string) string {
+	var b strings.Builder
+	for _, p := range s.clusterPods(cluster) {
+		fmt.Fprintf(&b, "pod %s ip %s labels %v deleting %v\n", p.Name, p.Status.PodIP, p.Labels, p.DeletionTimestamp != nil)
+	}
+	var slices_ discoveryv1.EndpointSliceList
+	if err := s.c.List(s.ctx, &slices_, client.InNamespace(s.ns), client.MatchingLabels{discoveryv1.LabelServiceName: cluster + "-primary"}); err == nil {
+		for _, sl := range slices_.Items {
+			for _, e := range sl.Endpoints {
+				fmt.Fprintf(&b, "endpoint %v ready %v\n", e.Addresses, e.Conditions.Ready != nil && *e.Conditions.Ready)
+			}
+		}
+	}
+	return b.String()
+}
+
+// chaosHealthy is nil when the cluster is Ready with a Healthy topology and no errant instance.
+func (s *stack) chaosHealthy(key client.ObjectKey) error {
+	var c dolphinv1.MySQLCluster
+	if err := s.c.Get(s.ctx, key, &c); err != nil {
+		return err
+	}
+	if !meta.IsStatusConditionTrue(c.Status.Conditions, "Ready") || c.Status.Topology == nil ||
+		len(c.Status.Topology.ErrantInstances) > 0 || c.Status.Topology.State != "Healthy" {
+		return fmt.Errorf("phase %s topology %+v", c.Status.Phase, c.Status.Topology)
+	}
+	return nil
+}
+
+// signalServer sends sig to the server of pod and returns its PID.
+func signalServer(s *stack, pod string, sig syscall.Signal) int {
+	s.t.Helper()
+	pid := s.serverPID(pod)
+	if err := syscall.Kill(pid, sig); err != nil {
+		s.t.Fatalf("%v to %s (pid %d): %v", sig, pod, pid, err)
+	}
+	return pid
+}
+
+// waitPrimaryNot waits until another instance than old is the primary.
+func (s *stack) waitPrimaryNot(key client.ObjectKey, old string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, 90*time.Second, "a primary other than "+old, func() error {
+		if p := s.currentPrimary(key); p == old || p == "" {
+			return fmt.Errorf("primary %q", p)
+		}
+		return nil
+	})
+}
+
+// killAfterFailover waits for the failover away from a hung primary, then kills its server
+// (Dolphin may have deleted the pod, and so the process, already).
+func (s *stack) killAfterFailover(key client.ObjectKey, old string, pid int) {
+	s.t.Helper()
+	s.waitPrimaryNot(key, old)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		s.t.Errorf("killing the hung server of %s: %v", old, err)
+	}
+}
+
+// podVeth is the host end of a pod's veth pair (the local node names it after the bridge and
+// the pod's UID).
+func (s *stack) podVeth(pod string) string {
+	s.t.Helper()
+	var p corev1.Pod
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
+		s.t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(p.UID))
+	return e2eBridge + hex.EncodeToString(sum[:])[:15-len(e2eBridge)]
+}
+
+// restartLocalProcess kills one process of `dolphin local` (kill -9) and has `dolphin local
+// up` start it again, as a supervisor would.
+func (s *stack) restartLocalProcess(name string) {
+	s.t.Helper()
+	before := s.process(name)
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		s.t.Fatalf("killing %s: %v", name, err)
+	}
+	s.run("local", "up", "--dir", s.dir, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	if s.process(name).PID == before.PID {
+		s.t.Fatalf("%s was not restarted", name)
+	}
+}
+
+// declareAccount declares an application account on database app with the given privileges
+// and waits until Dolphin reports it applied.
+func (s *stack) declareAccount(cluster, user, password string, privileges ...dolphinv1.Privilege) {
+	s.t.Helper()
+	pw := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster + "-" + user + "-password"},
+		StringData: map[string]string{"password": password}}
+	u := &dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster + "-" + user},
+		Spec: dolphinv1.MySQLUserSpec{Cluster: cluster, Name: user,
+			PasswordSecretKeyRef: &dolphinv1.SecretKeyReference{Name: pw.Name},
+			Grants:               []dolphinv1.Grant{{Privileges: privileges, Database: "app"}}}}
+	for _, o := range []client.Object{pw, u} {
+		if err := s.c.Create(s.ctx, o); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	testenv.Eventually(s.t, 60*time.Second, "MySQLUser "+user+" of "+cluster+" applied", func() error {
+		if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return err
+		}
+		if r := meta.FindStatusCondition(u.Status.Conditions, "Ready"); r == nil || r.Status != metav1.ConditionTrue {
+			return fmt.Errorf("not applied: %+v", r)
+		}
+		return nil
+	})
+}
