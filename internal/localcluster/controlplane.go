@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -171,7 +172,7 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 		return nil, err
 	}
 
-	if st.BinDir == binDir && cp.healthy(ctx) {
+	if st.BinDir == binDir && (cp.healthy(ctx) || cp.restartDead(ctx, opts) == nil) {
 		cp.Reused = true
 		// Rewrite the kubeconfigs in case a user deleted or edited them.
 		if err := cp.writeKubeconfigs(); err != nil {
@@ -206,6 +207,52 @@ func (cp *ControlPlane) healthy(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// restartDead starts again, on their recorded ports, data and certificates, the control-plane
+// components that died, and leaves every other process running — the local node and its
+// Service proxy above all: a Kubernetes API server that restarts does not take kube-proxy's
+// rules or the kubelet's pods with it, and clients of the Services must not notice either.
+// It gives up (the caller then starts everything afresh) when no component runs any more, when
+// one runs but does not answer, or when a restart fails.
+func (cp *ControlPlane) restartDead(ctx context.Context, opts Options) error {
+	alive := 0
+	for _, name := range controlPlaneComponents {
+		if cp.Process(name).Alive() {
+			alive++
+		}
+	}
+	if alive == 0 {
+		return errors.New("no component runs: start afresh")
+	}
+	for _, name := range controlPlaneComponents {
+		p := cp.Process(name)
+		if p == nil {
+			return fmt.Errorf("%s was never recorded", name)
+		}
+		if p.Alive() {
+			if err := p.Probe.Check(ctx, cp.PKI); err != nil {
+				return fmt.Errorf("%s runs but does not answer: %w", name, err)
+			}
+			continue
+		}
+		at := slices.Index(cp.state.Processes, p)
+		cp.state.Processes = slices.Delete(cp.state.Processes, at, at+1)
+		if err := cp.startGroup(ctx, opts, []string{name}); err != nil {
+			return fmt.Errorf("restarting %s: %w", name, err)
+		}
+		// Back to its place in the start order, so that Stop still stops it after what
+		// depends on it.
+		cp.mu.Lock()
+		last := len(cp.state.Processes) - 1
+		restarted := cp.state.Processes[last]
+		cp.state.Processes = slices.Insert(cp.state.Processes[:last], at, restarted)
+		cp.mu.Unlock()
+		if err := cp.state.save(cp.Dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fresh stops whatever state.json still shows running, then starts every component.

@@ -2,11 +2,14 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,6 +152,50 @@ func TestLocalControlPlaneUpDown(t *testing.T) {
 	if !again.Reused {
 		t.Error("Start on a healthy control plane did not reuse it")
 	}
+
+	// A killed API server is started again alone, on its port: etcd and the rest keep
+	// running (the local node and its Service proxy with them).
+	before := map[string]int{}
+	for _, p := range cp.Processes() {
+		before[p.Name] = p.PID
+	}
+	if err := syscall.Kill(before[APIServer], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the API server gone", func() error {
+		if cp.Process(APIServer).Alive() {
+			return errors.New("still alive")
+		}
+		return nil
+	})
+	wantPorts := cp.Ports()
+	revived, err := Start(ctx, Options{Dir: dir, BinDir: binDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !revived.Reused {
+		t.Error("Start after an API server died did not reuse the rest")
+	}
+	for _, p := range revived.Processes() {
+		if changed := p.PID != before[p.Name]; changed != (p.Name == APIServer) {
+			t.Errorf("%s: pid %d -> %d; only the API server may be restarted", p.Name, before[p.Name], p.PID)
+		}
+	}
+	if names := func() (n []string) {
+		for _, p := range revived.Processes() {
+			n = append(n, p.Name)
+		}
+		return n
+	}(); !slices.Equal(names, controlPlaneComponents) {
+		t.Errorf("recorded order %v, want %v (the stop order depends on it)", names, controlPlaneComponents)
+	}
+	if revived.Ports() != wantPorts {
+		t.Errorf("ports changed: %+v -> %+v", wantPorts, revived.Ports())
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		t.Errorf("the restarted API server does not answer the old client: %v", err)
+	}
+	cp = revived
 
 	pids := map[string]int{}
 	for _, p := range cp.Processes() {
