@@ -128,6 +128,17 @@ bench-local: control-plane mariadb ## On dolphin local (root): apply→Ready and
 	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
 
+FOOTPRINT_N ?= 10,100
+.PHONY: bench-footprint
+bench-footprint: control-plane ## The operator's RSS, StatefulSet creation time and idle CPU at FOOTPRINT_N clusters (cumulative) on a bare control plane.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
+	    $(GO) test -count=1 -timeout 30m -run '^TestBenchFootprint$$' -v ./cmd/dolphin/; echo $$? >$$rcfile; } \
+	    | grep -E 'footprint |moco|--- |^ok|FAIL|^panic:'; \
+	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
+	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
+	  exit $$rc
+
 CHAOS_ROUNDS ?= 20
 CHAOS_FAULTS ?=
 .PHONY: chaos
