@@ -97,6 +97,10 @@ type Manager struct {
 	Recorder  events.EventRecorder
 	Addresser Addresser
 	Log       logr.Logger
+	// IdleWithoutPods stops a cluster's engine from observing every interval while none of its
+	// pods has an address (the pods do not exist, or are Pending): it observes again when a pod
+	// event triggers it. The operator sets it; tests whose instances are not pods do not.
+	IdleWithoutPods bool
 
 	mu      sync.Mutex
 	ctx     context.Context // set by Start; nil while not leader
@@ -113,6 +117,23 @@ type process struct {
 	hash     string
 	// sql is the pool on the primary for application users and databases (sqlobjects.go).
 	sql primarySQL
+}
+
+// anyPodAddressed reports whether a pod of the cluster (from the cache) has an address and is
+// not being deleted. A cache that cannot be read counts as addressed: the engine keeps
+// observing.
+func (m *Manager) anyPodAddressed(c *dolphinv1.MySQLCluster) bool {
+	var pods corev1.PodList
+	if err := m.Client.List(context.Background(), &pods, client.InNamespace(c.Namespace),
+		client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
+		return true
+	}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // APIReader returns the live reader (Reader, or Client when unset).
@@ -308,7 +329,12 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	if err != nil {
 		return topology.Config{}, err
 	}
+	var dormant func() bool
+	if m.IdleWithoutPods {
+		dormant = func() bool { return !m.anyPodAddressed(d) }
+	}
 	return topology.Config{
+		Dormant:        dormant,
 		TLSCertificate: tlsCert,
 		TLSRoots:       tlsRoots,
 		TLSRootsID:     tlsRootsID,

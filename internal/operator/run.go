@@ -112,6 +112,8 @@ func Run(ctx context.Context, opts Options) error {
 		Recorder:  mgr.GetEventRecorder(EventSource),
 		Addresser: addresser(opts, mgr),
 		Log:       logger.WithName("topology"),
+		// A cluster whose pods do not run costs no probes (issue 11: footprint).
+		IdleWithoutPods: true,
 	}
 	if err := mgr.Add(engines); err != nil {
 		return fmt.Errorf("adding the topology engines: %w", err)

@@ -56,6 +56,10 @@ type Config struct {
 	Settings    Settings
 	// Interval is the time between observations (the failover detection interval).
 	Interval time.Duration
+	// Dormant, when set, reports that no instance of the cluster runs (no pod has an
+	// address): the engine then observes only when triggered (a pod event), not every
+	// Interval — a cluster whose pods do not exist costs nothing.
+	Dormant func() bool
 	// ObserveTimeout bounds one observation of all instances: the deadline of each probe
 	// (default half the Interval, at least 250ms). A probe that misses it counts as a miss.
 	ObserveTimeout time.Duration
@@ -277,6 +281,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.mu.Unlock()
 		if err == nil && len(d.Plan) > 0 && (d.State == StateFailover || d.State == StateSwitchover || d.State == StateBootstrap) {
 			next = 0 // a multi-step change continues at once
+		} else if e.cfg.Dormant != nil && e.cfg.Dormant() {
+			timer.Stop() // nothing runs: wait for a trigger (a pod got an address)
+			continue
 		}
 		timer.Reset(max(0, next-time.Since(started)))
 	}
