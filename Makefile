@@ -146,7 +146,7 @@ chaos: control-plane mariadb ## On dolphin local (root): every fault kind CHAOS_
 	@out=$$(mktemp); rcfile=$$(mktemp); \
 	  { DOLPHIN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) DOLPHIN_CHAOS_FAULTS=$(CHAOS_FAULTS) DOLPHIN_CHAOS_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
 	    $(GO) test -count=1 -timeout $$(( $(CHAOS_ROUNDS) * 8 * 6 + 10 ))m -run '^TestChaos$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
-	    | grep -E 'round [0-9]+:|chaos fault=|--- |^ok|FAIL|^panic:'; \
+	    | grep -E 'round [0-9]+:|chaos fault=|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
 	  if [ -s $$out ]; then cat $$out; else echo "chaos: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
 	  if [ "$$rc" != 0 ]; then echo "chaos: FAIL (exit $$rc)"; exit $$rc; fi

@@ -106,7 +106,22 @@ var chaosFaults = []chaosFault{
 		})
 		time.Sleep(300 * time.Millisecond) // the operator is fencing or promoting
 		s.restartLocalProcess("operator")
-		return func() { s.waitPrimaryNot(key, old) }
+		return func() {
+			// Not fatal: a switchover lost in the restart is a finding the suite reports
+			// (with the cluster's state), and the next rounds still run.
+			for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				if p := s.currentPrimary(key); p != old && p != "" {
+					return
+				}
+				if time.Now().After(deadline) {
+					var c dolphinv1.MySQLCluster
+					_ = s.c.Get(s.ctx, key, &c)
+					s.t.Errorf("operator-restart-switchover: %s still primary 90 s after the request; annotations %v, topology %+v, conditions %+v",
+						old, c.Annotations, c.Status.Topology, c.Status.Conditions)
+					return
+				}
+			}
+		}
 	}},
 	{"apiserver-restart", func(s *stack, key client.ObjectKey) func() {
 		s.restartLocalProcess("kube-apiserver")
@@ -192,7 +207,7 @@ func TestChaos(t *testing.T) {
 			heal()
 			rec, ok := sb.recovery(at, 30*time.Second)
 			if !ok {
-				t.Fatalf("round %d (%s): sysbench did not commit again within 30 s of the fault (the checker's writers' longest gap %.2fs):\n%s\n%s",
+				t.Errorf("round %d (%s): sysbench did not commit again within 30 s of the fault (the checker's writers' longest gap %.2fs):\n%s\n%s",
 					r, f.name, checker.Outage(at, time.Now()).Seconds(), sb.lastLines(15), s.primaryServiceState("chaos"))
 			}
 			sawErrant := false
