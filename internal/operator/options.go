@@ -52,6 +52,10 @@ type Options struct {
 	// HealthProbeBindAddress is where /healthz and /readyz are served; "0" turns them off.
 	HealthProbeBindAddress string
 
+	// PprofBindAddress serves Go's pprof profiles (/debug/pprof/) when set, e.g.
+	// "127.0.0.1:6060"; empty (the default) serves nothing.
+	PprofBindAddress string
+
 	// LeaderElect makes replicas elect one leader through a coordination.k8s.io Lease
 	// before reconciling. Turn it off only when exactly one replica runs (edge mode).
 	LeaderElect bool
@@ -141,6 +145,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Directory with tls.crt and tls.key for the metrics endpoint. A self-signed certificate is used when empty or missing.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", d.HealthProbeBindAddress,
 		"Address the /healthz and /readyz probes bind to. \"0\" disables them.")
+	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", d.PprofBindAddress,
+		"Serve Go's pprof profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060, to see where memory and CPU go. Empty: off.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", d.LeaderElect,
 		"Elect a leader through a Lease before reconciling. Use --leader-elect=false only with a single replica (edge mode).")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", d.LeaderElectionID,

@@ -233,6 +233,7 @@ func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) ct
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionResourceLock:    resourcelock.LeasesResourceLock,
 		LeaderElectionID:              opts.LeaderElectionID,
