@@ -132,10 +132,11 @@ var chaosFaults = []chaosFault{
 // knownFailingChaosFaults are fault kinds the suite has and Dolphin does not survive yet; they
 // run only when DOLPHIN_CHAOS_FAULTS names them.
 var knownFailingChaosFaults = map[string]string{
-	// `dolphin local up` brings a killed kube-apiserver back by restarting the node agent too,
-	// and with it the local Service proxy: every client connection drops and nothing listens
-	// for ~5 s; once, writes did not resume for 38 s (docs/design/0036).
-	"apiserver-restart": "restarting kube-apiserver on dolphin local restarts the Service proxy with it",
+	// `dolphin local up` brought a killed kube-apiserver back by restarting the node agent too,
+	// and with it the local Service proxy: every client connection dropped (writes stopped
+	// 5–38 s). `up` now restarts only the dead component (TestLocalControlPlaneUpDown); this
+	// kind has not run since, so it stays out of the default list until it has.
+	"apiserver-restart": "not run since dolphin local up stopped restarting the Service proxy with the API server",
 }
 
 // shortChaosFaults are the kinds of the short version: one of each family (a hung server, the
