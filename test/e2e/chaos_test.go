@@ -141,7 +141,7 @@ var knownFailingChaosFaults = map[string]string{
 
 // shortChaosFaults are the kinds of the short version: one of each family (a hung server, the
 // network, the operator) — the suite's three minutes fit in `make test`.
-var shortChaosFaults = []string{"sigstop", "partition", "operator-restart-switchover"}
+var shortChaosFaults = []string{"sigstop", "partition", "operator-restart-failover"}
 
 // TestChaos injects every fault kind into the primary of a 3-instance cluster on `dolphin
 // local`, DOLPHIN_CHAOS_ROUNDS rounds each (`make chaos`), while the checker's clients (internal/chaos) write and read through the primary
