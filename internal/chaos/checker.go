@@ -97,7 +97,7 @@ type Checker struct {
 	// nextSeq is, per client, the next sequence number it will send.
 	nextSeq    map[int]int64
 	marks      []mark
-	judged     int // windows before this index in marks have their verdict
+	judged     int   // windows before this index in marks have their verdict
 	floor      int64 // highest counter value known to be committed (acknowledged or read)
 	staleReads []StaleRead
 	reads      int
