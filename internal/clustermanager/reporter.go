@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -177,15 +178,27 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 // primary and replica Services select on it. Pods that do not exist (yet) are skipped.
 func (r *reporter) label(ctx context.Context, rep topology.Report) error {
 	var errs []error
-	for name, role := range rep.Roles {
+	// The primary label goes on last, and only once no other pod still carries it: labeling
+	// the new primary first (map order) left two primaries in the Service for a moment — for
+	// seconds when the operator died in between — and readers that reached the old one, now a
+	// lagging replica, read stale data (the chaos suite's stale reads).
+	stillPrimary := false
+	for _, name := range labelOrder(rep.Roles) {
+		role := rep.Roles[name]
 		var pod corev1.Pod
 		if err := r.m.Client.Get(ctx, types.NamespacedName{Namespace: r.key.Namespace, Name: name}, &pod); err != nil {
 			if !apierrors.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("reading pod %s: %w", name, err))
+				stillPrimary = true // unknown: it may still be labeled primary
 			}
 			continue
 		}
-		if topology.Role(pod.Labels[resources.RoleLabel]) == role {
+		current := topology.Role(pod.Labels[resources.RoleLabel])
+		if current == role {
+			continue
+		}
+		if role == topology.RolePrimary && stillPrimary {
+			errs = append(errs, fmt.Errorf("not labeling %s primary while another pod may still be labeled so", name))
 			continue
 		}
 		var value any = string(role)
@@ -195,9 +208,30 @@ func (r *reporter) label(ctx context.Context, rep topology.Report) error {
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{resources.RoleLabel: value}}})
 		if err := r.m.Client.Patch(ctx, &pod, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("labeling pod %s: %w", name, err))
+			if current == topology.RolePrimary {
+				stillPrimary = true
+			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// labelOrder is the order role labels are set in: every role but primary first (sorted by
+// name), the primary last.
+func labelOrder(roles map[string]topology.Role) []string {
+	names := slices.Sorted(maps.Keys(roles))
+	slices.SortStableFunc(names, func(a, b string) int {
+		pa, pb := roles[a] == topology.RolePrimary, roles[b] == topology.RolePrimary
+		switch {
+		case pa == pb:
+			return 0
+		case pa:
+			return 1
+		default:
+			return -1
+		}
+	})
+	return names
 }
 
 // statusBackoff retries a status write that failed for a passing reason (a slow or
