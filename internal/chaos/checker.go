@@ -251,8 +251,9 @@ func (c *Checker) writer(client int) {
 	}
 }
 
-// incrementer raises the counter one by one; every value it is told committed raises the floor.
-func (c *Checker) incrementer() {
+// repeat runs op on one session until Stop, each call bounded by OpTimeout; after an error
+// the session is dropped and a new one made once Pause has passed.
+func (c *Checker) repeat(op func(ctx context.Context, s *session) error) {
 	defer c.wg.Done()
 	var s *session
 	for !c.stopped() {
@@ -262,52 +263,47 @@ func (c *Checker) incrementer() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.OpTimeout)
-		var v int64
-		_, err := s.conn.ExecContext(ctx, "UPDATE "+c.opts.Database+".counter SET v = LAST_INSERT_ID(v + 1) WHERE id = 1")
-		if err == nil {
-			err = s.conn.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&v)
-		}
+		err := op(ctx, s)
 		cancel()
 		if err != nil {
 			c.noteErr(err)
 			s.drop()
 			s = nil
 			time.Sleep(c.opts.Pause)
-			continue
 		}
-		c.mu.Lock()
-		c.increments++
-		c.floor = max(c.floor, v)
-		c.mu.Unlock()
 	}
 	if s != nil {
 		s.drop()
 	}
 }
 
+// incrementer raises the counter one by one; every value it is told committed raises the floor.
+func (c *Checker) incrementer() {
+	c.repeat(func(ctx context.Context, s *session) error {
+		var v int64
+		if _, err := s.conn.ExecContext(ctx, "UPDATE "+c.opts.Database+".counter SET v = LAST_INSERT_ID(v + 1) WHERE id = 1"); err != nil {
+			return err
+		}
+		if err := s.conn.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&v); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.increments++
+		c.floor = max(c.floor, v)
+		c.mu.Unlock()
+		return nil
+	})
+}
+
 // reader reads the counter; a value below the floor known when the read was sent is stale.
 func (c *Checker) reader() {
-	defer c.wg.Done()
-	var s *session
-	for !c.stopped() {
-		if s == nil {
-			if s = c.connect(); s == nil {
-				return
-			}
-		}
+	c.repeat(func(ctx context.Context, s *session) error {
 		c.mu.Lock()
 		floor := c.floor
 		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), c.opts.OpTimeout)
 		var v int64
-		err := s.conn.QueryRowContext(ctx, "SELECT v FROM "+c.opts.Database+".counter WHERE id = 1").Scan(&v)
-		cancel()
-		if err != nil {
-			c.noteErr(err)
-			s.drop()
-			s = nil
-			time.Sleep(c.opts.Pause)
-			continue
+		if err := s.conn.QueryRowContext(ctx, "SELECT v FROM "+c.opts.Database+".counter WHERE id = 1").Scan(&v); err != nil {
+			return err
 		}
 		c.mu.Lock()
 		c.reads++
@@ -317,10 +313,8 @@ func (c *Checker) reader() {
 		c.floor = max(c.floor, v)
 		c.mu.Unlock()
 		time.Sleep(2 * time.Millisecond)
-	}
-	if s != nil {
-		s.drop()
-	}
+		return nil
+	})
 }
 
 // Acks returns a copy of the acknowledged writes of the windows not judged yet (the current
