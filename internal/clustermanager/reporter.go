@@ -300,8 +300,15 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 		r.promotion = nil
 	}
 	r.mu.Unlock()
-	if r.m.Recorder == nil || (!written && promotion == nil) {
+	refused := ""
+	if rep.Err == nil {
+		refused = rep.Decision.SwitchoverRefused
+	}
+	if r.m.Recorder == nil || (!written && promotion == nil && refused == "") {
 		return nil
+	}
+	if refused != "" {
+		r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "SwitchoverRefused", "Switchover", "%s", refused)
 	}
 	if p := promotion; p != nil {
 		kind, typ := "Failover", corev1.EventTypeWarning

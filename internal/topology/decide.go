@@ -63,6 +63,9 @@ type Decision struct {
 	// SemiSyncFallback is true when the primary's semi-sync fell back to asynchronous
 	// replication: acknowledged writes are no longer guaranteed on a replica.
 	SemiSyncFallback bool
+	// SwitchoverRefused says why a requested switchover was dropped without a promotion
+	// ("" when none was): the operator reports it as an event.
+	SwitchoverRefused string
 	// Message explains the state to a human.
 	Message string
 }
@@ -491,10 +494,7 @@ func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
 	if target == "" {
 		best, ok := mostAdvanced(healthy, func(in InstanceView) dbsql.GTIDSet { return in.Status.Replica.Received })
 		if !ok {
-			d.Switchover = nil
-			out := decideHealthy(v, d, p)
-			out.Message = "switchover refused: no healthy replica to promote; " + out.Message
-			return out
+			return switchoverNotNow(v, d, p, "no healthy replica to promote")
 		}
 		target = best
 	}
@@ -502,16 +502,15 @@ func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
 		d.Switchover = nil
 		return decideHealthy(v, d, p)
 	}
-	if !slices.ContainsFunc(healthy, func(in InstanceView) bool { return in.Name == target }) {
+	if _, known := v.instance(target); !known {
 		d.Switchover = nil
+		d.SwitchoverRefused = fmt.Sprintf("switchover to %s refused: the cluster has no such instance", target)
 		out := decideHealthy(v, d, p)
-		out.Message = fmt.Sprintf("switchover to %s refused: it is not a healthy replica of %s; ", target, p.Name) + out.Message
-		if !v.Switchover.Fenced {
-			return out
-		}
-		// The old primary was already fenced: make it writable again.
-		out.Plan = append([]Step{{Kind: StepPromote, Instance: p.Name, SemiSync: len(v.Instances) > 1}}, out.Plan...)
+		out.Message = d.SwitchoverRefused + "; " + out.Message
 		return out
+	}
+	if !slices.ContainsFunc(healthy, func(in InstanceView) bool { return in.Name == target }) {
+		return switchoverNotNow(v, d, p, fmt.Sprintf("%s is not a healthy replica of %s", target, p.Name))
 	}
 	d.State = StateSwitchover
 	if !v.Switchover.Fenced {
@@ -532,6 +531,39 @@ func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
 	d.Primary, d.PromotedFrom, d.Switchover = target, p.Name, nil
 	d.Message = fmt.Sprintf("switching over from %s to %s", p.Name, target)
 	return d
+}
+
+// SwitchoverPatience is how long a requested switchover waits for a healthy replica to
+// promote before it is refused. A replica that missed one probe (a loaded machine, an
+// operator that has just restarted and opens its connections) or that is catching up is not
+// a reason to drop the request; a replica still unhealthy after this long is.
+const SwitchoverPatience = time.Minute
+
+// switchoverNotNow keeps a switchover that cannot proceed in this observation pending
+// (unfenced: the primary writes meanwhile) until SwitchoverPatience has passed since it was
+// requested, then refuses it. A primary already fenced for it is made writable again.
+func switchoverNotNow(v ClusterView, d Decision, p InstanceView, why string) Decision {
+	target := v.Switchover.To
+	if target == "" {
+		target = "the most advanced replica"
+	}
+	var msg string
+	if v.SwitchoverWaited < SwitchoverPatience {
+		// The target stays as chosen (a fence already chose one): its first observation as
+		// a healthy replica lets the switchover go on.
+		d.Switchover = &SwitchoverRequest{To: v.Switchover.To}
+		msg = fmt.Sprintf("switchover to %s waiting (%s of %s): %s", target,
+			v.SwitchoverWaited.Round(time.Second), SwitchoverPatience, why)
+	} else {
+		d.Switchover = nil
+		d.SwitchoverRefused = fmt.Sprintf("switchover to %s refused after %s: %s", target, SwitchoverPatience, why)
+		msg = d.SwitchoverRefused
+	}
+	// A primary already fenced for this switchover is read-only: decideHealthy makes it
+	// writable again.
+	out := decideHealthy(v, d, p)
+	out.Message = msg + "; " + out.Message
+	return out
 }
 
 // writableExcept lists the reachable instances that accept writes, except one.

@@ -306,6 +306,9 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
 		TLSRequired: e.cfg.TLSRequired,
 	}
+	if e.switchover != nil {
+		view.SwitchoverWaited = time.Since(e.switchAt)
+	}
 	for i := range view.Instances {
 		view.Instances[i].ReplicationGeneration = e.state.Instances[view.Instances[i].Name].Replication
 	}

@@ -97,7 +97,10 @@ type ClusterView struct {
 	Failover *FailoverProgress
 	// Switchover is a pending planned switchover, nil otherwise.
 	Switchover *SwitchoverRequest
-	Settings   Settings
+	// SwitchoverWaited is how long the pending switchover has been waiting since it was
+	// requested (since the operator started, for a request it resumed).
+	SwitchoverWaited time.Duration
+	Settings         Settings
 	// CredentialsGeneration is the current credentials generation ("" when not tracked).
 	CredentialsGeneration string
 	// TLSCAFile is the CA file replicas verify a source serving TLS with (Config.TLSCAFile).

@@ -116,8 +116,16 @@ var chaosFaults = []chaosFault{
 				if time.Now().After(deadline) {
 					var c dolphinv1.MySQLCluster
 					_ = s.c.Get(s.ctx, key, &c)
-					s.t.Errorf("operator-restart-switchover: %s still primary 90 s after the request; annotations %v, topology %+v, conditions %+v",
-						old, c.Annotations, c.Status.Topology, c.Status.Conditions)
+					var events corev1.EventList
+					_ = s.c.List(s.ctx, &events, client.InNamespace(key.Namespace))
+					var said []string
+					for _, e := range events.Items {
+						if e.InvolvedObject.Name == key.Name && strings.HasPrefix(e.Reason, "Switchover") {
+							said = append(said, e.Reason+": "+e.Message)
+						}
+					}
+					s.t.Errorf("operator-restart-switchover: %s still primary 90 s after the request; annotations %v, topology %+v, conditions %+v, switchover events %q",
+						old, c.Annotations, c.Status.Topology, c.Status.Conditions, said)
 					return
 				}
 			}

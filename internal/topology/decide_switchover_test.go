@@ -1,0 +1,84 @@
+package topology
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDecideSwitchoverWaitsForAHealthyReplica: a switchover that cannot proceed in one
+// observation (no replica seen healthy: a missed probe, a replica catching up) stays pending,
+// unfenced, for SwitchoverPatience, and is refused — with a reason to report — only after
+// that. An unknown target is refused at once.
+func TestDecideSwitchoverWaitsForAHealthyReplica(t *testing.T) {
+	replicasDown := func(to string, fenced bool, waited time.Duration) ClusterView {
+		p := inst(0).writable().executed("0-1-10")
+		if fenced {
+			p.v.Status.ReadOnly = true
+		}
+		v := cluster("db-0", p, inst(1).down(), inst(2).down())
+		v.Switchover = &SwitchoverRequest{To: to}
+		if fenced {
+			v.Switchover.Fenced, v.Switchover.From = true, "db-0"
+		}
+		v.SwitchoverWaited = waited
+		return v
+	}
+	cases := []struct {
+		name        string
+		view        ClusterView
+		pending     *SwitchoverRequest // nil: dropped
+		refused     bool
+		plan        []string
+		messageHave string
+	}{
+		{"auto, no healthy replica yet: kept pending", replicasDown("", false, 5*time.Second),
+			&SwitchoverRequest{}, false, nil, "waiting"},
+		{"auto, no healthy replica for longer than the patience: refused", replicasDown("", false, SwitchoverPatience+time.Second),
+			nil, true, nil, "refused"},
+		{"target down: kept pending", replicasDown("db-1", false, 5*time.Second),
+			&SwitchoverRequest{To: "db-1"}, false, nil, "db-1 is not a healthy replica"},
+		{"target down for longer than the patience: refused", replicasDown("db-1", false, SwitchoverPatience),
+			nil, true, nil, "refused"},
+		{"fenced, then the target went down: the primary is writable again and the request waits unfenced",
+			replicasDown("db-1", true, 5*time.Second),
+			&SwitchoverRequest{To: "db-1"}, false, []string{"Promote(db-0 semisync=true)"}, "waiting"},
+		{"fenced, target down, patience spent: writable again and refused",
+			replicasDown("db-1", true, 2*SwitchoverPatience),
+			nil, true, []string{"Promote(db-0 semisync=true)"}, "refused"},
+		{"unknown target: refused at once", replicasDown("db-7", false, 0),
+			nil, true, nil, "no such instance"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.view)
+			if d.Primary != "db-0" || d.State == StateSwitchover {
+				t.Errorf("state %s primary %s, want db-0 still primary and no switchover step (%s)", d.State, d.Primary, d.Message)
+			}
+			switch {
+			case tc.pending == nil && d.Switchover != nil:
+				t.Errorf("still pending: %+v, want dropped (%s)", *d.Switchover, d.Message)
+			case tc.pending != nil && (d.Switchover == nil || *d.Switchover != *tc.pending):
+				t.Errorf("pending %+v, want %+v (%s)", d.Switchover, *tc.pending, d.Message)
+			}
+			if got := d.SwitchoverRefused != ""; got != tc.refused {
+				t.Errorf("refused=%v (%q), want %v", got, d.SwitchoverRefused, tc.refused)
+			}
+			if got := steps(d); !slices.Equal(got, tc.plan) && !(len(got) == 0 && len(tc.plan) == 0) {
+				t.Errorf("plan %v, want %v", got, tc.plan)
+			}
+			if !strings.Contains(d.Message, tc.messageHave) {
+				t.Errorf("message %q does not say %q", d.Message, tc.messageHave)
+			}
+		})
+	}
+
+	// The control: the moment a replica is seen healthy, a waiting request proceeds.
+	v := replicasDown("db-1", false, 30*time.Second)
+	v.Instances[1] = inst(1).executed("0-1-10").replicaOf(0, "0-1-10").v
+	v.Instances[2] = inst(2).executed("0-1-10").replicaOf(0, "0-1-10").v
+	if d := Decide(v); d.State != StateSwitchover || !slices.Equal(steps(d), []string{"Fence(db-0)"}) {
+		t.Errorf("target healthy again: %s %v (%s), want the fence of db-0", d.State, steps(d), d.Message)
+	}
+}
