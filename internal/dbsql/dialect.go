@@ -21,6 +21,8 @@ type dialect struct {
 	// receiverThreads lists the process ids of the replication receiver threads
 	// ("" when the flavor's STOP alone is used).
 	receiverThreads string
+	// beforeStopIO runs before a receiver is stopped to fence it off a lost source.
+	beforeStopIO []string
 	// replicaStatusQuery is SHOW SLAVE/REPLICA STATUS, read by column name.
 	replicaStatusQuery string
 	replica            replicaColumns
@@ -129,9 +131,12 @@ var mariadbDialect = &dialect{
 	startReplica:  "START SLAVE",
 	stopReplica:   "STOP SLAVE",
 	stopReplicaIO: "STOP SLAVE IO_THREAD",
-	// Killed before STOP SLAVE IO_THREAD: a receiver blocked reading from a hung source
-	// often misses STOP's first signal (see StopReplicationIO).
+	// Killed before STOP SLAVE IO_THREAD (see StopReplicationIO).
 	receiverThreads: "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'",
+	// A semi-sync receiver that stops first connects to its source to KILL its dump thread,
+	// with this timeout (default 5 s): against a hung or cut-off source STOP waited for it
+	// until its own 2 s re-signal interrupted it. 1 s is the shortest (0 means no timeout).
+	beforeStopIO: []string{"SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout=1"},
 	resetReplicaAll: "RESET SLAVE ALL",
 	// MASTER_GTID_WAIT returns 0, or -1 on timeout; fractional seconds work.
 	waitForGTID:       "SELECT MASTER_GTID_WAIT(?, ?)",

@@ -85,7 +85,7 @@ func TestExactSQL(t *testing.T) {
 	}, {
 		name:    "StopReplicationIO",
 		run:     func(ctx context.Context, in Instance) error { return in.StopReplicationIO(ctx) },
-		mariadb: []string{"SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"},
+		mariadb: []string{"SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout=1", "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO'", "STOP SLAVE IO_THREAD"},
 		mysql:   []string{"STOP REPLICA IO_THREAD"},
 	}, {
 		name:    "StopReplication",
