@@ -136,7 +136,7 @@ var mariadbDialect = &dialect{
 	// A semi-sync receiver that stops first connects to its source to KILL its dump thread,
 	// with this timeout (default 5 s): against a hung or cut-off source STOP waited for it
 	// until its own 2 s re-signal interrupted it. 1 s is the shortest (0 means no timeout).
-	beforeStopIO: []string{"SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout=1"},
+	beforeStopIO:    []string{"SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout=1"},
 	resetReplicaAll: "RESET SLAVE ALL",
 	// MASTER_GTID_WAIT returns 0, or -1 on timeout; fractional seconds work.
 	waitForGTID:       "SELECT MASTER_GTID_WAIT(?, ?)",
