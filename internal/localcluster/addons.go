@@ -28,8 +28,12 @@ type AddOn struct {
 }
 
 // EnsureAddOn makes sure the add-on runs and is ready: a recorded process with the same name
-// and command line that answers its probe is kept (it returns false); otherwise the old one is
-// stopped and a new one started and awaited (it returns true).
+// and command line that is alive is kept (it returns false) once it answers its probe, which
+// it is given ReadyTimeout to do — an add-on that lost the API server for a moment (a
+// restarted kube-apiserver) is not ready until its watches are back, and replacing it then
+// would restart the local node and every pod it runs. A process that is dead, runs another
+// command line, or stays unready is stopped and a new one started and awaited (it returns
+// true).
 func (cp *ControlPlane) EnsureAddOn(ctx context.Context, a AddOn) (started bool, err error) {
 	if a.Name == "" || len(a.Args) == 0 {
 		return false, errors.New("an add-on needs a name and a command line")
@@ -44,7 +48,7 @@ func (cp *ControlPlane) EnsureAddOn(ctx context.Context, a AddOn) (started bool,
 	defer unlock()
 
 	if old := cp.Process(a.Name); old != nil {
-		if old.Alive() && slices.Equal(old.Args, a.Args) && old.Probe.Check(ctx, cp.PKI) == nil {
+		if old.Alive() && slices.Equal(old.Args, a.Args) && waitReady(ctx, old, cp.PKI, a.ReadyTimeout) == nil {
 			return false, nil
 		}
 		if err := old.Stop(cp.stopTimeout); err != nil {
