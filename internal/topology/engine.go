@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -151,19 +152,21 @@ type Engine struct {
 	cfg     Config
 	trigger chan struct{}
 
-	mu         sync.Mutex
-	conns      map[string]cachedConn    // operator connections by address
-	accounts   map[string]time.Time     // when this engine ensured the accounts, by address
-	applied    map[string]bool          // instances whose run-time variables this engine set, by address
-	uptimes    map[string]time.Duration // each server's uptime at its last observation, by address
-	tlsChecks  map[string]time.Time     // when to compare each instance's served certificate next (tls.go)
-	receivers  map[string]receiverSeen  // each replica's receiver progress and since when, by address
-	state      Persisted
-	misses     int
-	lostSince  time.Time
-	lastMiss   time.Time
-	switchover *SwitchoverRequest
-	switchAt   time.Time
+	mu        sync.Mutex
+	conns     map[string]cachedConn    // operator connections by address
+	accounts  map[string]time.Time     // when this engine ensured the accounts, by address
+	applied   map[string]bool          // instances whose run-time variables this engine set, by address
+	uptimes   map[string]time.Duration // each server's uptime at its last observation, by address
+	tlsChecks map[string]time.Time     // when to compare each instance's served certificate next (tls.go)
+	receivers map[string]receiverSeen  // each replica's receiver progress and since when, by address
+	state     Persisted
+	misses    int
+	lostSince time.Time
+	lastMiss  time.Time
+	// lastMissRefused is true when the primary's last missed probe was a refused connection.
+	lastMissRefused bool
+	switchover      *SwitchoverRequest
+	switchAt        time.Time
 }
 
 // New returns an engine that starts from a persisted state.
@@ -276,7 +279,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		next := e.cfg.Interval
 		e.mu.Lock()
 		if e.misses > 0 {
-			next = e.missSpacing()
+			next = probeSpacing(e.cfg.Interval, e.lastMissRefused)
 		}
 		e.mu.Unlock()
 		if err == nil && len(d.Plan) > 0 && (d.State == StateFailover || d.State == StateSwitchover || d.State == StateBootstrap) {
@@ -313,16 +316,18 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		view.Instances[i].ReplicationGeneration = e.state.Instances[view.Instances[i].Name].Replication
 	}
 	if view.Primary != "" {
-		if p, ok := view.instance(view.Primary); ok && p.Reachable() {
+		p, ok := view.instance(view.Primary)
+		refused := ok && refusedConnection(p.Err)
+		if ok && p.Reachable() {
 			e.misses, e.lostSince = 0, time.Time{}
-		} else if now := time.Now(); e.misses == 0 || now.Sub(e.lastMiss) >= e.missSpacing()*9/10 {
-			// Misses count at most once per missSpacing, however often cycles are
-			// triggered, so detection is not sped up by pod events.
+		} else if now := time.Now(); e.misses == 0 || now.Sub(e.lastMiss) >= probeSpacing(e.cfg.Interval, refused)*9/10 {
+			// Misses count at most once per spacing, however often cycles are triggered, so
+			// detection is not sped up by pod events.
 			if e.misses == 0 {
 				e.lostSince = now
 			}
 			e.misses++
-			e.lastMiss = now
+			e.lastMiss, e.lastMissRefused = now, refused
 		}
 	}
 	view.PrimaryMisses = e.misses
@@ -372,8 +377,22 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 // lostPrimaryProbe bounds the probe of a primary that a failover in progress has fenced off.
 const lostPrimaryProbe = 100 * time.Millisecond
 
-// missSpacing is the time between probes of a primary that missed one: half the Interval.
-func (e *Engine) missSpacing() time.Duration { return e.cfg.Interval / 2 }
+// probeSpacing is the time between probes of a primary that missed one: half the Interval,
+// or a quarter when its last probe was refused. A refused connection is an answer, not a
+// silence: the host is up and nothing listens on the server's port (the server died or is
+// restarting), the probe cost nothing, and clients are refused too. Probing it again sooner
+// keeps detectionAttempts' meaning — that many failed probes in a row — while a killed
+// primary is detected in Interval/4 × (attempts-1) after its first refused probe
+// (docs/design/0035).
+func probeSpacing(interval time.Duration, refused bool) time.Duration {
+	if refused {
+		return interval / 4
+	}
+	return interval / 2
+}
+
+// refusedConnection reports whether err is a refused TCP connection.
+func refusedConnection(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // receiverSeen is a replica receiver's progress at an observation and since when it is
 // unchanged.
