@@ -23,6 +23,7 @@ import (
 	"github.com/dolphin-operator/dolphin/config/crd"
 	webhookmanifests "github.com/dolphin-operator/dolphin/config/webhook"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
+	"github.com/dolphin-operator/dolphin/internal/localnode"
 )
 
 // operatorName is the name of the operator process in state.json and its log file.
@@ -342,6 +343,10 @@ func localDown(out io.Writer, dir string, wipe bool) error {
 	// Refuse to delete a folder that does not look like a local cluster (a mistyped --dir).
 	if _, err := os.Stat(filepath.Join(dir, "state.json")); err != nil {
 		return fmt.Errorf("not wiping %s: it holds no state.json, so it is not a dolphin local folder", dir)
+	}
+	// Sized volumes (localnode.SizedStorageClass) are mounted file systems: unmounted first.
+	if err := localnode.UnmountVolumes(filepath.Join(dir, "node")); err != nil {
+		return fmt.Errorf("wiping %s: %w", dir, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("wiping %s: %w", dir, err)

@@ -94,6 +94,9 @@ func ensureStorageClass(ctx context.Context, client kubernetes.Interface) error 
 			otherDefault = true
 		}
 	}
+	if err := ensureSizedStorageClass(ctx, client); err != nil {
+		return err
+	}
 	if ours == nil {
 		sc := &storagev1.StorageClass{
 			ObjectMeta:           metav1.ObjectMeta{Name: StorageClass},
@@ -149,7 +152,7 @@ func (pr *provisioner) syncClaim(ctx context.Context, obj any) {
 	if !ok || pvc.DeletionTimestamp != nil {
 		return
 	}
-	if class := ptr.Deref(pvc.Spec.StorageClassName, ""); class != "" && class != StorageClass {
+	if class := ptr.Deref(pvc.Spec.StorageClassName, ""); class != "" && class != StorageClass && class != SizedStorageClass {
 		return
 	}
 	if pvc.Spec.VolumeName != "" {
@@ -183,6 +186,11 @@ func (pr *provisioner) expand(ctx context.Context, pvc *corev1.PersistentVolumeC
 	size, ok := needsExpansion(pvc, pv)
 	if !ok {
 		return nil
+	}
+	if pv.Annotations[sizedImageAnnotation] != "" && pv.Spec.HostPath != nil {
+		if err := growSized(pv.Spec.HostPath.Path, size.Value()); err != nil {
+			return fmt.Errorf("growing the file system of PV %s: %w", pv.Name, err)
+		}
 	}
 	if current := pv.Spec.Capacity[corev1.ResourceStorage]; current.Cmp(size) < 0 {
 		patch := fmt.Sprintf(`{"spec":{"capacity":{"storage":%q}}}`, size.String())
@@ -224,6 +232,13 @@ func (pr *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolu
 	if size.IsZero() {
 		size = resource.MustParse("1Gi")
 	}
+	var annotations map[string]string
+	if ptr.Deref(pvc.Spec.StorageClassName, "") == SizedStorageClass {
+		if err := mountSized(dir, size.Value()); err != nil {
+			return err
+		}
+		annotations = map[string]string{sizedImageAnnotation: sizedImage(dir)}
+	}
 	modes := pvc.Spec.AccessModes
 	if len(modes) == 0 {
 		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
@@ -231,7 +246,7 @@ func (pr *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolu
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        "pvc-" + string(pvc.UID),
-			Annotations: map[string]string{provisionedBy: pr.opts.NodeName},
+			Annotations: mergeMaps(annotations, map[string]string{provisionedBy: pr.opts.NodeName}),
 		},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
@@ -295,8 +310,40 @@ func (pr *provisioner) syncVolume(ctx context.Context, obj any) {
 		return
 	}
 	if pv.Spec.HostPath != nil && filepath.Dir(pv.Spec.HostPath.Path) == volumesDir(pr.opts.Dir) {
-		if err := os.RemoveAll(pv.Spec.HostPath.Path); err != nil {
+		remove := os.RemoveAll
+		if pv.Annotations[sizedImageAnnotation] != "" {
+			remove = removeSized
+		}
+		if err := remove(pv.Spec.HostPath.Path); err != nil {
 			pr.opts.Log.Error(err, "removing released volume's folder", "pv", pv.Name)
 		}
 	}
+}
+
+// ensureSizedStorageClass creates SizedStorageClass when missing (never the default class).
+func ensureSizedStorageClass(ctx context.Context, client kubernetes.Interface) error {
+	sc := &storagev1.StorageClass{
+		ObjectMeta:           metav1.ObjectMeta{Name: SizedStorageClass},
+		Provisioner:          provisionerName,
+		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
+		AllowVolumeExpansion: ptr.To(true),
+	}
+	if _, err := client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil &&
+		!apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("localnode: creating storage class %s: %w", SizedStorageClass, err)
+	}
+	return nil
+}
+
+// mergeMaps returns the union of a and b (b wins).
+func mergeMaps(a, b map[string]string) map[string]string {
+	m := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		m[k] = v
+	}
+	for k, v := range b {
+		m[k] = v
+	}
+	return m
 }

@@ -102,6 +102,13 @@ func claimPath(ctx context.Context, client kubernetes.Interface, ns, name string
 	}
 	var dir string
 	switch {
+	case pv.Spec.HostPath != nil && pv.Annotations[sizedImageAnnotation] != "":
+		// Mounted again after a restart of the host; a no-op otherwise.
+		capacity := pv.Spec.Capacity[corev1.ResourceStorage]
+		dir = pv.Spec.HostPath.Path
+		if err := mountSized(dir, capacity.Value()); err != nil {
+			return "", fmt.Errorf("volume %s of claim %s: %w", pv.Name, name, err)
+		}
 	case pv.Spec.HostPath != nil:
 		dir = pv.Spec.HostPath.Path
 	case pv.Spec.Local != nil:
