@@ -17,12 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/chaos"
 	"github.com/dolphin-operator/dolphin/internal/controller"
+	"github.com/dolphin-operator/dolphin/internal/localnode"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -131,6 +134,8 @@ var chaosFaults = []chaosFault{
 			}
 		}
 	}},
+	{"pod-delete-during-failover", podDeleteDuringFailover},
+	{"disk-full-replica", diskFullReplica},
 	{"apiserver-restart", func(s *stack, key client.ObjectKey) func() {
 		s.restartLocalProcess("kube-apiserver")
 		return func() {}
@@ -178,7 +183,11 @@ func TestChaos(t *testing.T) {
 		kinds = slices.DeleteFunc(kinds, func(f chaosFault) bool { return f.name == "netem-delay" })
 	}
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "chaos"},
-		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete}}}
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{
+			// Real file systems of the claim's size (sparse images): a volume fills up like a
+			// disk, for disk-full-replica; 20 GiB holds the binary logs of long runs.
+			Size: ptr.To(resource.MustParse("20Gi")), StorageClassName: ptr.To(localnode.SizedStorageClass),
+			DeletePolicy: dolphinv1.VolumeDelete}}}
 	if err := s.c.Create(s.ctx, cluster); err != nil {
 		t.Fatal(err)
 	}

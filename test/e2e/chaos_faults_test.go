@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+)
+
+// podDeleteDuringFailover hangs the primary (SIGSTOP) and, the moment the failover shows —
+// status.topology.failoverInProgress written, or the primary already moved — deletes a pod
+// the failover depends on: a replica while the engine fences and chooses (the first replica
+// by name: the candidate or the one that must acknowledge the candidate's writes), or the
+// promoted replica itself when the promotion finished before any status showed the failover.
+// Dolphin must end with one writable primary and every acknowledged write.
+func podDeleteDuringFailover(s *stack, key client.ObjectKey) func() {
+	old := s.currentPrimary(key)
+	pid := signalServer(s, old, syscall.SIGSTOP)
+	victim, stage := "", ""
+	for deadline := time.Now().Add(60 * time.Second); victim == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var c dolphinv1.MySQLCluster
+		if err := s.c.Get(s.ctx, key, &c); err != nil || c.Status.Topology == nil {
+			continue
+		}
+		switch t := c.Status.Topology; {
+		case t.FailoverInProgress != nil:
+			for _, p := range s.clusterPods(key.Name) {
+				if p.Name != old && (victim == "" || p.Name < victim) {
+					victim = p.Name
+				}
+			}
+			stage = "failover in progress (fenced " + boolWord(t.FailoverInProgress.Fenced) + ")"
+		case t.Primary != "" && t.Primary != old:
+			victim, stage = t.Primary, "just promoted"
+		}
+	}
+	if victim == "" {
+		s.t.Fatalf("pod-delete-during-failover: no failover away from the hung %s within 60 s", old)
+	}
+	pod := &corev1.Pod{}
+	pod.Namespace, pod.Name = key.Namespace, victim
+	if err := s.c.Delete(s.ctx, pod); err != nil {
+		s.t.Fatalf("deleting pod %s: %v", victim, err)
+	}
+	s.t.Logf("pod-delete-during-failover: %s hung, pod %s deleted (%s)", old, victim, stage)
+	return func() { s.killAfterFailover(key, old, pid) }
+}
+
+func boolWord(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// diskFullReplica fills the data volume of a replica (the first by name) to the last byte
+// with fallocate for 8 s, then frees it. The chaos cluster's volumes are real file systems of
+// their claim's size (localnode.SizedStorageClass), so the server meets ENOSPC as on a full
+// disk. The primary must keep acknowledging (the other replica acknowledges), and the full
+// replica must catch up on its own once space is back.
+func diskFullReplica(s *stack, key client.ObjectKey) func() {
+	primary := s.currentPrimary(key)
+	replica := ""
+	for _, p := range s.clusterPods(key.Name) {
+		if p.Name != primary && (replica == "" || p.Name < replica) {
+			replica = p.Name
+		}
+	}
+	dir := s.claimDir("data-" + replica)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		s.t.Fatalf("disk-full-replica: statfs %s: %v", dir, err)
+	}
+	// fallocate all but 64 MiB (the file's own extent tree needs room), then write the rest
+	// until the file system refuses.
+	fill, rest := filepath.Join(dir, "chaos-disk-full"), filepath.Join(dir, "chaos-disk-full-rest")
+	free := int64(st.Bavail)*st.Bsize - 64<<20
+	if out, err := exec.Command("fallocate", "-l", strconv.FormatInt(free, 10), fill).CombinedOutput(); err != nil {
+		s.t.Fatalf("disk-full-replica: fallocate %d bytes in %s: %v: %s", free, dir, err, out)
+	}
+	if err := fillUp(rest); !errors.Is(err, syscall.ENOSPC) {
+		s.t.Fatalf("disk-full-replica: writing %s until the volume is full: %v", rest, err)
+	}
+	s.t.Logf("disk-full-replica: %s's volume full (%d MiB)", replica, free>>20+64)
+	return func() {
+		time.Sleep(8 * time.Second)
+		if err := errors.Join(os.Remove(fill), os.Remove(rest)); err != nil {
+			s.t.Errorf("disk-full-replica: freeing the volume: %v", err)
+		}
+	}
+}
+
+// claimDir is the host folder of a claim's volume (the local node's PVs are host paths).
+func (s *stack) claimDir(claim string) string {
+	s.t.Helper()
+	var pvc corev1.PersistentVolumeClaim
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: claim}, &pvc); err != nil {
+		s.t.Fatal(err)
+	}
+	var pv corev1.PersistentVolume
+	if err := s.c.Get(s.ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
+		s.t.Fatal(err)
+	}
+	if pv.Spec.HostPath == nil {
+		s.t.Fatal(fmt.Errorf("volume %s of claim %s is not a host path", pv.Name, claim))
+	}
+	return pv.Spec.HostPath.Path
+}
+
+// fillUp writes zeros to a new file at path until a write fails, and returns that error.
+func fillUp(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+	}
+}
