@@ -67,6 +67,8 @@ type replicaColumns struct {
 	// anything from its source, an event or a heartbeat: Status folds them into
 	// ReplicaStatus.Progress (left "" when the flavor has no heartbeat column).
 	sourceLogFile, readSourcePos, heartbeats string
+	// heartbeatPeriod is the configured heartbeat period in seconds ("" when not reported).
+	heartbeatPeriod string
 	// connectionName is the column that names a replication connection in a status
 	// query listing all of them ("" when the query lists only the default one).
 	connectionName string
@@ -102,6 +104,11 @@ const (
 	flushSSL = "FLUSH SSL"
 )
 
+// HeartbeatPeriodMariaDB is the heartbeat period (seconds) MariaDB replicas ask their source
+// for: an idle source sends one this often, so a receiver that got nothing for longer is
+// hearing nothing from a hung or cut-off source (docs/design/0035).
+const HeartbeatPeriodMariaDB = "0.5"
+
 var mariadbDialect = &dialect{
 	flavor:      FlavorMariaDB,
 	parseGTID:   ParseMariaDBGTID,
@@ -112,7 +119,8 @@ var mariadbDialect = &dialect{
 	replicaStatusQuery: "SHOW ALL SLAVES STATUS",
 	replica: replicaColumns{
 		sourceLogFile: "Master_Log_File", readSourcePos: "Read_Master_Log_Pos",
-		heartbeats: "Slave_received_heartbeats", connectionName: "Connection_name",
+		heartbeats: "Slave_received_heartbeats", heartbeatPeriod: "Slave_heartbeat_period",
+		connectionName: "Connection_name",
 		host: "Master_Host", port: "Master_Port",
 		ioRunning: "Slave_IO_Running", sqlRunning: "Slave_SQL_Running",
 		ioErrno: "Last_IO_Errno", ioError: "Last_IO_Error",
@@ -126,7 +134,7 @@ var mariadbDialect = &dialect{
 		sourceStatus: "Rpl_semi_sync_master_status", clients: "Rpl_semi_sync_master_clients",
 	},
 	changeSource: "CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, " +
-		"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1, " +
+		"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=" + HeartbeatPeriodMariaDB + ", " +
 		"MASTER_SSL=?, MASTER_SSL_CA=?, MASTER_SSL_VERIFY_SERVER_CERT=?",
 	startReplica:  "START SLAVE",
 	stopReplica:   "STOP SLAVE",

@@ -25,6 +25,9 @@ func TestServerHungSource(t *testing.T) {
 
 	// Heartbeats arrive while the source is idle: Progress moves.
 	first := status(ctx, t, op[1]).Replica
+	if first == nil || first.HeartbeatPeriod != 500*time.Millisecond {
+		t.Fatalf("heartbeat period of a replica Dolphin configured: %+v, want 0.5 s", first)
+	}
 	time.Sleep(2500 * time.Millisecond)
 	second := status(ctx, t, op[1]).Replica
 	if first == nil || second == nil || first.Progress == second.Progress {

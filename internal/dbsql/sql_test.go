@@ -41,7 +41,7 @@ func TestExactSQL(t *testing.T) {
 		mariadb: []string{
 			"STOP SLAVE",
 			"CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, " +
-				"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1, " +
+				"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=0.5, " +
 				"MASTER_SSL=?, MASTER_SSL_CA=?, MASTER_SSL_VERIFY_SERVER_CERT=? " +
 				`[10.0.0.7 3306 repl it's "q" \ b 0  0]`,
 			"START SLAVE",
@@ -64,7 +64,7 @@ func TestExactSQL(t *testing.T) {
 		mariadb: []string{
 			"STOP SLAVE",
 			"CHANGE MASTER TO MASTER_HOST=?, MASTER_PORT=?, MASTER_USER=?, MASTER_PASSWORD=?, " +
-				"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1, " +
+				"MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=0.5, " +
 				"MASTER_SSL=?, MASTER_SSL_CA=?, MASTER_SSL_VERIFY_SERVER_CERT=? " +
 				`[10.0.0.7 3306 repl it's "q" \ b 1 /etc/mysql/tls/ca.crt 1]`,
 			"START SLAVE",

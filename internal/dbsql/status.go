@@ -139,6 +139,13 @@ func parseReplicaRow(d *dialect, row map[string]string, executed GTIDSet) (*Repl
 	if c.heartbeats != "" {
 		rep.Progress = row[c.sourceLogFile] + ":" + row[c.readSourcePos] + "/" + row[c.heartbeats]
 	}
+	if v := strings.TrimSpace(row[c.heartbeatPeriod]); c.heartbeatPeriod != "" && v != "" {
+		secs, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", c.heartbeatPeriod, err)
+		}
+		rep.HeartbeatPeriod = time.Duration(secs * float64(time.Second))
+	}
 	rep.SSL = row[c.sslAllowed] == "Yes"
 	rep.SSLCAFile = row[c.sslCAFile]
 	rep.SSLVerifyName = row[c.sslVerifyName] == "Yes"

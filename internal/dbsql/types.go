@@ -63,11 +63,14 @@ type ReplicaStatus struct {
 	Received GTIDSet
 	// Progress changes whenever the receiver gets anything from its source, an event
 	// or a heartbeat (source log file, read position and heartbeat counter). Unchanged over
-	// more than the heartbeat period (1 s) means the source sends nothing, although the
+	// more than the heartbeat period (HeartbeatPeriod) means the source sends nothing, although the
 	// receiver may still show as running: a hung or cut-off source is only noticed by the
 	// receiver after slave_net_timeout. "" when the flavor reports no heartbeat counter
 	// (MySQL's SHOW REPLICA STATUS), where an idle source would look silent.
 	Progress string
+	// HeartbeatPeriod is how often an idle source sends this receiver a heartbeat (0 when
+	// the flavor does not report it).
+	HeartbeatPeriod time.Duration
 	// SecondsBehindSource is nil when the server reports NULL (applier or
 	// receiver not running).
 	SecondsBehindSource *int64

@@ -387,10 +387,25 @@ func errantReason(p, r InstanceView) string {
 // readOnlyAlive is true when the old primary answers but is read-only (restarted behind a
 // replica): replicas connected to it receive nothing it could still write, so they need not
 // have lost it before the fence.
-// ReceiverSilence is how long a running receiver may get nothing from its source (its
-// heartbeats come every second when there are no events) before it no longer counts as
-// evidence that the source is alive.
+// ReceiverSilence is how long a running receiver may get nothing from its source before it no
+// longer counts as evidence that the source is alive, when its heartbeat period is not
+// known; receiverSilence gives it for a known period.
 const ReceiverSilence = 1500 * time.Millisecond
+
+// heartbeatMargin is what a receiver's silence must exceed its heartbeat period by: a late
+// heartbeat on a loaded machine is not a lost source.
+const heartbeatMargin = 500 * time.Millisecond
+
+// receiverSilence is how long a receiver whose source sends heartbeats every period (0:
+// unknown) may get nothing before it no longer shows that its source is alive: one period
+// and a margin (1.5 s for the former 1 s period, 1 s for the 0.5 s Dolphin configures now;
+// docs/design/0035).
+func receiverSilence(period time.Duration) time.Duration {
+	if period <= 0 {
+		return ReceiverSilence
+	}
+	return period + heartbeatMargin
+}
 
 func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive bool) Decision {
 	fenced := v.Failover != nil && v.Failover.Fenced && v.Failover.From == lost.Name
@@ -422,7 +437,7 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 				break
 			}
 			if rs := c.Status.Replica; rs.IORunning && rs.SourceHost == lost.Host && rs.SourcePort == lost.Port &&
-				c.ReceiverSilentFor < ReceiverSilence {
+				c.ReceiverSilentFor < receiverSilence(rs.HeartbeatPeriod) {
 				d.State = StatePrimarySuspect
 				d.Message = fmt.Sprintf("primary %s does not answer Dolphin, but %s still receives from it: not failing over", lost.Name, c.Name)
 				return d

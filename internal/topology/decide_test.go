@@ -46,6 +46,9 @@ func (b *ib) ioStopped() *ib { b.v.Status.Replica.IORunning = false; return b }
 // silent says the receiver got nothing from its source for d (InstanceView.ReceiverSilentFor).
 func (b *ib) silent(d time.Duration) *ib { b.v.ReceiverSilentFor = d; return b }
 
+// heartbeat sets the replica's heartbeat period.
+func (b *ib) heartbeat(d time.Duration) *ib { b.v.Status.Replica.HeartbeatPeriod = d; return b }
+
 // tls marks the instance as serving TLS (its pod started with a certificate).
 func (b *ib) tls() *ib { b.v.TLSServerName = b.v.Host; return b }
 
@@ -231,6 +234,24 @@ func TestDecide(t *testing.T) {
 		{"primary unreachable for Dolphin; one receiver silent, the other heard from it lately: no failover",
 			func() ClusterView {
 				v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-9").silent(5*ReceiverSilence), inst(2).replicaOf(0, "0-1-10").silent(ReceiverSilence-1))
+				v.PrimaryMisses = 3
+				return v
+			},
+			StatePrimarySuspect, "db-0", nil, nil},
+		{"heartbeats every 0.5 s: receivers silent for 1 s are silent enough: fence",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(),
+					inst(1).replicaOf(0, "0-1-9").heartbeat(500*time.Millisecond).silent(time.Second),
+					inst(2).replicaOf(0, "0-1-10").heartbeat(500*time.Millisecond).silent(1200*time.Millisecond))
+				v.PrimaryMisses = 3
+				return v
+			},
+			StateFailover, "db-0", []string{"StopIO(db-1)", "StopIO(db-2)"}, nil},
+		{"heartbeats every 1 s (a replica configured before 0.5 s): 1.2 s of silence is not enough",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(),
+					inst(1).replicaOf(0, "0-1-9").heartbeat(time.Second).silent(1200*time.Millisecond),
+					inst(2).replicaOf(0, "0-1-10").heartbeat(500*time.Millisecond).silent(5*time.Second))
 				v.PrimaryMisses = 3
 				return v
 			},

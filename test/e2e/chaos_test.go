@@ -187,7 +187,10 @@ func TestChaos(t *testing.T) {
 			// Real file systems of the claim's size (sparse images): a volume fills up like a
 			// disk, for disk-full-replica; 20 GiB holds the binary logs of long runs.
 			Size: ptr.To(resource.MustParse("20Gi")), StorageClassName: ptr.To(localnode.SizedStorageClass),
-			DeletePolicy: dolphinv1.VolumeDelete}}}
+			DeletePolicy: dolphinv1.VolumeDelete},
+			// Binary logs older than an hour are purged: a run of hundreds of rounds (a day)
+			// writes more than the volumes hold.
+			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"binlog_expire_logs_seconds": "3600"}}}
 	if err := s.c.Create(s.ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
