@@ -120,8 +120,7 @@ var mariadbDialect = &dialect{
 	replica: replicaColumns{
 		sourceLogFile: "Master_Log_File", readSourcePos: "Read_Master_Log_Pos",
 		heartbeats: "Slave_received_heartbeats", heartbeatPeriod: "Slave_heartbeat_period",
-		connectionName: "Connection_name",
-		host:           "Master_Host", port: "Master_Port",
+		connectionName: "Connection_name", host: "Master_Host", port: "Master_Port",
 		ioRunning: "Slave_IO_Running", sqlRunning: "Slave_SQL_Running",
 		ioErrno: "Last_IO_Errno", ioError: "Last_IO_Error",
 		sqlErrno: "Last_SQL_Errno", sqlError: "Last_SQL_Error",
