@@ -2359,6 +2359,7 @@ func autoConvert_v1alpha1_TopologyStatus_To_v1beta1_TopologyStatus(in *TopologyS
 		out.SwitchoverInProgress = nil
 	}
 	out.SemiSyncFallback = in.SemiSyncFallback
+	out.NoSemiSyncReplica = in.NoSemiSyncReplica
 	if in.LastPromotion != nil {
 		in, out := &in.LastPromotion, &out.LastPromotion
 		*out = new(v1beta1.PromotionRecord)
@@ -2412,6 +2413,7 @@ func autoConvert_v1beta1_TopologyStatus_To_v1alpha1_TopologyStatus(in *v1beta1.T
 		out.SwitchoverInProgress = nil
 	}
 	out.SemiSyncFallback = in.SemiSyncFallback
+	out.NoSemiSyncReplica = in.NoSemiSyncReplica
 	if in.LastPromotion != nil {
 		in, out := &in.LastPromotion, &out.LastPromotion
 		*out = new(PromotionRecord)

@@ -482,6 +482,11 @@ type TopologyStatus struct {
 	// acknowledged writes are then not guaranteed to survive a failover.
 	// +optional
 	SemiSyncFallback bool `json:"semiSyncFallback,omitempty"`
+	// NoSemiSyncReplica is true when no replica is connected to acknowledge the primary's
+	// writes: commits wait for one up to the semi-sync timeout (30 s), then the primary falls
+	// back to asynchronous replication (SemiSyncFallback).
+	// +optional
+	NoSemiSyncReplica bool `json:"noSemiSyncReplica,omitempty"`
 	// LastPromotion records the last failover or switchover.
 	// +optional
 	LastPromotion *PromotionRecord `json:"lastPromotion,omitempty"`

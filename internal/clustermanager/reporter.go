@@ -372,7 +372,8 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 	d := rep.Decision
 	t := &dolphinv1.TopologyStatus{
 		State: string(d.State), Message: d.Message, Primary: rep.Persisted.Primary,
-		SemiSyncFallback: d.SemiSyncFallback, CredentialsGeneration: rep.CredentialsGeneration,
+		SemiSyncFallback: d.SemiSyncFallback, NoSemiSyncReplica: d.NoSemiSyncReplica,
+		CredentialsGeneration: rep.CredentialsGeneration,
 	}
 	if rep.Err != nil {
 		t.Message += "; last plan failed: " + rep.Err.Error()

@@ -149,6 +149,9 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		set(dolphinv1.ConditionReady, false, "ReconcileError", "applying the spec failed: "+o.StepErr.Error())
 	case !primaryReady:
 		set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", instances+"; no writable primary")
+	case topo != nil && topo.NoSemiSyncReplica:
+		// Said before the instances that are not ready: what clients feel is the stall.
+		set(dolphinv1.ConditionReady, false, topologyProblem.reason, instances+"; "+topologyProblem.message)
 	case !allReady:
 		set(dolphinv1.ConditionReady, false, "InstancesNotReady", instances)
 	default:
@@ -214,6 +217,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 			set(dolphinv1.ConditionDegraded, true, "MultiplePrimaries", "more than one pod is labeled primary")
 		case wasAvailable && !primaryReady:
 			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances)
+		case topo != nil && topo.NoSemiSyncReplica:
+			set(dolphinv1.ConditionDegraded, true, topologyProblem.reason, instances+"; "+topologyProblem.message)
 		case st.Phase == dolphinv1.PhaseDegraded && !allReady:
 			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
 		case topologyProblem != nil:
@@ -252,6 +257,9 @@ func topologyProblem(t *dolphinv1.TopologyStatus) *problem {
 	case t.SemiSyncFallback:
 		return &problem{"SemiSyncFallback",
 			"the primary stopped waiting for replica acknowledgements: acknowledged writes may be lost in a failover; check that the replicas run and catch up"}
+	case t.NoSemiSyncReplica:
+		return &problem{"NoSemiSyncReplica",
+			"no replica is connected to acknowledge writes: commits on the primary wait for one up to the semi-sync timeout (30 s), then it falls back to asynchronous replication; check why the replicas are down (status.topology.instances)"}
 	}
 	return nil
 }

@@ -63,6 +63,10 @@ type Decision struct {
 	// SemiSyncFallback is true when the primary's semi-sync fell back to asynchronous
 	// replication: acknowledged writes are no longer guaranteed on a replica.
 	SemiSyncFallback bool
+	// NoSemiSyncReplica is true when the primary waits for semi-sync acknowledgements and no
+	// replica is connected to give them: its commits stall until one connects or the
+	// semi-sync timeout makes it fall back.
+	NoSemiSyncReplica bool
 	// SwitchoverRefused says why a requested switchover was dropped without a promotion
 	// ("" when none was): the operator reports it as an event.
 	SwitchoverRefused string
@@ -318,6 +322,12 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 		case !rs.IORunning || !rs.SQLRunning:
 			d.Plan = append(d.Plan, Step{Kind: StepStartReplication, Instance: r.Name})
 		}
+	}
+	// No replica connected to acknowledge, and none about to be by this plan: commits stall.
+	if ss := p.Status.SemiSync; ss.SourceEnabled && ss.SourceActive && ss.Clients == 0 && len(v.Instances) > 1 &&
+		!slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepReplicate || s.Kind == StepStartReplication }) {
+		d.NoSemiSyncReplica = true
+		problems = append(problems, "no replica acknowledges "+p.Name+"'s writes: commits wait for one (up to the semi-sync timeout), then fall back to asynchronous replication")
 	}
 	secure := secureTransportWanted(v)
 	for _, in := range v.Instances {

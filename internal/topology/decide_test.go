@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,21 @@ func cluster(primary string, ins ...*ib) ClusterView {
 	v := ClusterView{Primary: primary, Settings: Settings{FailoverEnabled: true, DetectionAttempts: 3}}
 	for _, b := range ins {
 		v.Instances = append(v.Instances, b.v)
+	}
+	// A writable server's semi-sync clients are the replicas receiving from it, as
+	// Rpl_semi_sync_master_clients counts them.
+	for i, src := range v.Instances {
+		if src.Status == nil || src.Status.ReadOnly {
+			continue
+		}
+		n := 0
+		for _, r := range v.Instances {
+			if r.Status != nil && r.Status.Replica != nil && r.Status.Replica.IORunning &&
+				r.Status.Replica.SourceHost == src.Host && r.Status.Replica.SourcePort == src.Port {
+				n++
+			}
+		}
+		v.Instances[i].Status.SemiSync.Clients = n
 	}
 	return v
 }
@@ -193,6 +209,11 @@ func TestDecide(t *testing.T) {
 					inst(1).tls().executed("0-1-10").replicaOf(0, "0-1-10").replicatingOverTLS().secure()))
 			},
 			StateHealthy, "db-0", nil, nil},
+		{"no replica connected and none Dolphin can re-point: the writes wait, and the state says so",
+			func() ClusterView {
+				return cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).down(), inst(2).down())
+			},
+			StateDegraded, "db-0", nil, nil},
 		{"a stopped replica is restarted",
 			func() ClusterView {
 				return cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
@@ -470,5 +491,23 @@ func TestDecideClearsMootSwitchovers(t *testing.T) {
 	// promotion, which clears it).
 	if d := Decide(pending); d.State != StateSwitchover || d.Primary != "db-2" {
 		t.Errorf("a fenced switchover of the current primary: %s %s (%s), want Switchover to db-2", d.State, d.Primary, d.Message)
+	}
+}
+
+// A primary waiting for acknowledgements with no replica connected says so (the stall is what
+// clients feel), unless this very plan re-points or restarts a replica.
+func TestDecideNoSemiSyncReplica(t *testing.T) {
+	alone := cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).down(), inst(2).down())
+	d := Decide(alone)
+	if !d.NoSemiSyncReplica || !strings.Contains(d.Message, "no replica acknowledges db-0's writes") {
+		t.Errorf("both replicas down: NoSemiSyncReplica=%v, message %q", d.NoSemiSyncReplica, d.Message)
+	}
+	restarting := cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
+	if d := Decide(restarting); d.NoSemiSyncReplica {
+		t.Errorf("the plan restarts the only replica's receiver, yet NoSemiSyncReplica: %q", d.Message)
+	}
+	if d := Decide(cluster("db-0", inst(0).writable().executed("0-1-10"),
+		inst(1).executed("0-1-10").replicaOf(0, "0-1-10"))); d.NoSemiSyncReplica {
+		t.Errorf("a replica receives, yet NoSemiSyncReplica: %q", d.Message)
 	}
 }
