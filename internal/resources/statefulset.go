@@ -34,9 +34,10 @@ const (
 	terminationGracePeriod = 60
 )
 
-// StatefulSet runs the instances. Its pod template depends only on the spec (never on the
-// operator version or on observed state), so applying it again never restarts pods unless
-// the user changed something that needs a restart.
+// StatefulSet runs the instances. Its pod template depends only on the spec and on o, whose
+// agent image and template generation ChooseBuild keeps at what the live StatefulSet runs
+// (never on observed state), so applying it again never restarts pods unless the user changed
+// something that needs a restart.
 func StatefulSet(c *dolphinv1.MySQLCluster, o BuildOptions) (*appsv1ac.StatefulSetApplyConfiguration, error) {
 	pod, err := podTemplate(c, o)
 	if err != nil {
