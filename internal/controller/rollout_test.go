@@ -356,8 +356,9 @@ func TestEnvtestUpgradeToOnDeleteKeepsPods(t *testing.T) {
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)
 	}
-	// The previous operator version's StatefulSet: the same object with RollingUpdate.
-	old, err := resources.StatefulSet(resources.Defaulted(getCluster(t, c, key)), resources.BuildOptions{})
+	// The previous operator version's StatefulSet: the same object with RollingUpdate, built
+	// at the template generation of that version (1), without the annotations of later ones.
+	old, err := resources.StatefulSet(resources.Defaulted(getCluster(t, c, key)), resources.BuildOptions{TemplateGeneration: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,8 +153,8 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 	if err != nil || wait {
 		return err
 	}
-	// The agent image follows the pods, not the operator's version (resources.AgentBuild): an
-	// operator upgrade alone restarts no database.
+	// The agent image and the template generation follow the pods, not the operator's version
+	// (resources.ChooseBuild): an operator upgrade alone restarts no database.
 	var live *appsv1.StatefulSet
 	var existing appsv1.StatefulSet
 	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.NamesFor(c).StatefulSet}, &existing); {
@@ -163,7 +163,7 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("reading the StatefulSet: %w", err)
 	}
-	build, annotations, err := resources.AgentBuild(c, live, r.Build)
+	build, annotations, err := resources.ChooseBuild(c, live, r.Build)
 	if err != nil {
 		return &userError{Reason: "InvalidPodTemplate", Message: err.Error() + ": fix spec.podTemplate"}
 	}

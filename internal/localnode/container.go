@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,13 +124,15 @@ func (r *podRunner) graceDeadline() time.Time {
 	return r.deadline
 }
 
-// stop sends SIGTERM, then SIGKILL at deadline, and waits for the exit.
+// stop stops a container as the kubelet does: SIGTERM to its main process, SIGKILL to all
+// of it at deadline; it waits for the exit (after which nothing of the container is left,
+// process.wait).
 func (r *podRunner) stop(proc *process, deadline time.Time) {
-	proc.signal(syscall.SIGTERM)
+	proc.terminate()
 	select {
 	case <-proc.done:
 	case <-time.After(time.Until(deadline)):
-		proc.signal(syscall.SIGKILL)
+		proc.kill()
 		<-proc.done
 	}
 }

@@ -4,27 +4,34 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // TestMariaDBPod runs a real mariadbd as a pod: the project's generated
 // my.cnf from a configMap, the data directory on a provisioned PVC, install-db
 // as an init container running as uid 999 with fsGroup 999, a TCP readiness
-// probe, and a SQL client on the host reaching podIP:3306.
+// probe, and a SQL client on the host reaching podIP:3306. The server runs under the
+// operator's crash-on-stop command, and deleting the pod kills it without a clean shutdown.
 func TestMariaDBPod(t *testing.T) {
 	if _, err := exec.LookPath("mariadbd"); err != nil {
 		if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
@@ -78,7 +85,9 @@ func TestMariaDBPod(t *testing.T) {
 	ctr := func(name string, command ...string) corev1.Container {
 		return corev1.Container{Name: name, Image: "docker.io/library/mariadb:10.11", Command: command, VolumeMounts: mounts}
 	}
-	server := ctr("mariadbd", "mariadbd", defaults)
+	// The server container's command as the operator builds it for a MariaDB cluster of more
+	// than one instance: mariadbd under the crash-on-stop supervisor (docs/design/0038).
+	server := ctr("mariadbd", podServerCommand(t)...)
 	server.Ports = []corev1.ContainerPort{{Name: "mysql", ContainerPort: mycnf.Port}}
 	server.ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
 		TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("mysql")}}}
@@ -152,4 +161,78 @@ func TestMariaDBPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("connected to %s:%d as %s", got.Status.PodIP, mycnf.Port, user)
+
+	// Deleting the pod stops the container as the kubelet does: SIGTERM to its main process,
+	// the supervisor, which kills the server — no clean shutdown — and nothing is left of it.
+	// The log is read through a descriptor opened before: the pod's folder goes with the pod.
+	log, err := os.Open(filepath.Join(e.dir, "pods", e.ns+"_"+pod.Name, "mariadbd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	supervisor := containerPID(t, e.pod(t, pod.Name).Status.ContainerStatuses[0])
+	mariadbd := childPID(supervisor)
+	if mariadbd == 0 {
+		t.Fatalf("the server container's main process (pid %d) has no child: no supervisor", supervisor)
+	}
+	if err := e.client.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "pod object removed", func() error {
+		if _, err := e.client.CoreV1().Pods(e.ns).Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (err %v)", err)
+		}
+		return nil
+	})
+	text, err := io.ReadAll(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A server that heard the SIGTERM logs "Normal shutdown" before anything else.
+	if strings.Contains(string(text), "Normal shutdown") || strings.Contains(string(text), "Shutdown complete") ||
+		!strings.Contains(string(text), "ready for connections") {
+		t.Errorf("the deleted pod's server was not killed: its log:\n%s", text)
+	}
+	if !processGone(mariadbd, 5*time.Second) {
+		t.Errorf("mariadbd (pid %d) outlived its deleted pod", mariadbd)
+	}
+}
+
+// podServerCommand is the server container's command of a 2-instance MariaDB cluster, as
+// resources.StatefulSet builds it.
+func podServerCommand(t *testing.T) []string {
+	t.Helper()
+	c := resources.Defaulted(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "test"}})
+	c.Spec.Instances = 2
+	sts, err := resources.StatefulSet(c, resources.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ctr := range sts.Spec.Template.Spec.Containers {
+		if ctr.Name != nil && *ctr.Name == resources.ContainerMySQLD {
+			return ctr.Command
+		}
+	}
+	t.Fatal("no server container in the StatefulSet")
+	return nil
+}
+
+// childPID is a child process of pid, from /proc (0: none).
+func childPID(pid int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
 }

@@ -269,8 +269,8 @@ func (r *podRunner) sleep(d time.Duration) bool {
 	}
 }
 
-// terminate starts stopping the pod: every process gets SIGTERM now and
-// SIGKILL after grace. deleting says whether to remove the pod's folder and
+// terminate starts stopping the pod: every container's main process gets
+// SIGTERM now, and the whole container SIGKILL after grace (podRunner.stop). deleting says whether to remove the pod's folder and
 // API object afterwards. Calling it again only shortens the deadline.
 func (r *podRunner) terminate(grace time.Duration, deleting bool) {
 	r.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -167,19 +168,43 @@ func startProcess(spec launchSpec, specFile, logFile string) (*process, error) {
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		p.err = p.wait()
 		p.state = cmd.ProcessState
 		close(p.done)
 	}()
 	return p, nil
 }
 
-// signal sends sig to the process's group (and to the process itself, in case
-// it left the group).
-func (p *process) signal(sig syscall.Signal) {
+// wait waits for the container's main process to exit, SIGKILLs what is left of its process
+// group — as the kernel kills a container's PID namespace when its init exits, so that no
+// child (a server a shell started) outlives its container — and then reaps it. The group is
+// killed before the reaping: until then the main process's pid, the group's id, cannot be
+// reused by another process.
+func (p *process) wait() error {
 	pid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pid, sig)
-	_ = syscall.Kill(pid, sig)
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	return p.cmd.Wait()
+}
+
+// terminate asks the container to stop as the kubelet does: the stop signal (SIGTERM) to
+// its main process only. Its children hear of it from the main process, if at all: a
+// supervisor decides how its server stops (resources.crashOnStop kills it).
+func (p *process) terminate() {
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+}
+
+// kill SIGKILLs the container: its main process and its process group.
+func (p *process) kill() {
+	pid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL) // in case it left its group
 }
 
 // exitCode returns the exit code and a Kubernetes-style reason once exited; a

@@ -14,12 +14,24 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
-// BuildOptions are the operator-wide inputs of the builders (the same for every cluster).
+// BuildOptions are the operator-wide inputs of the builders (the same for every cluster),
+// or, from ChooseBuild, what one cluster's live StatefulSet keeps of them.
 type BuildOptions struct {
 	// AgentImage is the image holding the dolphin binary. Its init container copies the
 	// binary into the pod, where the instance agent runs it inside the database image (which
 	// has the backup tools), the way CloudNativePG runs its instance manager.
 	AgentImage string
+	// TemplateGeneration is the pod template generation to build (see TemplateGeneration);
+	// 0 is the newest.
+	TemplateGeneration int
+}
+
+// generation is the pod template generation o builds.
+func (o BuildOptions) generation() int {
+	if o.TemplateGeneration == 0 {
+		return TemplateGeneration
+	}
+	return o.TemplateGeneration
 }
 
 // DefaultAgentImage is the agent image when the operator is not told otherwise.

@@ -105,6 +105,14 @@ func TestBuildersGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, name+"-statefulset", sts)
+			if name == "minimal" {
+				// The template of the releases before generations (and their StatefulSets).
+				first, err := StatefulSet(c, BuildOptions{AgentImage: "ghcr.io/dolphin-operator/dolphin:test", TemplateGeneration: generationInitial})
+				if err != nil {
+					t.Fatal(err)
+				}
+				golden(t, name+"-generation1-statefulset", first)
+			}
 			golden(t, name+"-configmap", cm)
 			golden(t, name+"-services", []any{HeadlessService(c), PrimaryService(c), ReplicaService(c)})
 			golden(t, name+"-pdb", PodDisruptionBudget(c))
@@ -287,19 +295,34 @@ fi
 
 // TestServerRollsBackItsTailOnlyWithReplicas: MariaDB rolls back an uncommitted binlog tail
 // after a crash only when replicas exist to hold what was acknowledged; a single instance and
-// MySQL (no such option) never do.
+// MySQL (no such option) never do. From template generation 2 exactly those servers run under
+// crashOnStop, with the same server command line as their arguments.
 func TestServerRollsBackItsTailOnlyWithReplicas(t *testing.T) {
 	single := minimal()
 	single.Spec.Instances = 1
+	tls := minimal()
+	tls.Spec.TLS.Enabled = true
 	for _, tc := range []struct {
 		name string
 		c    *dolphinv1.MySQLCluster
 		want bool
-	}{{"mariadb, 3 instances", minimal(), true}, {"mariadb, 1 instance", single, false}, {"mysql, 5 instances", customised(), false}} {
-		got := slices.Contains(serverCommand(tc.c), "--init-rpl-role=SLAVE")
-		if got != tc.want {
-			t.Errorf("%s: command %v: --init-rpl-role=SLAVE present %v, want %v", tc.name, serverCommand(tc.c), got, tc.want)
+	}{{"mariadb, 3 instances", minimal(), true}, {"mariadb, tls", tls, true}, {"mariadb, 1 instance", single, false}, {"mysql, 5 instances", customised(), false}} {
+		for _, generation := range []int{generationInitial, generationCrashOnStop} {
+			cmd := serverCommand(tc.c, generation)
+			if got := slices.Contains(cmd, "--init-rpl-role=SLAVE"); got != tc.want {
+				t.Errorf("%s, generation %d: command %v: --init-rpl-role=SLAVE present %v, want %v", tc.name, generation, cmd, got, tc.want)
+			}
+			supervised := slices.Equal(cmd[:min(len(cmd), 4)], []string{"/bin/sh", "-c", crashOnStop, "crash-on-stop"})
+			if want := tc.want && generation >= generationCrashOnStop; supervised != want {
+				t.Errorf("%s, generation %d: command %q: under crashOnStop %v, want %v", tc.name, generation, cmd, supervised, want)
+			}
+			if plain := serverCommand(tc.c, generationInitial); supervised && !slices.Equal(cmd[4:], plain) {
+				t.Errorf("%s: supervised server command %q, want the plain one %q", tc.name, cmd[4:], plain)
+			}
 		}
+	}
+	if strings.Contains(crashOnStop, "$(") {
+		t.Errorf("crashOnStop holds $(, which the kubelet would expand")
 	}
 }
 

@@ -34,9 +34,10 @@ const (
 	terminationGracePeriod = 60
 )
 
-// StatefulSet runs the instances. Its pod template depends only on the spec (never on the
-// operator version or on observed state), so applying it again never restarts pods unless
-// the user changed something that needs a restart.
+// StatefulSet runs the instances. Its pod template depends only on the spec and on o, whose
+// agent image and template generation ChooseBuild keeps at what the live StatefulSet runs
+// (never on observed state), so applying it again never restarts pods unless the user changed
+// something that needs a restart.
 func StatefulSet(c *dolphinv1.MySQLCluster, o BuildOptions) (*appsv1ac.StatefulSetApplyConfiguration, error) {
 	pod, err := podTemplate(c, o)
 	if err != nil {
@@ -96,7 +97,7 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 			WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithInitContainers(agentToolsContainer(bo), initContainer(c), seedContainer(c)).
-		WithContainers(mysqldContainer(c), agentContainer(c)).
+		WithContainers(mysqldContainer(c, bo.generation()), agentContainer(c)).
 		WithVolumes(agentVolumes(c)...).
 		WithVolumes(
 			corev1ac.Volume().WithName(volumeConfig).WithConfigMap(
@@ -165,14 +166,14 @@ func initContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigurat
 		WithVolumeMounts(volumeMounts()...)
 }
 
-func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
+func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.ContainerApplyConfiguration {
 	probe := func() *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString("mysql")))
 	}
 	ctr := corev1ac.Container().
 		WithName(ContainerMySQLD).
 		WithImage(Image(c)).
-		WithCommand(serverCommand(c)...).
+		WithCommand(serverCommand(c, generation)...).
 		WithPorts(corev1ac.ContainerPort().WithName("mysql").WithContainerPort(MySQLPort).WithProtocol(corev1.ProtocolTCP)).
 		WithEnv(podIdentityEnv()...).
 		WithSecurityContext(containerSecurityContext()).
@@ -204,14 +205,22 @@ func mysqldContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigur
 // are on a replica (semi-sync), and the topology engine then promotes that replica rather than
 // the restarted server (docs/design/0011). A single instance has no replica to hold them, so it
 // never rolls back; MySQL has no such option.
-func serverCommand(c *dolphinv1.MySQLCluster) []string {
+//
+// From template generation 2 the same servers run under crashOnStop (docs/design/0038): their
+// container's stop kills the server instead of shutting it down cleanly, because a clean
+// shutdown commits what waits for a semi-sync acknowledgement.
+func serverCommand(c *dolphinv1.MySQLCluster, generation int) []string {
 	f := c.Spec.Engine.Flavor
 	cmd := []string{serverBinary(f), "--defaults-file=" + path.Join(mycnf.ConfigDir, MyCnfKey)}
-	if f != dolphinv1.FlavorMySQL && c.Spec.Instances > 1 {
+	rollsBack := f != dolphinv1.FlavorMySQL && c.Spec.Instances > 1
+	if rollsBack {
 		cmd = append(cmd, "--init-rpl-role=SLAVE")
 	}
 	if c.Spec.TLS.Enabled {
 		cmd = append(cmd, tlsArgs()...)
+	}
+	if rollsBack && generation >= generationCrashOnStop {
+		cmd = append([]string{"/bin/sh", "-c", crashOnStop, "crash-on-stop"}, cmd...)
 	}
 	return cmd
 }

@@ -231,14 +231,7 @@ func TestLocalStackEndToEnd(t *testing.T) {
 
 	// Kill the primary's server process (as a crash would).
 	old := cluster.Status.CurrentPrimary
-	var pod corev1.Pod
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: old}, &pod); err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
-	if err != nil {
-		t.Fatalf("container id %q: %v", pod.Status.ContainerStatuses[0].ContainerID, err)
-	}
+	pid := s.serverPID(old)
 	before := ackedCount()
 	killed := time.Now()
 	if err := exec.Command("kill", "-9", strconv.Itoa(pid)).Run(); err != nil {
@@ -485,20 +478,6 @@ func (s *stack) metrics() string {
 	}
 	s.t.Fatal("the operator has no metrics address")
 	return ""
-}
-
-// serverPID is the host PID of an instance's mysqld container.
-func (s *stack) serverPID(pod string) int {
-	s.t.Helper()
-	var p corev1.Pod
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
-		s.t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
-	if err != nil {
-		s.t.Fatalf("container id of %s: %v", pod, err)
-	}
-	return pid
 }
 
 // snapshot summarises what an operator restart must not change.

@@ -55,6 +55,8 @@ type Instance struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed once cmd has exited and been reaped
+	// supervised: cmd is not mariadbd but a supervisor that runs it (StartCommand).
+	supervised bool
 }
 
 // Addr returns "host:3306".
@@ -129,20 +131,25 @@ func (i *Instance) Stop(t testing.TB) {
 
 // Kill crashes the server with SIGKILL and returns once the process has exited
 // and been reaped (waited for): its address is free and InnoDB recovers on
-// the next Start. Killing a stopped server does nothing.
+// the next Start. Started by StartCommand, the server and its supervisor are
+// killed together (their process group). Killing a stopped server does nothing.
 func (i *Instance) Kill(t testing.TB) {
 	t.Helper()
 	cmd, done := i.current()
 	if cmd == nil {
 		return
 	}
+	server, _ := i.ServerPID()
 	// An error means the process has exited already: done is about to close.
-	sigErr := cmd.Process.Signal(syscall.SIGKILL)
+	sigErr := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	select {
 	case <-done:
 	case <-time.After(killTimeout):
 		t.Fatalf("dbtest: %s (pid %d) did not exit within %v of SIGKILL (signal: %v)",
 			i.Name, cmd.Process.Pid, killTimeout, sigErr)
+	}
+	if i.isSupervised() && server > 0 && !exited(server, killTimeout) {
+		t.Fatalf("dbtest: %s: mariadbd (pid %d) did not exit within %v of SIGKILL", i.Name, server, killTimeout)
 	}
 }
 
@@ -211,6 +218,15 @@ func (i *Instance) startReadyFor(extraArgs []string, dsn string) error {
 	if err != nil {
 		return err
 	}
+	// --defaults-file must be the first argument, or /etc/mysql is read too.
+	args := append([]string{"--defaults-file=" + i.ConfigFile}, extraArgs...)
+	return i.launch(bin.server, args, nil, false, dsn)
+}
+
+// launch starts path with args (and env added to the test's environment) as the instance's
+// process — mariadbd, or a supervisor that runs it (supervised) — and waits until dsn
+// answers.
+func (i *Instance) launch(path string, args, env []string, supervised bool, dsn string) error {
 	i.mu.Lock()
 	if i.runningLocked() {
 		i.mu.Unlock()
@@ -221,20 +237,21 @@ func (i *Instance) startReadyFor(extraArgs []string, dsn string) error {
 		i.mu.Unlock()
 		return err
 	}
-	// --defaults-file must be the first argument, or /etc/mysql is read too.
-	args := append([]string{"--defaults-file=" + i.ConfigFile}, extraArgs...)
-	fmt.Fprintf(logf, "==== dbtest %s: %s %s\n", time.Now().Format(time.RFC3339Nano), bin.server, strings.Join(args, " "))
-	cmd := exec.Command(bin.server, args...)
+	fmt.Fprintf(logf, "==== dbtest %s: %s %s\n", time.Now().Format(time.RFC3339Nano), path, strings.Join(args, " "))
+	cmd := exec.Command(path, args...)
 	cmd.Dir = i.Dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf // files: Wait does not wait for copying goroutines
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		i.mu.Unlock()
-		return fmt.Errorf("%s: starting mariadbd: %w", i.Name, err)
+		return fmt.Errorf("%s: starting %s: %w", i.Name, path, err)
 	}
 	done := make(chan struct{})
-	i.cmd, i.done = cmd, done
+	i.cmd, i.done, i.supervised = cmd, done, supervised
 	i.mu.Unlock()
 	// The only Wait: it reaps the process as soon as it exits, whether it was
 	// stopped, killed or crashed, so Running turns false right away.
@@ -295,7 +312,7 @@ func (i *Instance) stop(timeout time.Duration) error {
 		return nil
 	case <-time.After(timeout):
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the group: a supervisor's server too
 	select {
 	case <-done:
 		return fmt.Errorf("%s (pid %d) did not stop within %v of SIGTERM: killed it", i.Name, cmd.Process.Pid, timeout)

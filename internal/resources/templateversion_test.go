@@ -1,0 +1,192 @@
+package resources
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+)
+
+// liveStatefulSet is the StatefulSet the API server would hold after applying c built with
+// o, and the annotations ChooseBuild gave.
+func liveStatefulSet(t *testing.T, c *dolphinv1.MySQLCluster, o BuildOptions, annotations map[string]string) *appsv1.StatefulSet {
+	t.Helper()
+	ac, err := StatefulSet(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac.WithAnnotations(annotations)
+	b, err := json.Marshal(ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sts appsv1.StatefulSet
+	if err := json.Unmarshal(b, &sts); err != nil {
+		t.Fatal(err)
+	}
+	return &sts
+}
+
+// templateJSON is the pod template c gets with o, as JSON.
+func templateJSON(t *testing.T, c *dolphinv1.MySQLCluster, o BuildOptions) string {
+	t.Helper()
+	sts := liveStatefulSet(t, c, o, nil)
+	b, err := json.Marshal(sts.Spec.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// supervised reports whether a pod template runs its server under crashOnStop.
+func supervised(sts *appsv1.StatefulSet) bool {
+	for _, ctr := range sts.Spec.Template.Spec.Containers {
+		if ctr.Name == ContainerMySQLD {
+			return slices.Contains(ctr.Command, crashOnStop)
+		}
+	}
+	return false
+}
+
+func TestChooseBuildKeepsWhatThePodsRunAcrossOperatorUpgrades(t *testing.T) {
+	c := Defaulted(&dolphinv1.MySQLCluster{})
+	c.Name, c.Namespace = "orders", "shop"
+	v1 := BuildOptions{AgentImage: "dolphin:v1", TemplateGeneration: generationInitial} // the previous release
+	v2 := BuildOptions{AgentImage: "dolphin:v2"}
+	h1, err := SpecTemplateHash(c, generationInitial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, _ := SpecTemplateHash(c, generationCrashOnStop)
+	if h1 == h2 {
+		t.Fatalf("generations 1 and 2 of a 3-instance MariaDB cluster hash alike (%s)", h1)
+	}
+	// What the previous release wrote: the generation-1 template, no generation annotation.
+	previous := liveStatefulSet(t, c, v1, map[string]string{SpecTemplateHashAnnotation: h1, AgentProtocolAnnotation: "1"})
+	if supervised(previous) {
+		t.Fatal("the generation-1 template runs the server under crashOnStop")
+	}
+	choose := func(c *dolphinv1.MySQLCluster, live *appsv1.StatefulSet, o BuildOptions) (BuildOptions, map[string]string) {
+		t.Helper()
+		got, ann, err := ChooseBuild(c, live, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, ann
+	}
+	newest := BuildOptions{AgentImage: "dolphin:v2", TemplateGeneration: TemplateGeneration}
+
+	t.Run("a new StatefulSet gets the newest generation and the operator's image", func(t *testing.T) {
+		o, ann := choose(c, nil, v2)
+		if o != newest || ann[SpecTemplateHashAnnotation] != h2 || ann[TemplateGenerationAnnotation] != "2" || ann[AgentProtocolAnnotation] != "1" {
+			t.Errorf("got %+v %v; want %+v, hash %s, generation 2, protocol 1", o, ann, newest, h2)
+		}
+	})
+	t.Run("an operator upgrade alone keeps the template byte for byte", func(t *testing.T) {
+		o, ann := choose(c, previous, v2)
+		if o.AgentImage != "dolphin:v1" || o.TemplateGeneration != generationInitial {
+			t.Fatalf("got %+v; want dolphin:v1 at generation 1 kept (no restart)", o)
+		}
+		if ann[TemplateGenerationAnnotation] != "1" || ann[SpecTemplateHashAnnotation] != h1 || ann[AgentProtocolAnnotation] != "1" {
+			t.Errorf("annotations %v; want generation 1 recorded, hash %s, protocol 1", ann, h1)
+		}
+		if got, want := templateJSON(t, c, o), templateJSON(t, c, v1); got != want {
+			t.Errorf("the kept template differs from the live one:\n got %s\nwant %s", got, want)
+		}
+	})
+	t.Run("written before the hash was recorded: kept too", func(t *testing.T) {
+		bare := liveStatefulSet(t, c, v1, nil)
+		if o, ann := choose(c, bare, v2); o.AgentImage != "dolphin:v1" || o.TemplateGeneration != 1 || ann[AgentProtocolAnnotation] != "1" {
+			t.Errorf("got %+v %v; want dolphin:v1 at generation 1 kept", o, ann)
+		}
+	})
+	t.Run("the same agent image (dolphin local): the generation is kept alone", func(t *testing.T) {
+		same := liveStatefulSet(t, c, BuildOptions{AgentImage: "dolphin:v2", TemplateGeneration: 1}, map[string]string{SpecTemplateHashAnnotation: h1})
+		if o, ann := choose(c, same, v2); o.AgentImage != "dolphin:v2" || o.TemplateGeneration != 1 || ann[TemplateGenerationAnnotation] != "1" {
+			t.Errorf("got %+v %v; want generation 1 kept", o, ann)
+		}
+	})
+	t.Run("a spec change that changes the template brings the newest generation and image", func(t *testing.T) {
+		changed := c.DeepCopy()
+		changed.Spec.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}}
+		o, ann := choose(changed, previous, v2)
+		hc, _ := SpecTemplateHash(changed, TemplateGeneration)
+		if o != newest || ann[SpecTemplateHashAnnotation] != hc || ann[TemplateGenerationAnnotation] != "2" {
+			t.Errorf("got %+v %v; want %+v with hash %s", o, ann, newest, hc)
+		}
+		if !supervised(liveStatefulSet(t, changed, o, nil)) {
+			t.Error("the newest template does not run the server under crashOnStop")
+		}
+	})
+	t.Run("an agent too old for this operator: the newest generation", func(t *testing.T) {
+		old := previous.DeepCopy()
+		old.Annotations[AgentProtocolAnnotation] = "0"
+		if o, _ := choose(c, old, v2); o != newest {
+			t.Errorf("an agent of protocol 0: %+v, want %+v", o, newest)
+		}
+		old.Annotations[AgentProtocolAnnotation] = "x"
+		if o, _ := choose(c, old, v2); o != newest {
+			t.Errorf("an unreadable agent protocol: %+v, want %+v", o, newest)
+		}
+	})
+	t.Run("a generation this build cannot make: the newest", func(t *testing.T) {
+		for _, g := range []string{"3", "0", "two"} {
+			future := previous.DeepCopy()
+			future.Annotations[TemplateGenerationAnnotation] = g
+			if o, ann := choose(c, future, v2); o != newest || ann[TemplateGenerationAnnotation] != "2" {
+				t.Errorf("generation %q: %+v %v, want %+v", g, o, ann, newest)
+			}
+		}
+	})
+	t.Run("the newest generation stays", func(t *testing.T) {
+		_, ann := choose(c, nil, BuildOptions{AgentImage: "dolphin:v2"})
+		current := liveStatefulSet(t, c, newest, ann)
+		if o, ann2 := choose(c, current, BuildOptions{AgentImage: "dolphin:v3"}); o.AgentImage != "dolphin:v2" || o.TemplateGeneration != 2 || ann2[SpecTemplateHashAnnotation] != h2 {
+			t.Errorf("got %+v %v; want dolphin:v2 at generation 2 kept", o, ann2)
+		}
+	})
+	t.Run("the agent image does not enter the hash", func(t *testing.T) {
+		if _, ann := choose(c, previous, BuildOptions{AgentImage: "dolphin:v9"}); ann[SpecTemplateHashAnnotation] != h1 {
+			t.Errorf("hash %s, want %s", ann[SpecTemplateHashAnnotation], h1)
+		}
+	})
+}
+
+// TestTemplateGenerationsAreFrozen: a released generation's template never changes, or the
+// StatefulSets that record it would roll on the next operator upgrade (the hash no longer
+// matches). The generation-1 hashes were computed by the builder before generations existed
+// (commit cc075c4). A failure here means: add a generation, do not change an old one.
+func TestTemplateGenerationsAreFrozen(t *testing.T) {
+	tls := minimal()
+	tls.Spec.TLS.Enabled = true
+	single := minimal()
+	single.Spec.Instances = 1
+	for _, tc := range []struct {
+		name       string
+		c          *dolphinv1.MySQLCluster
+		generation int
+		want       string
+	}{
+		{"minimal", minimal(), 1, "cfe0aae32ec1b8b3"},
+		{"customised (mysql)", customised(), 1, "9e487a8b0ff48ffa"},
+		{"restored", restored(), 1, "d446850859561921"},
+		{"tls", tls, 1, "ec587a9397c85693"},
+		{"single instance", single, 1, "535588b9a90fd8da"},
+		// Generation 2 changes only multi-instance MariaDB clusters.
+		{"customised (mysql)", customised(), 2, "9e487a8b0ff48ffa"},
+		{"single instance", single, 2, "535588b9a90fd8da"},
+	} {
+		got, err := SpecTemplateHash(tc.c, tc.generation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s at generation %d: hash %s, want %s", tc.name, tc.generation, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// serverPID is the host PID of an instance's server: the main process of its mysqld container,
+// or, when that is the crash-on-stop supervisor (docs/design/0038), the server it runs — the
+// process to hang (SIGSTOP) or kill -9 as a fault of the server itself.
+func (s *stack) serverPID(pod string) int {
+	s.t.Helper()
+	var p corev1.Pod
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
+		s.t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
+	if err != nil {
+		s.t.Fatalf("container id of %s: %v", pod, err)
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); !strings.HasSuffix(strings.TrimSpace(string(comm)), "sh") {
+		return pid
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if child := childOf(pid); child > 0 {
+			return child
+		}
+	}
+	s.t.Fatalf("the server container of %s (pid %d) runs a shell with no child", pod, pid)
+	return 0
+}
+
+// childOf is a child process of pid (0 when it has none), found in /proc.
+func childOf(pid int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name in parentheses: state, ppid, …
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
+}
