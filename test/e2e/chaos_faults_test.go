@@ -3,6 +3,8 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +13,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // podDeleteDuringFailover hangs the primary (SIGSTOP) and, the moment the failover shows —
@@ -129,4 +134,51 @@ func fillUp(path string) error {
 			return err
 		}
 	}
+}
+
+// waitWatchersBack waits until the control plane's watchers are back after a kube-apiserver
+// restart: a new Service for the primary's pod gets its EndpointSlice (the controller
+// manager watches again) and the local proxy forwards it to the server (the node agent
+// watches again). Until then a change of primary would not reach clients: client-go retries a
+// broken watch with a backoff that grows to 30 s, so a failover shortly after an API server
+// outage waits for it — a finding of the first runs (operator-restart-switchover right after
+// apiserver-restart: 13–18 s outages). The next fault kind starts once it is over.
+func (s *stack) waitWatchersBack(key client.ObjectKey) {
+	began := time.Now()
+	primary := s.currentPrimary(key)
+	svc := &corev1.Service{}
+	svc.Namespace, svc.Name = s.ns, fmt.Sprintf("canary-%d", began.UnixNano()%1e6)
+	svc.Labels = map[string]string{"app.kubernetes.io/managed-by": "dolphin"}
+	svc.Spec.Selector = map[string]string{"statefulset.kubernetes.io/pod-name": primary}
+	svc.Spec.Ports = []corev1.ServicePort{{Name: "mysql", Port: 3306, TargetPort: intstr.FromInt32(3306)}}
+	testenv.Eventually(s.t, 120*time.Second, "canary Service created", func() error {
+		if err := s.c.Create(s.ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	})
+	defer func() { _ = s.c.Delete(s.ctx, svc) }()
+	port := s.servicePortWithin(svc.Name, 120*time.Second)
+	testenv.Eventually(s.t, 120*time.Second, "the canary Service forwarded to "+primary, func() error {
+		return mysqlGreeting("127.0.0.1:" + strconv.Itoa(port))
+	})
+	s.t.Logf("apiserver-restart: watchers back %.1fs after the API server", time.Since(began).Seconds())
+}
+
+// mysqlGreeting connects to addr and reads the first bytes of a server greeting.
+func mysqlGreeting(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(c, b); err != nil {
+		return fmt.Errorf("no greeting through %s: %w", addr, err)
+	}
+	if b[4] != 10 { // protocol version 10
+		return fmt.Errorf("not a MySQL greeting through %s: % x", addr, b)
+	}
+	return nil
 }

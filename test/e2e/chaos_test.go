@@ -138,7 +138,7 @@ var chaosFaults = []chaosFault{
 	{"disk-full-replica", diskFullReplica},
 	{"apiserver-restart", func(s *stack, key client.ObjectKey) func() {
 		s.restartLocalProcess("kube-apiserver")
-		return func() {}
+		return func() { s.waitWatchersBack(key) }
 	}},
 }
 

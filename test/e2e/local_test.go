@@ -136,8 +136,14 @@ func (s *stack) run(args ...string) string {
 // servicePort is the host port `dolphin local` forwards a Service to.
 func (s *stack) servicePort(svc string) int {
 	s.t.Helper()
+	return s.servicePortWithin(svc, 30*time.Second)
+}
+
+// servicePortWithin is servicePort, waiting up to within for the route.
+func (s *stack) servicePortWithin(svc string, within time.Duration) int {
+	s.t.Helper()
 	var port int
-	testenv.Eventually(s.t, 30*time.Second, "Service "+svc+" forwarded", func() error {
+	testenv.Eventually(s.t, within, "Service "+svc+" forwarded", func() error {
 		b, err := os.ReadFile(filepath.Join(s.dir, "services.json"))
 		if err != nil {
 			return err
