@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -24,7 +25,9 @@ func (s *stack) serverPID(pod string) int {
 	if err != nil {
 		s.t.Fatalf("container id of %s: %v", pod, err)
 	}
-	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); !strings.HasSuffix(strings.TrimSpace(string(comm)), "sh") {
+	// The executable, not the command name: the local node's shim starts containers with
+	// execveat, and the kernel names such a process after the descriptor ("5").
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); !isShell(filepath.Base(exe)) {
 		return pid
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -34,6 +37,15 @@ func (s *stack) serverPID(pod string) int {
 	}
 	s.t.Fatalf("the server container of %s (pid %d) runs a shell with no child", pod, pid)
 	return 0
+}
+
+// isShell reports whether an executable's name is a POSIX shell's.
+func isShell(name string) bool {
+	switch name {
+	case "sh", "dash", "bash", "ash", "busybox":
+		return true
+	}
+	return false
 }
 
 // childOf is a child process of pid (0 when it has none), found in /proc.
