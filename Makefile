@@ -125,7 +125,7 @@ bench-local: control-plane mariadb ## On dolphin local (root): apply→Ready and
 	@out=$$(mktemp); rcfile=$$(mktemp); \
 	  { DOLPHIN_BENCH_LOCAL_ROUNDS=$(LOCAL_ROUNDS) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
 	    $(GO) test -count=1 -timeout 30m -run '^TestBenchLocal$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
-	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
+	    | grep --line-buffered -E 'round [0-9]+:|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
 
 FOOTPRINT_N ?= 10,100
