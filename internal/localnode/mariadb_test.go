@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
@@ -171,7 +171,7 @@ func TestMariaDBPod(t *testing.T) {
 	}
 	defer log.Close()
 	supervisor := containerPID(t, e.pod(t, pod.Name).Status.ContainerStatuses[0])
-	mariadbd := childPID(supervisor)
+	mariadbd := dbtest.ChildPID(supervisor)
 	if mariadbd == 0 {
 		t.Fatalf("the server container's main process (pid %d) has no child: no supervisor", supervisor)
 	}
@@ -198,41 +198,11 @@ func TestMariaDBPod(t *testing.T) {
 	}
 }
 
-// podServerCommand is the server container's command of a 2-instance MariaDB cluster, as
-// resources.StatefulSet builds it.
+// podServerCommand is the server container's command of a 2-instance MariaDB cluster, exactly
+// as the operator builds its StatefulSet (newest template generation).
 func podServerCommand(t *testing.T) []string {
 	t.Helper()
 	c := resources.Defaulted(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "test"}})
 	c.Spec.Instances = 2
-	sts, err := resources.StatefulSet(c, resources.BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ctr := range sts.Spec.Template.Spec.Containers {
-		if ctr.Name != nil && *ctr.Name == resources.ContainerMySQLD {
-			return ctr.Command
-		}
-	}
-	t.Fatal("no server container in the StatefulSet")
-	return nil
-}
-
-// childPID is a child process of pid, from /proc (0: none).
-func childPID(pid int) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			return child
-		}
-	}
-	return 0
+	return resources.ServerCommand(c)
 }

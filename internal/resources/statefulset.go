@@ -209,6 +209,10 @@ func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.Contai
 // From template generation 2 the same servers run under crashOnStop (docs/design/0038): their
 // container's stop kills the server instead of shutting it down cleanly, because a clean
 // shutdown commits what waits for a semi-sync acknowledgement.
+// ServerCommand is the server container's command for c at the newest template generation
+// (what a new cluster's pods run).
+func ServerCommand(c *dolphinv1.MySQLCluster) []string { return serverCommand(c, TemplateGeneration) }
+
 func serverCommand(c *dolphinv1.MySQLCluster, generation int) []string {
 	f := c.Spec.Engine.Flavor
 	cmd := []string{serverBinary(f), "--defaults-file=" + path.Join(mycnf.ConfigDir, MyCnfKey)}

@@ -13,23 +13,13 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
-// podServerCommand is the command line of the server container of a 2-instance MariaDB
-// cluster, exactly as the operator builds its StatefulSet (newest template generation).
+// podServerCommand is the server container's command of a 2-instance MariaDB cluster, exactly
+// as the operator builds its StatefulSet (newest template generation).
 func podServerCommand(t *testing.T) []string {
 	t.Helper()
 	c := resources.Defaulted(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "test"}})
 	c.Spec.Instances = 2
-	sts, err := resources.StatefulSet(c, resources.BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ctr := range sts.Spec.Template.Spec.Containers {
-		if ctr.Name != nil && *ctr.Name == resources.ContainerMySQLD {
-			return ctr.Command
-		}
-	}
-	t.Fatal("no server container in the StatefulSet")
-	return nil
+	return resources.ServerCommand(c)
 }
 
 // Ways TestServerWaitingCommitAtShutdown stops the primary.

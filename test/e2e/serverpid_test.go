@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 )
 
 // serverPID is the host PID of an instance's server: the main process of its mysqld container,
@@ -31,7 +33,7 @@ func (s *stack) serverPID(pod string) int {
 		return pid
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if child := childOf(pid); child > 0 {
+		if child := dbtest.ChildPID(pid); child > 0 {
 			return child
 		}
 	}
@@ -46,25 +48,4 @@ func isShell(name string) bool {
 		return true
 	}
 	return false
-}
-
-// childOf is a child process of pid (0 when it has none), found in /proc.
-func childOf(pid int) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// Fields after the command name in parentheses: state, ppid, …
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			return child
-		}
-	}
-	return 0
 }

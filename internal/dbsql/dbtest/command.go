@@ -110,3 +110,25 @@ func exited(pid int, timeout time.Duration) bool {
 	}
 	return false
 }
+
+// ChildPID is a child process of pid (0 when it has none), found in /proc: the server a
+// supervisor (a shell running the server command) started.
+func ChildPID(pid int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name in parentheses: state, ppid, …
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
+}
