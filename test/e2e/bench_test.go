@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"syscall"
 	"sync"
 	"testing"
 	"time"
@@ -71,14 +72,17 @@ func TestBenchLocal(t *testing.T) {
 			}
 			old := cluster.Status.CurrentPrimary
 			pid := s.serverPID(old)
-			sig := "-STOP"
+			sig := syscall.SIGSTOP
 			if kind == "killed" {
-				sig = "-KILL"
+				sig = syscall.SIGKILL
+			}
+			// The fault's time is taken once the signal is sent: a write sent while a kill(1)
+			// process was still starting could be acknowledged by the server before the
+			// signal, and counted as an outage of milliseconds.
+			if err := syscall.Kill(pid, sig); err != nil {
+				t.Fatalf("%v to %s (pid %d): %v", sig, old, pid, err)
 			}
 			fault := time.Now()
-			if err := exec.Command("kill", sig, strconv.Itoa(pid)).Run(); err != nil {
-				t.Fatal(err)
-			}
 			var outage time.Duration
 			testenv.Eventually(t, 120*time.Second, "a write sent after the fault acknowledged", func() error {
 				at, ok := w.firstAckOfWriteSentAfter(fault)
