@@ -140,7 +140,7 @@ bench-footprint: control-plane moco ## The operator's RSS, StatefulSet creation 
 	@out=$$(mktemp); rcfile=$$(mktemp); \
 	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_MOCO=$(MOCO) \
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchFootprint$$' -v ./cmd/dolphin/; echo $$? >$$rcfile; } \
-	    | grep -E 'footprint |moco |ratio |--- |^ok|FAIL|^panic:'; \
+	    | grep -E '_test.go:[0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
 	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
 	  exit $$rc
