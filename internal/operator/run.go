@@ -247,8 +247,8 @@ func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) ct
 	// The cache holds only Dolphin's own objects of the kinds it watches; see
 	// controller.CacheByObject. It keeps their managedFields: the reconciler skips an apply
 	// that changes nothing by extracting Dolphin's fields from them (controller.applyChild);
-	// with cache.TransformStripManagedFields every reconcile re-applied every child
-	// (idle CPU at 100 clusters 0.04 -> 3.66 CPU-s/min, docs/design/0037).
+	// with cache.TransformStripManagedFields that comparison always differs and every
+	// reconcile re-applies every child (docs/design/0037).
 	mo.Cache = cache.Options{ByObject: controller.CacheByObject()}
 	if opts.WatchNamespace != "" {
 		mo.Cache.DefaultNamespaces = map[string]cache.Config{opts.WatchNamespace: {}}
