@@ -6,6 +6,8 @@ CONTROLLER_GEN := $(GO) tool controller-gen
 KUBEBUILDER_ASSETS ?= $(shell hack/control-plane.sh --print)
 # versitygw, the real S3 server of the object-store tests, built from Go modules, cached by version.
 VERSITYGW ?= $(shell hack/versitygw.sh --print)
+# MOCO's controller, the peer of the footprint bench, built from Go modules (hack/moco), cached by version.
+MOCO ?= $(shell hack/moco.sh --print)
 
 .PHONY: help
 help: ## List targets.
@@ -47,6 +49,10 @@ control-plane: ## Build (once, cached) kube-apiserver, kube-controller-manager, 
 .PHONY: versitygw
 versitygw: ## Build (once, cached) versitygw, the S3 server of the object-store tests.
 	hack/versitygw.sh
+
+.PHONY: moco
+moco: ## Build (once, cached) MOCO's controller, the peer measured by bench-footprint.
+	hack/moco.sh
 
 .PHONY: mariadb
 mariadb: ## Install MariaDB server binaries from Debian (for the real-server tests), if missing.
@@ -130,11 +136,11 @@ bench-local: control-plane mariadb ## On dolphin local (root): apply→Ready and
 
 FOOTPRINT_N ?= 10,100
 .PHONY: bench-footprint
-bench-footprint: control-plane ## The operator's RSS, StatefulSet creation time and idle CPU at FOOTPRINT_N clusters (cumulative) on a bare control plane.
+bench-footprint: control-plane moco ## The operator's RSS, StatefulSet creation time and idle CPU at FOOTPRINT_N clusters (cumulative) on a bare control plane, then MOCO's and the ratios.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
-	    $(GO) test -count=1 -timeout 30m -run '^TestBenchFootprint$$' -v ./cmd/dolphin/; echo $$? >$$rcfile; } \
-	    | grep -E 'footprint |moco|--- |^ok|FAIL|^panic:'; \
+	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_MOCO=$(MOCO) \
+	    $(GO) test -count=1 -timeout 40m -run '^TestBenchFootprint$$' -v ./cmd/dolphin/; echo $$? >$$rcfile; } \
+	    | grep -E '_test.go:[0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
 	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
 	  exit $$rc

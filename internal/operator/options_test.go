@@ -11,12 +11,14 @@ import (
 	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // parse registers the operator flags on a fresh flag set and parses args.
@@ -184,6 +186,7 @@ func TestManagerOptions(t *testing.T) {
 		t.Errorf("cache namespaces = %v, want all namespaces", mo.Cache.DefaultNamespaces)
 	}
 	checkCacheSelectors(t, mo)
+	checkCacheKeepsOwnManagedFields(t, mo)
 	if mo.Controller.SkipNameValidation != nil {
 		t.Error("controller name validation is skipped by default")
 	}
@@ -246,5 +249,22 @@ func TestNewScheme(t *testing.T) {
 	}
 	if other == s {
 		t.Error("NewScheme returned the same scheme twice, want one per manager")
+	}
+}
+
+// checkCacheKeepsOwnManagedFields fails when the cache drops Dolphin's managedFields entry,
+// which the reconciler's skip of no-op applies reads (controller.applyChild).
+func checkCacheKeepsOwnManagedFields(t *testing.T, mo ctrl.Options) {
+	t.Helper()
+	if mo.Cache.DefaultTransform == nil {
+		return
+	}
+	own := metav1.ManagedFieldsEntry{Manager: resources.FieldManager, Operation: metav1.ManagedFieldsOperationApply}
+	out, err := mo.Cache.DefaultTransform(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{own}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.(*corev1.Pod).ManagedFields; len(got) != 1 || got[0].Manager != resources.FieldManager {
+		t.Errorf("cached managedFields = %v, want Dolphin's apply entry kept", got)
 	}
 }

@@ -48,9 +48,9 @@ func CRDDir() string { return filepath.Join(repoRoot(), "config", "crd", "bases"
 // BaselineCRDDir is config/crd/baseline, the CRDs of the last release (docs/design/0031).
 func BaselineCRDDir() string { return filepath.Join(repoRoot(), "config", "crd", "baseline") }
 
-// StartWithCRDs is Start with the CRDs of crdDir instead (BaselineCRDDir: an API server as
-// the last release left it).
-func StartWithCRDs(crdDir string) (*Env, error) {
+// StartWithCRDs is Start with the CRDs of crdDirs instead (BaselineCRDDir: an API server as
+// the last release left it; another operator's CRDs for a side-by-side bench).
+func StartWithCRDs(crdDirs ...string) (*Env, error) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run `make test` (it builds the control plane " +
@@ -63,7 +63,7 @@ func StartWithCRDs(crdDir string) (*Env, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{crdDir},
+		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()
@@ -88,13 +88,13 @@ func StartForTest(t testing.TB) *Env {
 	return StartForTestWithCRDs(t, CRDDir())
 }
 
-// StartForTestWithCRDs is StartForTest with the CRDs of crdDir.
-func StartForTestWithCRDs(t testing.TB, crdDir string) *Env {
+// StartForTestWithCRDs is StartForTest with the CRDs of crdDirs.
+func StartForTestWithCRDs(t testing.TB, crdDirs ...string) *Env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs kube-apiserver and etcd (envtest); skipped under -short")
 	}
-	env, err := StartWithCRDs(crdDir)
+	env, err := StartWithCRDs(crdDirs...)
 	if err != nil {
 		t.Fatal(err)
 	}
