@@ -7,8 +7,8 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"syscall"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
