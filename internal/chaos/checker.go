@@ -94,6 +94,10 @@ type Checker struct {
 	acks []Ack
 	// acked is, per client, the set of acknowledged sequence numbers (a bitset).
 	acked map[int]*bitset
+	// ackRuns are, per client, its acknowledgements as runs of consecutive writes one server
+	// acknowledged: a few per failover, so a lost write can be told by whom and when it was
+	// acknowledged over runs of any length.
+	ackRuns map[int][]AckRun
 	// nextSeq is, per client, the next sequence number it will send.
 	nextSeq    map[int]int64
 	marks      []mark
@@ -129,7 +133,7 @@ type StaleRead struct {
 // application account through the primary Service) until Stop.
 func Start(db *sql.DB, opts Options) *Checker {
 	opts.defaults()
-	c := &Checker{db: db, opts: opts, stop: make(chan struct{}), acked: map[int]*bitset{}, nextSeq: map[int]int64{}}
+	c := &Checker{db: db, opts: opts, stop: make(chan struct{}), acked: map[int]*bitset{}, ackRuns: map[int][]AckRun{}, nextSeq: map[int]int64{}}
 	for i := range opts.Writers {
 		c.acked[i+1] = &bitset{}
 		c.nextSeq[i+1] = 1
@@ -241,6 +245,7 @@ func (c *Checker) writer(client int) {
 		c.mu.Lock()
 		c.acks = append(c.acks, Ack{Client: client, Seq: seq, ServerID: s.serverID, Sent: sent, Answered: time.Now()})
 		c.acked[client].set(seq)
+		c.noteRunLocked(client, seq, s.serverID, time.Now())
 		c.writes++
 		c.mu.Unlock()
 		if c.stopped() {
@@ -438,6 +443,59 @@ type Verdict struct {
 	Lost       map[string]int
 	SplitBrain map[string]int
 	StaleReads map[string]int
+	// LostRuns say who acknowledged the lost writes and when: the runs of acknowledgements
+	// they belong to, each with how many of its writes were lost.
+	LostRuns []LostRun
+}
+
+// AckRun is a run of one client's consecutive writes acknowledged by one server.
+type AckRun struct {
+	Client            int
+	FirstSeq, LastSeq int64
+	ServerID          uint32
+	FirstAck, LastAck time.Time
+}
+
+// LostRun is an AckRun some of whose writes are missing on the final primary.
+type LostRun struct {
+	AckRun
+	Lost int
+	// Fault is the kind of the window the run's first lost write was sent in.
+	Fault string
+}
+
+// String describes a lost run for a failure message.
+func (l LostRun) String() string {
+	return fmt.Sprintf("client %d: %d of writes %d-%d acknowledged by server %d between %s and %s lost (window %q)",
+		l.Client, l.Lost, l.FirstSeq, l.LastSeq, l.ServerID, l.FirstAck.Format("15:04:05.000"), l.LastAck.Format("15:04:05.000"), l.Fault)
+}
+
+// noteRunLocked records that server acknowledged client's write seq at t.
+func (c *Checker) noteRunLocked(client int, seq int64, server uint32, t time.Time) {
+	runs := c.ackRuns[client]
+	if n := len(runs); n > 0 && runs[n-1].ServerID == server {
+		runs[n-1].LastSeq, runs[n-1].LastAck = seq, t
+		return
+	}
+	c.ackRuns[client] = append(runs, AckRun{Client: client, FirstSeq: seq, LastSeq: seq, ServerID: server, FirstAck: t, LastAck: t})
+}
+
+// runOf is the run holding client's acknowledged write seq.
+func (c *Checker) runOf(client int, seq int64) (AckRun, bool) {
+	runs := c.ackRuns[client]
+	i, found := slices.BinarySearchFunc(runs, seq, func(r AckRun, s int64) int {
+		switch {
+		case r.LastSeq < s:
+			return -1
+		case r.FirstSeq > s:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		return AckRun{}, false
+	}
+	return runs[i], true
 }
 
 // Finish stops the clients, judges every window and compares the acknowledged writes with what
@@ -481,10 +539,19 @@ func (c *Checker) Finish(ctx context.Context, db *sql.DB) (Verdict, error) {
 		return v, fmt.Errorf("reading the written rows: %w", err)
 	}
 	for client, acked := range c.acked {
+		var cur *LostRun
 		for seq := range acked.members() {
-			if !have[client].has(seq) {
-				v.Lost[c.kindOfSeq(client, seq)]++
+			if have[client].has(seq) {
+				continue
 			}
+			kind := c.kindOfSeq(client, seq)
+			v.Lost[kind]++
+			run, _ := c.runOf(client, seq)
+			if cur == nil || cur.FirstSeq != run.FirstSeq {
+				v.LostRuns = append(v.LostRuns, LostRun{AckRun: run, Fault: kind})
+				cur = &v.LostRuns[len(v.LostRuns)-1]
+			}
+			cur.Lost++
 		}
 	}
 	return v, nil

@@ -144,5 +144,26 @@ func TestServerCheckerDetectsLossStaleReadsAndSplitBrain(t *testing.T) {
 	if v.SplitBrain["failover"] != 1 || len(v.SplitBrain) != 1 {
 		t.Errorf("split brain %v, want failover: 1 (A, then B, then A again after one fault)", v.SplitBrain)
 	}
+	// Every lost write was acknowledged by A (B is the final server), and the runs account
+	// for every lost write.
+	var aID uint32
+	adb, _ := sql.Open("mysql", a.RootDSN(""))
+	defer adb.Close()
+	if err := adb.QueryRow("SELECT @@server_id").Scan(&aID); err != nil {
+		t.Fatal(err)
+	}
+	lost, inRuns := 0, 0
+	for _, n := range v.Lost {
+		lost += n
+	}
+	for _, r := range v.LostRuns {
+		inRuns += r.Lost
+		if r.ServerID != aID || r.Lost > int(r.LastSeq-r.FirstSeq+1) || r.FirstAck.After(r.LastAck) {
+			t.Errorf("lost run %s: want writes acknowledged by A (server %d)", r, aID)
+		}
+	}
+	if inRuns != lost {
+		t.Errorf("the lost runs hold %d writes, the verdict counts %d", inRuns, lost)
+	}
 	t.Logf("verdict %+v", v)
 }

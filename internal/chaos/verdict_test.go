@@ -86,3 +86,31 @@ func TestMarkForgetsJudgedWindows(t *testing.T) {
 		}
 	}
 }
+
+// Acknowledgements fold into runs per server, and a write's run is found by its sequence.
+func TestAckRuns(t *testing.T) {
+	c := &Checker{ackRuns: map[int][]AckRun{}}
+	t0 := time.Unix(100, 0)
+	for seq := int64(1); seq <= 10; seq++ {
+		server := uint32(1)
+		if seq > 6 {
+			server = 2
+		}
+		c.noteRunLocked(1, seq, server, t0.Add(time.Duration(seq)*time.Second))
+	}
+	if n := len(c.ackRuns[1]); n != 2 {
+		t.Fatalf("%d runs, want 2: %+v", n, c.ackRuns[1])
+	}
+	for seq, want := range map[int64]uint32{1: 1, 6: 1, 7: 2, 10: 2} {
+		r, ok := c.runOf(1, seq)
+		if !ok || r.ServerID != want {
+			t.Errorf("run of write %d: %+v %v, want server %d", seq, r, ok, want)
+		}
+	}
+	if r, ok := c.runOf(1, 11); ok {
+		t.Errorf("write 11 was never acknowledged, yet in run %+v", r)
+	}
+	if r, _ := c.runOf(1, 8); !r.FirstAck.Equal(t0.Add(7*time.Second)) || !r.LastAck.Equal(t0.Add(10*time.Second)) {
+		t.Errorf("run times %v-%v", r.FirstAck, r.LastAck)
+	}
+}

@@ -284,7 +284,11 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	if failed || lostBy[""] > 0 || staleBy[""] > 0 || splitBy[""] > 0 {
-		t.Errorf("the checker found lost writes, split brain or stale reads: %+v", v)
+		t.Errorf("the checker found lost writes, split brain or stale reads: lost %v, split brain %v, stale reads %v",
+			v.Lost, v.SplitBrain, v.StaleReads)
+		for _, r := range v.LostRuns {
+			t.Logf("lost: %s", r)
+		}
 	}
 	if faults := rounds * len(kinds); writes < 100*faults || reads == 0 || incs == 0 {
 		t.Errorf("too little load to judge: %d writes, %d reads, %d increments over %d faults", writes, reads, incs, faults)
