@@ -23,7 +23,10 @@ find_bin() {
 # iproute2) and nft (nftables) inject network delay and packet loss in the chaos suite (netem
 # where the kernel has it; nft's random drop works on any kernel with nf_tables); sysbench is
 # the real client the client-view benches and the chaos suite drive through the primary Service.
-bins=(mariadbd mariadb-install-db mariadb mariadb-backup ip nsenter tc nft sysbench)
+# mkfs.ext4 and resize2fs (e2fsprogs), losetup, findmnt, fallocate and mount (util-linux, mount)
+# make and fill the local node's sized volumes (dolphin-local-sized: the chaos cluster's disks).
+bins=(mariadbd mariadb-install-db mariadb mariadb-backup ip nsenter tc nft sysbench
+  mkfs.ext4 resize2fs losetup findmnt fallocate mount)
 
 # all_found: true when every one of bins is installed; lists them in $found.
 all_found() {
@@ -56,7 +59,7 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 
-packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux nftables sysbench)
+packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux mount e2fsprogs nftables sysbench)
 
 # Keep package scripts from starting the server: invoke-rc.d and
 # deb-systemd-invoke ask /usr/sbin/policy-rc.d, and exit code 101 means
