@@ -232,12 +232,12 @@ func (pr *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolu
 	if size.IsZero() {
 		size = resource.MustParse("1Gi")
 	}
-	var annotations map[string]string
+	annotations := map[string]string{provisionedBy: pr.opts.NodeName}
 	if ptr.Deref(pvc.Spec.StorageClassName, "") == SizedStorageClass {
 		if err := mountSized(dir, size.Value()); err != nil {
 			return err
 		}
-		annotations = map[string]string{sizedImageAnnotation: sizedImage(dir)}
+		annotations[sizedImageAnnotation] = sizedImage(dir)
 	}
 	modes := pvc.Spec.AccessModes
 	if len(modes) == 0 {
@@ -246,7 +246,7 @@ func (pr *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolu
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        "pvc-" + string(pvc.UID),
-			Annotations: mergeMaps(annotations, map[string]string{provisionedBy: pr.opts.NodeName}),
+			Annotations: annotations,
 		},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
@@ -334,16 +334,4 @@ func ensureSizedStorageClass(ctx context.Context, client kubernetes.Interface) e
 		return fmt.Errorf("localnode: creating storage class %s: %w", SizedStorageClass, err)
 	}
 	return nil
-}
-
-// mergeMaps returns the union of a and b (b wins).
-func mergeMaps(a, b map[string]string) map[string]string {
-	m := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		m[k] = v
-	}
-	for k, v := range b {
-		m[k] = v
-	}
-	return m
 }

@@ -43,7 +43,7 @@ func podDeleteDuringFailover(s *stack, key client.ObjectKey) func() {
 					victim = p.Name
 				}
 			}
-			stage = "failover in progress (fenced " + boolWord(t.FailoverInProgress.Fenced) + ")"
+			stage = fmt.Sprintf("failover in progress (fenced: %v)", t.FailoverInProgress.Fenced)
 		case t.Primary != "" && t.Primary != old:
 			victim, stage = t.Primary, "just promoted"
 		}
@@ -58,13 +58,6 @@ func podDeleteDuringFailover(s *stack, key client.ObjectKey) func() {
 	}
 	s.t.Logf("pod-delete-during-failover: %s hung, pod %s deleted (%s)", old, victim, stage)
 	return func() { s.killAfterFailover(key, old, pid) }
-}
-
-func boolWord(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
 }
 
 // diskFullReplica fills the data volume of a replica (the first by name) to the last byte
