@@ -1,0 +1,118 @@
+package topology
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+)
+
+// decideFailover promotes the replica that received the most transactions. It runs in two
+// observations: first every candidate stops receiving (so positions are final), then the
+// best one applies what it received and is promoted, and the rest follow it.
+//
+// readOnlyAlive is true when the old primary answers but is read-only (restarted behind a
+// replica): replicas connected to it receive nothing it could still write, so they need not
+// have lost it before the fence.
+// ReceiverSilence is how long a running receiver may get nothing from its source before it no
+// longer counts as evidence that the source is alive, when its heartbeat period is not
+// known; receiverSilence gives it for a known period.
+const ReceiverSilence = 1500 * time.Millisecond
+
+// heartbeatMargin is what a receiver's silence must exceed its heartbeat period by: a late
+// heartbeat on a loaded machine is not a lost source.
+const heartbeatMargin = 500 * time.Millisecond
+
+// receiverSilence is how long a receiver whose source sends heartbeats every period (0:
+// unknown) may get nothing before it no longer shows that its source is alive: one period
+// and a margin (1.5 s for the former 1 s period, 1 s for the 0.5 s Dolphin configures now;
+// docs/design/0035).
+func receiverSilence(period time.Duration) time.Duration {
+	if period <= 0 {
+		return ReceiverSilence
+	}
+	return period + heartbeatMargin
+}
+
+func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive bool) Decision {
+	fenced := v.Failover != nil && v.Failover.Fenced && v.Failover.From == lost.Name
+	var candidates []InstanceView
+	for _, in := range v.Instances {
+		if in.Name == lost.Name || !in.Reachable() || in.Fresh || d.Errant[in.Name] {
+			continue
+		}
+		// A replica, or — once fenced — a read-only instance whose replication was already
+		// reset by an interrupted promotion (it may hold the most transactions).
+		if in.Status.Replica != nil || (fenced && in.Status.ReadOnly) {
+			candidates = append(candidates, in)
+		}
+	}
+	d.State = StateFailover
+	if len(candidates) == 0 {
+		d.State = StatePrimaryLost
+		d.Message = fmt.Sprintf("primary %s is lost and no healthy replica can replace it", lost.Name)
+		return d
+	}
+	if !fenced {
+		// Replicas still receiving from the lost primary mean it is alive and only this
+		// operator lost it: failing over now would leave two writable primaries. A receiver
+		// that shows as running but has got nothing, not even a heartbeat, for longer than
+		// the heartbeat period does not count: it would only notice its hung or cut-off
+		// source after slave_net_timeout (docs/design/0035).
+		for _, c := range candidates {
+			if readOnlyAlive {
+				break
+			}
+			if rs := c.Status.Replica; rs.IORunning && rs.SourceHost == lost.Host && rs.SourcePort == lost.Port &&
+				c.ReceiverSilentFor < receiverSilence(rs.HeartbeatPeriod) {
+				d.State = StatePrimarySuspect
+				d.Message = fmt.Sprintf("primary %s does not answer Dolphin, but %s still receives from it: not failing over", lost.Name, c.Name)
+				return d
+			}
+		}
+		for _, c := range candidates {
+			d.Plan = append(d.Plan, Step{Kind: StepStopIO, Instance: c.Name})
+		}
+		d.Failover = &FailoverProgress{From: lost.Name, Fenced: true}
+		d.Message = fmt.Sprintf("primary %s lost (%v): stopping the replicas' receivers", lost.Name, lost.Err)
+		return d
+	}
+	// Positions are final only if no candidate still receives: fence again otherwise.
+	for _, c := range candidates {
+		if rs := c.Status.Replica; rs != nil && rs.IORunning {
+			d.Plan = append(d.Plan, Step{Kind: StepStopIO, Instance: c.Name})
+		}
+	}
+	if len(d.Plan) > 0 {
+		d.Message = fmt.Sprintf("failover from %s: receivers still running, stopping them again", lost.Name)
+		return d
+	}
+	best, ok := mostAdvanced(candidates, received)
+	if !ok {
+		d.State = StatePrimaryLost
+		d.Message = "the replicas received diverging transactions; refusing to choose a new primary"
+		return d
+	}
+	b, _ := v.instance(best)
+	d.Plan = append(d.Plan,
+		Step{Kind: StepWaitApplied, Instance: best, GTID: received(b)},
+		Step{Kind: StepPromote, Instance: best, SemiSync: len(v.Instances) > 1})
+	for _, c := range candidates {
+		if c.Name != best {
+			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: c.Name, Source: best})
+		}
+	}
+	// A switchover pending on the lost primary is moot once another one is promoted.
+	d.Primary, d.PromotedFrom, d.Failover, d.Switchover = best, lost.Name, nil, nil
+	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best)
+	return d
+}
+
+// received is what an instance holds, applied or not: a replica's received set, or the
+// executed set of an instance that no longer replicates.
+func received(in InstanceView) dbsql.GTIDSet {
+	if in.Status.Replica != nil {
+		return in.Status.Replica.Received
+	}
+	return in.Status.Executed
+}
