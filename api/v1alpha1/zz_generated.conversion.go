@@ -1043,6 +1043,8 @@ func Convert_v1beta1_EngineSpec_To_v1alpha1_EngineSpec(in *v1beta1.EngineSpec, o
 func autoConvert_v1alpha1_FailoverProgress_To_v1beta1_FailoverProgress(in *FailoverProgress, out *v1beta1.FailoverProgress, s conversion.Scope) error {
 	out.From = in.From
 	out.Fenced = in.Fenced
+	out.Received = in.Received
+	out.ReceivedBy = in.ReceivedBy
 	return nil
 }
 
@@ -1054,6 +1056,8 @@ func Convert_v1alpha1_FailoverProgress_To_v1beta1_FailoverProgress(in *FailoverP
 func autoConvert_v1beta1_FailoverProgress_To_v1alpha1_FailoverProgress(in *v1beta1.FailoverProgress, out *FailoverProgress, s conversion.Scope) error {
 	out.From = in.From
 	out.Fenced = in.Fenced
+	out.Received = in.Received
+	out.ReceivedBy = in.ReceivedBy
 	return nil
 }
 

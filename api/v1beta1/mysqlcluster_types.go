@@ -521,6 +521,14 @@ type FailoverProgress struct {
 	From string `json:"from"`
 	// Fenced is true once every candidate stopped receiving from it.
 	Fenced bool `json:"fenced"`
+	// Received is the GTID set of the most any candidate was seen to have received from the
+	// lost primary during this failover. No candidate holding less is promoted: a write the
+	// lost primary acknowledged may exist only on the replica that received it.
+	// +optional
+	Received string `json:"received,omitempty"`
+	// ReceivedBy is the candidate that had received it.
+	// +optional
+	ReceivedBy string `json:"receivedBy,omitempty"`
 }
 
 // PromotionRecord describes one change of primary.

@@ -477,7 +477,13 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		p.Errant[n] = true
 	}
 	if f := t.FailoverInProgress; f != nil {
-		p.Failover = &topology.FailoverProgress{From: f.From, Fenced: f.Fenced}
+		p.Failover = &topology.FailoverProgress{From: f.From, Fenced: f.Fenced, ReceivedBy: f.ReceivedBy}
+		// Written by topologyStatus from a set the engine parsed: it parses again. Were it
+		// edited into something else, the record is lost and the failover goes on with
+		// what the candidates show now (as before the record existed).
+		if g, err := dbsql.ParseGTID(dbsql.Flavor(c.Spec.Engine.Flavor), f.Received); err == nil && f.Received != "" {
+			p.Failover.Received = g
+		}
 	}
 	if sw := t.SwitchoverInProgress; sw != nil {
 		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced, From: sw.From}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 	"github.com/dolphin-operator/dolphin/internal/topology"
 )
 
@@ -20,5 +21,27 @@ func TestSwitchoverSurvivesStatus(t *testing.T) {
 		case sw != nil && (got == nil || *got != *sw):
 			t.Errorf("pending %+v: status %+v, restored %+v", *sw, st.SwitchoverInProgress, got)
 		}
+	}
+}
+
+// TestFailoverRecordSurvivesStatus: what the candidates of a running failover received goes
+// into status.topology and comes back into the state a restarted operator's engine starts
+// from — the record that keeps a candidate holding less from being promoted must not be lost
+// with the operator.
+func TestFailoverRecordSurvivesStatus(t *testing.T) {
+	received, err := dbsql.ParseMariaDBGTID("0-1-12,1-2-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &topology.FailoverProgress{From: "db-0", Fenced: true, Received: received, ReceivedBy: "db-1"}
+	st := topologyStatus(nil, topology.Report{Persisted: topology.Persisted{Primary: "db-0", Failover: f}})
+	c := &dolphinv1.MySQLCluster{Status: dolphinv1.MySQLClusterStatus{Topology: st}}
+	c.Spec.Engine.Flavor = dolphinv1.FlavorMariaDB
+	got := persisted(c).Failover
+	if got == nil || got.From != "db-0" || !got.Fenced || got.ReceivedBy != "db-1" || got.Received == nil || !got.Received.Equal(received) {
+		t.Fatalf("failover %+v: status %+v, restored %+v", *f, st.FailoverInProgress, got)
+	}
+	if st.FailoverInProgress.Received != "0-1-12,1-2-7" {
+		t.Errorf("status.topology.failoverInProgress.received = %q, want the GTID set", st.FailoverInProgress.Received)
 	}
 }

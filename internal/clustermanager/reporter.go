@@ -49,6 +49,10 @@ type reporter struct {
 	promotion *dolphinv1.PromotionRecord
 	// restart is the pod of a replaced primary still to be deleted.
 	restart *pendingRestart
+	// restartedForWaiting is the lost primary whose pod was restarted for a failover that
+	// waits for writes only it holds (topology.Decision.RestartLostPrimary): once per
+	// failover, never the pod that replaced it.
+	restartedForWaiting string
 	// lastErr is the last plan error reported as an event (to report each new one once).
 	lastErr string
 }
@@ -57,6 +61,8 @@ type reporter struct {
 type pendingRestart struct {
 	pod string
 	uid types.UID // the pod seen at the first attempt; another UID means it was replaced
+	// waiting is true when a failover waits for the lost primary (not replaced yet).
+	waiting bool
 }
 
 // Report implements topology.Reporter.
@@ -136,6 +142,14 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 	if p := rep.Promotion; p != nil && !p.Planned && p.From != "" {
 		r.restart = &pendingRestart{pod: p.From}
 	}
+	// A failover that waits for writes only the lost primary holds restarts it once: killed,
+	// it keeps every write it acknowledged and comes back as the primary (docs/design/0039).
+	switch lost := rep.Decision.RestartLostPrimary; {
+	case lost == "":
+		r.restartedForWaiting = ""
+	case lost != r.restartedForWaiting && r.restart == nil:
+		r.restart, r.restartedForWaiting = &pendingRestart{pod: lost, waiting: true}, lost
+	}
 	pr := r.restart
 	if pr == nil {
 		return nil
@@ -169,6 +183,11 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 		return fmt.Errorf("deleting pod %s: %w", pr.pod, err)
 	}
 	r.restart = nil
+	if pr.waiting {
+		r.event(ctx, corev1.EventTypeWarning, "RestartedLostPrimary", "Delete",
+			"deleted pod %s of the lost primary, which does not answer, so that it restarts: it holds writes no replica left has, and comes back as the primary", pr.pod)
+		return nil
+	}
 	r.event(ctx, corev1.EventTypeWarning, "RestartedLostPrimary", "Delete",
 		"deleted pod %s of the replaced primary, which did not answer, so that it restarts and rejoins as a replica", pr.pod)
 	return nil
@@ -388,7 +407,10 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 	}
 	slices.Sort(t.ErrantInstances)
 	if f := rep.Persisted.Failover; f != nil {
-		t.FailoverInProgress = &dolphinv1.FailoverProgress{From: f.From, Fenced: f.Fenced}
+		t.FailoverInProgress = &dolphinv1.FailoverProgress{From: f.From, Fenced: f.Fenced, ReceivedBy: f.ReceivedBy}
+		if f.Received != nil {
+			t.FailoverInProgress.Received = f.Received.String()
+		}
 	}
 	t.SwitchoverInProgress = switchoverStatus(rep.Persisted.Switchover)
 	for _, in := range rep.Instances {

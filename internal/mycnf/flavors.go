@@ -2,6 +2,7 @@ package mycnf
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -56,7 +57,6 @@ func common() []setting {
 		m("datadir", DataDir),
 		t("innodb_buffer_pool_size", "128M",
 			"Tunable: size it to the container's memory limit in spec.mysqlConfig."),
-		m("innodb_flush_log_at_trx_commit", "1", "Durable commits: a crash must not lose acknowledged writes."),
 		// Fixed names instead of host-name based defaults, so that they do not
 		// change when a data directory moves to another pod.
 		m("log_bin", "binlog"),
@@ -75,6 +75,13 @@ func common() []setting {
 func mariadbSettings() []setting {
 	return append(common(),
 		m("binlog_format", "ROW"),
+		m("innodb_flush_log_at_trx_commit", "3",
+			"Durable commits, and each commit flushed by InnoDB itself before the client hears",
+			"of it. With 1, MariaDB leaves the commit to binary-log recovery, and a server",
+			"restarted with --init-rpl-role=SLAVE (every multi-instance pod) truncates what",
+			"InnoDB had only prepared: writes clients were told committed. A replica holds",
+			"them, unless it was lost too; with 3 the restarted primary keeps them (one more",
+			"fsync per group commit, docs/design/0039)."),
 		m("gtid_strict_mode", "ON", "Refuse out-of-order GTIDs instead of letting histories diverge."),
 		m("log_slave_updates", "ON", "Every replica keeps a full binary log, ready to become primary."),
 		m("read_only", "ON",
@@ -101,6 +108,7 @@ func mariadbSettings() []setting {
 
 func mysqlSettings() []setting {
 	return append(common(),
+		m("innodb_flush_log_at_trx_commit", "1", "Durable commits: a crash must not lose acknowledged writes."),
 		m("enforce_gtid_consistency", "ON"),
 		m("gtid_mode", "ON", "Failover and re-pointing replicas rely on GTID auto-positioning."),
 		m("log_replica_updates", "ON", "Every replica keeps a full binary log, ready to become primary."),
@@ -138,4 +146,24 @@ func flavorDefaults(flavor string) ([]setting, error) {
 		return mysqlSettings(), nil
 	}
 	return nil, fmt.Errorf("mycnf: %w %q: want %q or %q", ErrUnknownFlavor, flavor, FlavorMariaDB, FlavorMySQL)
+}
+
+// runTimeMandatory are the managed settings the topology engine also sets with SET GLOBAL:
+// a server started with an older my.cnf gets the value without a restart.
+var runTimeMandatory = []string{"innodb_flush_log_at_trx_commit"}
+
+// RunTimeMandatory returns, by variable, the flavor's values of the managed settings the
+// topology engine enforces at run time (nil for an unknown flavor).
+func RunTimeMandatory(flavor string) map[string]string {
+	settings, err := flavorDefaults(flavor)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, s := range settings {
+		if s.kind == managed && slices.Contains(runTimeMandatory, s.key) {
+			out[s.key] = s.value
+		}
+	}
+	return out
 }

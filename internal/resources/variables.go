@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"maps"
 	"slices"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
@@ -57,8 +58,9 @@ func isLoose(key string) bool { return len(key) > 6 && key[:6] == "loose_" }
 // DynamicVariables returns what the topology engine sets with SET GLOBAL on every instance:
 // for each setting of the effective configuration (Dolphin's tunable defaults with
 // spec.mysqlConfig merged in) that the server applies at run time, its variable name and
-// the SET GLOBAL literal of its value. A value that cannot be written as a literal is left
-// to the next restart.
+// the SET GLOBAL literal of its value, and the managed settings Dolphin enforces at run
+// time (mycnf.RunTimeMandatory). A value that cannot be written as a literal is left to the
+// next restart.
 func DynamicVariables(c *dolphinv1.MySQLCluster) (map[string]string, error) {
 	eff, err := mycnf.Effective(string(c.Spec.Engine.Flavor), overrides(c))
 	if err != nil {
@@ -76,5 +78,7 @@ func DynamicVariables(c *dolphinv1.MySQLCluster) (map[string]string, error) {
 		}
 		out[in.Variable] = lit
 	}
+	// Dolphin's own run-time settings: servers started with an older my.cnf get them now.
+	maps.Copy(out, mycnf.RunTimeMandatory(string(c.Spec.Engine.Flavor)))
 	return out, nil
 }

@@ -57,6 +57,14 @@ type Decision struct {
 	// Failover and Switchover are the progress to carry into the next observation.
 	Failover   *FailoverProgress
 	Switchover *SwitchoverRequest
+	// FailoverOnStepError is the failover progress to carry forward when a step of the plan
+	// fails (Failover is carried only when every step succeeded): the record of what the
+	// candidates received is never lost to a failed step.
+	FailoverOnStepError *FailoverProgress
+	// RestartLostPrimary names the lost primary whose pod should be restarted: the failover
+	// waits for writes that no candidate left holds, and the lost primary, restarted, keeps
+	// every one it acknowledged.
+	RestartLostPrimary string
 	// PromotedFrom is the previous primary when the plan promotes a new one.
 	PromotedFrom string
 	// SemiSyncFallback is true when the primary's semi-sync fell back to asynchronous

@@ -47,10 +47,21 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 			candidates = append(candidates, in)
 		}
 	}
+	// What the candidates received is recorded before anything else, and kept when a step
+	// fails: a candidate lost after this observation may be the only one holding writes the
+	// lost primary acknowledged (docs/design/0039).
+	record := recordReceived(v.Failover, lost.Name, candidates)
 	d.State = StateFailover
 	if len(candidates) == 0 {
 		d.State = StatePrimaryLost
 		d.Message = fmt.Sprintf("primary %s is lost and no healthy replica can replace it", lost.Name)
+		if record.Received != nil {
+			// The failover had begun: the lost primary is the one place left that holds what
+			// the candidates received.
+			d.RestartLostPrimary = lost.Name
+			d.Message += fmt.Sprintf("; %s received up to %s from it, so Dolphin restarts %s, which keeps every write it acknowledged",
+				record.ReceivedBy, record.Received, lost.Name)
+		}
 		return d
 	}
 	if !fenced {
@@ -73,17 +84,23 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 		for _, c := range candidates {
 			d.Plan = append(d.Plan, Step{Kind: StepStopIO, Instance: c.Name})
 		}
-		d.Failover = &FailoverProgress{From: lost.Name, Fenced: true}
+		fencedRecord := *record
+		fencedRecord.Fenced = true
+		d.Failover, d.FailoverOnStepError = &fencedRecord, record
 		d.Message = fmt.Sprintf("primary %s lost (%v): stopping the replicas' receivers", lost.Name, lost.Err)
 		return d
 	}
-	// Positions are final only if no candidate still receives: fence again otherwise.
+	d.Failover, d.FailoverOnStepError = record, record
+	// Positions are final only if no candidate still receives: fence again otherwise. (The
+	// plan may already hold other steps, such as a restarted candidate's accounts.)
+	fencing := false
 	for _, c := range candidates {
 		if rs := c.Status.Replica; rs != nil && rs.IORunning {
 			d.Plan = append(d.Plan, Step{Kind: StepStopIO, Instance: c.Name})
+			fencing = true
 		}
 	}
-	if len(d.Plan) > 0 {
+	if fencing {
 		d.Message = fmt.Sprintf("failover from %s: receivers still running, stopping them again", lost.Name)
 		return d
 	}
@@ -94,6 +111,19 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 		return d
 	}
 	b, _ := v.instance(best)
+	if !holds(received(b), record.Received) {
+		// The candidate that received the most is gone, or came back without it (a
+		// restarted MariaDB replica discards the relay log it had not applied): promoting
+		// the best one left would discard writes the lost primary may have acknowledged.
+		// The lost primary still holds them; restarted, it rolls back only what no client
+		// was told committed and comes back as the primary (docs/design/0039).
+		d.State = StatePrimaryLost
+		d.RestartLostPrimary = lost.Name
+		d.Message = fmt.Sprintf("failover from %s waits: %s received up to %s from it, but the best candidate left, %s, has %s; "+
+			"promoting it could lose acknowledged writes, so Dolphin restarts %s (which keeps them) and waits for it or %s",
+			lost.Name, record.ReceivedBy, record.Received, best, received(b), lost.Name, record.ReceivedBy)
+		return d
+	}
 	d.Plan = append(d.Plan,
 		Step{Kind: StepWaitApplied, Instance: best, GTID: received(b)},
 		Step{Kind: StepPromote, Instance: best, SemiSync: len(v.Instances) > 1})
@@ -106,6 +136,33 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	d.Primary, d.PromotedFrom, d.Failover, d.Switchover = best, lost.Name, nil, nil
 	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best)
 	return d
+}
+
+// holds reports whether set contains every transaction of want (an empty want is always held).
+func holds(set, want dbsql.GTIDSet) bool {
+	return isEmpty(want) || (set != nil && set.Contains(want))
+}
+
+// recordReceived is the failover's progress with its record of the most received updated
+// from this observation: a candidate whose received set contains the record (and is more)
+// replaces it. The record only grows; a candidate that diverges from it leaves it as it is
+// (mostAdvanced refuses diverging candidates anyway). The progress is a new value, never
+// prev itself.
+func recordReceived(prev *FailoverProgress, from string, candidates []InstanceView) *FailoverProgress {
+	out := &FailoverProgress{From: from}
+	if prev != nil && prev.From == from {
+		out.Fenced, out.Received, out.ReceivedBy = prev.Fenced, prev.Received, prev.ReceivedBy
+	}
+	for _, c := range candidates {
+		s := received(c)
+		if isEmpty(s) {
+			continue
+		}
+		if out.Received == nil || (holds(s, out.Received) && !holds(out.Received, s)) {
+			out.Received, out.ReceivedBy = s, c.Name
+		}
+	}
+	return out
 }
 
 // received is what an instance holds, applied or not: a replica's received set, or the

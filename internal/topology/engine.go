@@ -360,6 +360,8 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 			// arrived during this cycle.
 			e.switchover = d.Switchover
 		}
+	} else if d.FailoverOnStepError != nil {
+		e.state.Failover = d.FailoverOnStepError
 	}
 	e.state.Switchover = e.switchover
 	rep.Persisted = e.state.clone()

@@ -68,6 +68,13 @@ type FailoverProgress struct {
 	From string `json:"from"`
 	// Fenced is true once every candidate stopped receiving (positions are frozen).
 	Fenced bool `json:"fenced"`
+	// Received is the most any candidate was seen to have received from the lost primary
+	// since the failover began (nil: nothing seen yet), and ReceivedBy the candidate that had
+	// it. No candidate holding less is promoted: a write the lost primary acknowledged may
+	// exist only there — a replica lost meanwhile, or restarted, which discards the relay log
+	// it had not applied (docs/design/0039).
+	Received   dbsql.GTIDSet `json:"-"`
+	ReceivedBy string        `json:"-"`
 }
 
 // SwitchoverRequest asks for a planned change of primary.
