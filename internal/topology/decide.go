@@ -313,6 +313,7 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 			continue
 		}
 		delete(d.Errant, r.Name)
+		d.Plan = append(d.Plan, semiSyncSourceOff(r)...)
 		rs := r.Status.Replica
 		switch {
 		case rs == nil:
@@ -354,6 +355,18 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 		d.Message = p.Name + " is primary; every replica replicates from it"
 	}
 	return d
+}
+
+// semiSyncSourceOff turns the semi-sync source side off on an instance that is not the
+// primary, where an interrupted promotion may have left it on: a replica whose source side is
+// on makes its applier's first commit wait for an acknowledgement from replicas it does not
+// have, for the whole semi-sync timeout (30 s measured; the chaos suite's
+// operator-restart-switchover saw a 30 s outage from it). Nil when it is off already.
+func semiSyncSourceOff(in InstanceView) []Step {
+	if in.Status.SemiSync.SourceEnabled {
+		return []Step{{Kind: StepSemiSyncSource, Instance: in.Name, SemiSync: false}}
+	}
+	return nil
 }
 
 // secureTransportWanted says whether the instances should refuse plain TCP logins

@@ -124,6 +124,9 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 			lost.Name, record.ReceivedBy, record.Received, best, received(b), lost.Name, record.ReceivedBy)
 		return d
 	}
+	// An interrupted promotion may have left its source side on, which would hold its
+	// applier for the semi-sync timeout.
+	d.Plan = append(d.Plan, semiSyncSourceOff(b)...)
 	d.Plan = append(d.Plan,
 		Step{Kind: StepWaitApplied, Instance: best, GTID: received(b)},
 		Step{Kind: StepPromote, Instance: best, SemiSync: len(v.Instances) > 1})

@@ -52,6 +52,8 @@ func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
 		d.Message = fmt.Sprintf("switchover to %s: fencing %s", target, p.Name)
 		return d
 	}
+	t, _ := v.instance(target)
+	d.Plan = append(d.Plan, semiSyncSourceOff(t)...)
 	d.Plan = append(d.Plan,
 		Step{Kind: StepWaitApplied, Instance: target, GTID: p.Status.Executed},
 		Step{Kind: StepPromote, Instance: target, SemiSync: len(v.Instances) > 1},

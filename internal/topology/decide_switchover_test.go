@@ -82,3 +82,46 @@ func TestDecideSwitchoverWaitsForAHealthyReplica(t *testing.T) {
 		t.Errorf("target healthy again: %s %v (%s), want the fence of db-0", d.State, steps(d), d.Message)
 	}
 }
+
+// sourceOn marks the instance's semi-sync source side as on (as an interrupted promotion
+// leaves it).
+func (b *ib) sourceOn() *ib { b.v.Status.SemiSync.SourceEnabled = true; return b }
+
+// An instance that is not the primary never keeps its semi-sync source side on: its applier
+// would wait the whole semi-sync timeout for acknowledgements nobody sends (the 30 s outage of
+// an operator restarted in the middle of a switchover's promotion). It is turned off before
+// anything waits for that instance to apply.
+func TestDecideTurnsSemiSyncSourceOffOffThePrimary(t *testing.T) {
+	healthy := cluster("db-0", inst(0).writable().executed("0-1-10"),
+		inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+		inst(2).executed("0-1-10").replicaOf(0, "0-1-10").sourceOn())
+	// The promotion of db-2 stopped after its replication was reset and semi-sync turned on.
+	interrupted := cluster("db-0", inst(0).writable().executed("0-1-10"),
+		inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+		inst(2).executed("0-1-10").sourceOn())
+	switchover := cluster("db-0", inst(0).executed("0-1-12"),
+		inst(1).executed("0-1-12").replicaOf(0, "0-1-12"),
+		inst(2).executed("0-1-11").replicaOf(0, "0-1-12").sourceOn())
+	switchover.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true, From: "db-0"}
+	failover := cluster("db-0", inst(0).down(),
+		inst(1).executed("0-1-9").replicaOf(0, "0-1-10").ioStopped(),
+		inst(2).executed("0-1-10").replicaOf(0, "0-1-12").ioStopped().sourceOn())
+	failover.PrimaryMisses, failover.Failover = 5, &FailoverProgress{From: "db-0", Fenced: true}
+	for _, tc := range []struct {
+		name string
+		v    ClusterView
+		want []string
+	}{
+		{"healthy cluster", healthy, []string{"SemiSyncSource(db-2 semisync=false)"}},
+		{"replica left with it on by an interrupted promotion", interrupted,
+			[]string{"SemiSyncSource(db-2 semisync=false)", "Replicate(db-2 from db-0 rejoin)"}},
+		{"switchover target", switchover, []string{"SemiSyncSource(db-2 semisync=false)", "WaitApplied(db-2 gtid 0-1-12)",
+			"Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}},
+		{"failover candidate", failover, []string{"SemiSyncSource(db-2 semisync=false)", "WaitApplied(db-2 gtid 0-1-12)",
+			"Promote(db-2 semisync=true)", "Replicate(db-1 from db-2)"}},
+	} {
+		if got := steps(Decide(tc.v)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: plan %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

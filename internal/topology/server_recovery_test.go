@@ -215,3 +215,55 @@ func TestServerSwitchoverResumedByANewEngine(t *testing.T) {
 	mustExec(t, h.sqlDB(2), "INSERT INTO app.rows (v) VALUES ('after')")
 	h.waitSameRows("db-0", "db-1", "db-2")
 }
+
+// An operator that stopped in the middle of a switchover's promotion — the target's
+// replication reset and its semi-sync source side turned on, still read-only — leaves a
+// server whose applier, once it replicates again, waits the whole semi-sync timeout for
+// acknowledgements nobody sends. The restarted operator's engine must turn that side off
+// before it waits for the target to apply: no commit on the target may have timed out
+// waiting (Rpl_semi_sync_master_no_tx stays 0), and the switchover ends with db-2 primary.
+func TestServerSwitchoverResumedAfterAnInterruptedPromotion(t *testing.T) {
+	h := newHarness(t, 3)
+	h.converge("three instances healthy", healthyWith("db-0"))
+	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
+	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+	h.waitSameRows("db-0", "db-1", "db-2")
+	w := startWriter(h)
+	defer w.finish()
+	for n := w.n.Load(); w.n.Load() < n+20; time.Sleep(10 * time.Millisecond) {
+	}
+
+	// The first operator: fence db-0, then the promotion of db-2 stops half-way.
+	members := map[string]Member{}
+	for _, in := range h.db.Instances {
+		members[in.Name] = Member{Name: in.Name, Host: in.Host, Port: in.Port}
+	}
+	if err := h.e.run(t.Context(), members, members["db-0"], Step{Kind: StepFence, Instance: "db-0"}); err != nil {
+		t.Fatal(err)
+	}
+	target, err := h.e.conn(members["db-2"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := target.ResetReplication(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.SetSemiSyncSource(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+
+	// The restarted operator resumes from what the first one recorded.
+	h.e.Close()
+	h.e = New(h.cfg, Persisted{Primary: "db-0", Switchover: &SwitchoverRequest{To: "db-2", Fenced: true, From: "db-0"}})
+	h.converge("the switchover ends on db-2", healthyWith("db-2"))
+	for n := w.n.Load(); w.n.Load() < n+20; time.Sleep(10 * time.Millisecond) {
+	}
+	var name string
+	var noTx int
+	if err := h.pool(2).QueryRow("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_no_tx'").Scan(&name, &noTx); err != nil {
+		t.Fatal(err)
+	}
+	if noTx != 0 {
+		t.Errorf("db-2 committed %d transaction(s) without an acknowledgement after waiting the semi-sync timeout: its source side was left on while it replicated", noTx)
+	}
+}
