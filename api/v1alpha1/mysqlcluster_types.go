@@ -467,6 +467,11 @@ type TopologyStatus struct {
 	// primary is writable or the switchover is refused, so that a restarted operator resumes it.
 	// +optional
 	SwitchoverInProgress *SwitchoverProgress `json:"switchoverInProgress,omitempty"`
+	// LastSwitchoverRequest identifies the last switchover requested by annotation that the
+	// engine accepted (the ID in the mysql.dolphin.dev/switchover-accepted annotation): an
+	// operator restarted before it removed that annotation never carries the request out twice.
+	// +optional
+	LastSwitchoverRequest string `json:"lastSwitchoverRequest,omitempty"`
 	// SemiSyncFallback is true when the primary stopped waiting for replica acknowledgements:
 	// acknowledged writes are then not guaranteed to survive a failover.
 	// +optional

@@ -2362,6 +2362,7 @@ func autoConvert_v1alpha1_TopologyStatus_To_v1beta1_TopologyStatus(in *TopologyS
 	} else {
 		out.SwitchoverInProgress = nil
 	}
+	out.LastSwitchoverRequest = in.LastSwitchoverRequest
 	out.SemiSyncFallback = in.SemiSyncFallback
 	out.NoSemiSyncReplica = in.NoSemiSyncReplica
 	if in.LastPromotion != nil {
@@ -2416,6 +2417,7 @@ func autoConvert_v1beta1_TopologyStatus_To_v1alpha1_TopologyStatus(in *v1beta1.T
 	} else {
 		out.SwitchoverInProgress = nil
 	}
+	out.LastSwitchoverRequest = in.LastSwitchoverRequest
 	out.SemiSyncFallback = in.SemiSyncFallback
 	out.NoSemiSyncReplica = in.NoSemiSyncReplica
 	if in.LastPromotion != nil {

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,11 +192,46 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 			if _, still := cluster.Annotations[mysqlcontroller.SwitchoverAnnotation]; still {
 				return fmt.Errorf("annotation not removed")
 			}
+			if _, still := cluster.Annotations[mysqlcontroller.SwitchoverAcceptedAnnotation]; still {
+				return fmt.Errorf("accepted annotation not removed")
+			}
 			if sw := cluster.Status.Topology.SwitchoverInProgress; sw != nil {
 				return fmt.Errorf("switchoverInProgress %+v after the switchover", sw)
 			}
+			if cluster.Status.Topology.LastSwitchoverRequest == "" {
+				return fmt.Errorf("status.topology.lastSwitchoverRequest not recorded")
+			}
 			return nil
 		})
+	}
+
+	// An operator stopped between handing the request over and removing the accepted
+	// annotation leaves it behind: found again, it must not start a second switchover.
+	if err := c.Get(ctx, key, cluster); err != nil {
+		t.Fatal(err)
+	}
+	done := cluster.Status.Topology.LastPromotion.DeepCopy()
+	again := client.MergeFrom(cluster.DeepCopy())
+	cluster.Annotations = map[string]string{mysqlcontroller.SwitchoverAcceptedAnnotation: cluster.Status.Topology.LastSwitchoverRequest + "/auto"}
+	if err := c.Patch(ctx, cluster, again); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the accepted request found again is dropped", func() error {
+		if err := c.Get(ctx, key, cluster); err != nil {
+			return err
+		}
+		if _, still := cluster.Annotations[mysqlcontroller.SwitchoverAcceptedAnnotation]; still {
+			return fmt.Errorf("accepted annotation still there")
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // a switchover, had it started, takes less
+	if err := c.Get(ctx, key, cluster); err != nil {
+		t.Fatal(err)
+	}
+	if t2 := cluster.Status.Topology; t2.Primary != done.To || !equality.Semantic.DeepEqual(t2.LastPromotion, done) || t2.SwitchoverInProgress != nil {
+		t.Fatalf("a switchover request delivered twice was carried out again: primary %s, lastPromotion %+v (was %+v), pending %+v",
+			t2.Primary, t2.LastPromotion, done, t2.SwitchoverInProgress)
 	}
 
 	// Scaling down past the primary (shop-2) first hands the primary role to shop-0.

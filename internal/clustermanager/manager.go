@@ -254,14 +254,14 @@ func (m *Manager) Stop(key types.NamespacedName) {
 // the request is new (see topology.Engine.RequestSwitchover). It returns once the request is
 // recorded in status.topology.switchoverInProgress, from which a restarted operator resumes
 // it: a caller may then forget the request (remove the annotation that asked for it).
-func (m *Manager) RequestSwitchover(ctx context.Context, key types.NamespacedName, to string) (bool, error) {
+func (m *Manager) RequestSwitchover(ctx context.Context, key types.NamespacedName, to, id string) (bool, error) {
 	m.mu.Lock()
 	p, ok := m.running[key]
 	m.mu.Unlock()
 	if !ok {
 		return false, fmt.Errorf("no topology engine runs for %s", key)
 	}
-	fresh := p.engine.RequestSwitchover(to)
+	fresh := p.engine.RequestSwitchoverOnce(to, id)
 	if err := p.reporter.recordSwitchover(ctx); err != nil {
 		return fresh, err
 	}
@@ -488,5 +488,6 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 	if sw := t.SwitchoverInProgress; sw != nil {
 		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced, From: sw.From}
 	}
+	p.LastSwitchoverRequest = t.LastSwitchoverRequest
 	return p
 }

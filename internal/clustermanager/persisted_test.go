@@ -45,3 +45,15 @@ func TestFailoverRecordSurvivesStatus(t *testing.T) {
 		t.Errorf("status.topology.failoverInProgress.received = %q, want the GTID set", st.FailoverInProgress.Received)
 	}
 }
+
+// TestSwitchoverRequestIDSurvivesStatus: the id of the last switchover request accepted by
+// annotation is in every status the engine writes and comes back to a restarted operator.
+func TestSwitchoverRequestIDSurvivesStatus(t *testing.T) {
+	st := topologyStatus(nil, topology.Report{Persisted: topology.Persisted{Primary: "db-2", LastSwitchoverRequest: "req-1"}})
+	if st.LastSwitchoverRequest != "req-1" {
+		t.Fatalf("status.topology.lastSwitchoverRequest = %q", st.LastSwitchoverRequest)
+	}
+	if got := persisted(&dolphinv1.MySQLCluster{Status: dolphinv1.MySQLClusterStatus{Topology: st}}); got.LastSwitchoverRequest != "req-1" {
+		t.Errorf("restored %q", got.LastSwitchoverRequest)
+	}
+}

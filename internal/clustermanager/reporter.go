@@ -354,7 +354,9 @@ func (r *reporter) recordSwitchover(ctx context.Context) error {
 			return err
 		}
 		want := switchoverStatus(r.engine.PendingSwitchover())
-		if t := c.Status.Topology; (t == nil && want == nil) || (t != nil && equality.Semantic.DeepEqual(t.SwitchoverInProgress, want)) {
+		id := r.engine.State().LastSwitchoverRequest
+		if t := c.Status.Topology; (t == nil && want == nil && id == "") ||
+			(t != nil && equality.Semantic.DeepEqual(t.SwitchoverInProgress, want) && t.LastSwitchoverRequest == id) {
 			return nil
 		}
 		patch := client.MergeFrom(c.DeepCopy())
@@ -362,6 +364,7 @@ func (r *reporter) recordSwitchover(ctx context.Context) error {
 			c.Status.Topology = &dolphinv1.TopologyStatus{}
 		}
 		c.Status.Topology.SwitchoverInProgress = want
+		c.Status.Topology.LastSwitchoverRequest = id
 		return r.m.Client.Status().Patch(ctx, &c, patch)
 	})
 	if err != nil {
@@ -392,7 +395,7 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 	t := &dolphinv1.TopologyStatus{
 		State: string(d.State), Message: d.Message, Primary: rep.Persisted.Primary,
 		SemiSyncFallback: d.SemiSyncFallback, NoSemiSyncReplica: d.NoSemiSyncReplica,
-		CredentialsGeneration: rep.CredentialsGeneration,
+		CredentialsGeneration: rep.CredentialsGeneration, LastSwitchoverRequest: rep.Persisted.LastSwitchoverRequest,
 	}
 	if rep.Err != nil {
 		t.Message += "; last plan failed: " + rep.Err.Error()

@@ -413,7 +413,7 @@ func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphi
 		if err := r.Topology.Update(ctx, c); err != nil {
 			return fmt.Errorf("updating the topology engine before a switchover: %w", err)
 		}
-		fresh, err := r.Topology.RequestSwitchover(ctx, client.ObjectKeyFromObject(c), a.Pod)
+		fresh, err := r.Topology.RequestSwitchover(ctx, client.ObjectKeyFromObject(c), a.Pod, "")
 		if err != nil {
 			return fmt.Errorf("requesting a switchover to %s before restarting the primary %s: %w", a.Pod, a.From, err)
 		}

@@ -137,7 +137,7 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 		fresh := true
 		if r.Topology != nil {
 			var err error
-			if fresh, err = r.Topology.RequestSwitchover(ctx, client.ObjectKeyFromObject(c), target); err != nil {
+			if fresh, err = r.Topology.RequestSwitchover(ctx, client.ObjectKeyFromObject(c), target, ""); err != nil {
 				return fmt.Errorf("requesting a switchover before scaling down: %w", err)
 			}
 		}

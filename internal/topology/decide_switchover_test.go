@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // TestDecideSwitchoverWaitsForAHealthyReplica: a switchover that cannot proceed in one
@@ -123,5 +125,25 @@ func TestDecideTurnsSemiSyncSourceOffOffThePrimary(t *testing.T) {
 		if got := steps(Decide(tc.v)); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: plan %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A switchover request by annotation is accepted once: delivered again with the same id — by
+// an operator restarted before it removed the annotation, possibly after the switchover
+// finished — it changes nothing, also for an engine started from the persisted state.
+func TestRequestSwitchoverOnce(t *testing.T) {
+	e := New(Config{Members: func() []Member { return nil }, Log: logr.Discard()}, Persisted{Primary: "db-0"})
+	if !e.RequestSwitchoverOnce("", "req-1") || e.PendingSwitchover() == nil {
+		t.Fatal("a new request is not pending")
+	}
+	if e.State().LastSwitchoverRequest != "req-1" {
+		t.Errorf("persisted state %+v does not record the request", e.State())
+	}
+	restarted := New(Config{Members: func() []Member { return nil }, Log: logr.Discard()}, Persisted{Primary: "db-2", LastSwitchoverRequest: "req-1"})
+	if restarted.RequestSwitchoverOnce("", "req-1") || restarted.PendingSwitchover() != nil {
+		t.Error("the same request delivered again after a restart started a second switchover")
+	}
+	if !restarted.RequestSwitchoverOnce("db-1", "req-2") || restarted.PendingSwitchover() == nil {
+		t.Error("a new request after it was refused")
 	}
 }

@@ -99,6 +99,9 @@ type Persisted struct {
 	// persisted as soon as it is accepted, so that an operator restarted in the middle of it
 	// resumes it instead of leaving a fenced primary or a forgotten request.
 	Switchover *SwitchoverRequest
+	// LastSwitchoverRequest is the ID of the last switchover request accepted by
+	// RequestSwitchoverOnce: the same request is never accepted twice.
+	LastSwitchoverRequest string
 	// Instances are the per-instance records (credentials generations), by name.
 	Instances map[string]InstanceRecord
 	// Variables are the run-time settings this engine applies (Config.Variables plus
@@ -227,6 +230,23 @@ func (e *Engine) RequestSwitchover(to string) bool {
 	e.mu.Unlock()
 	e.Trigger()
 	return fresh
+}
+
+// RequestSwitchoverOnce is RequestSwitchover for a request identified by id (a request by
+// annotation, which an operator restarted at the wrong moment delivers again): a request
+// whose id was accepted already changes nothing and reports false, even when the switchover
+// it asked for is long finished.
+func (e *Engine) RequestSwitchoverOnce(to, id string) bool {
+	e.mu.Lock()
+	seen := id != "" && id == e.state.LastSwitchoverRequest
+	if !seen {
+		e.state.LastSwitchoverRequest = id
+	}
+	e.mu.Unlock()
+	if seen {
+		return false
+	}
+	return e.RequestSwitchover(to)
 }
 
 // PendingSwitchover is the switchover requested and not finished, as it is now (nil when
