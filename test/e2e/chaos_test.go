@@ -365,10 +365,11 @@ func (s *stack) waitPrimaryNot(key client.ObjectKey, old string) {
 func (s *stack) killAfterFailover(key client.ObjectKey, old string, pid int) {
 	s.t.Helper()
 	testenv.Eventually(s.t, 90*time.Second, "a primary other than "+old+", or "+old+"'s hung server restarted", func() error {
-		if p := s.currentPrimary(key); p != old && p != "" {
+		p := s.currentPrimary(key)
+		if p != old && p != "" {
 			return nil
 		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		if err := syscall.Kill(pid, 0); p == old && errors.Is(err, syscall.ESRCH) {
 			s.t.Logf("%s's hung server was restarted by Dolphin (no candidate held every write it had acknowledged)", old)
 			return nil
 		}
