@@ -148,7 +148,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	case o.StepErr != nil:
 		set(dolphinv1.ConditionReady, false, "ReconcileError", "applying the spec failed: "+o.StepErr.Error())
 	case !primaryReady:
-		set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", instances+"; no writable primary")
+		set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", instances+"; no writable primary"+whyNoPrimary(topo))
 	case topo != nil && topo.NoSemiSyncReplica:
 		// Said before the instances that are not ready: what clients feel is the stall.
 		set(dolphinv1.ConditionReady, false, topologyProblem.reason, instances+"; "+topologyProblem.message)
@@ -216,7 +216,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		case len(primaries) > 1:
 			set(dolphinv1.ConditionDegraded, true, "MultiplePrimaries", "more than one pod is labeled primary")
 		case wasAvailable && !primaryReady:
-			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances)
+			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances+whyNoPrimary(topo))
 		case topo != nil && topo.NoSemiSyncReplica:
 			set(dolphinv1.ConditionDegraded, true, topologyProblem.reason, instances+"; "+topologyProblem.message)
 		case st.Phase == dolphinv1.PhaseDegraded && !allReady:
@@ -240,6 +240,16 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		meta.RemoveStatusCondition(&st.Conditions, dolphinv1.ConditionRestored)
 	}
 	return st
+}
+
+// whyNoPrimary is the engine's explanation, after "; ", when it says the primary is lost and
+// cannot be replaced (automatic failover off, no healthy candidate, a failover waiting for
+// writes only the lost primary holds); "" otherwise.
+func whyNoPrimary(t *dolphinv1.TopologyStatus) string {
+	if t == nil || t.State != "PrimaryLost" || t.Message == "" {
+		return ""
+	}
+	return "; " + t.Message
 }
 
 // problem is a condition reason and the message that explains it.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +169,25 @@ func TestComputeStatusKeepsTransitionTimes(t *testing.T) {
 	third := computeStatus(obs, metav1.NewTime(time.Unix(3000, 0)))
 	if c := meta.FindStatusCondition(third.Conditions, "Ready"); c.LastTransitionTime.Unix() != 3000 {
 		t.Errorf("Ready changed but kept transition time %v", c.LastTransitionTime)
+	}
+}
+
+// A primary the engine cannot replace: Ready and Degraded say why, in the engine's words (a
+// failover waiting for writes only the lost primary holds must not look like a slow one).
+func TestComputeStatusSaysWhyNoPrimary(t *testing.T) {
+	why := "failover from c-0 waits: c-1 received up to 0-1-12 from it, but the best candidate left, c-2, has 0-1-10"
+	obs := observation{Replicas: 3, StatefulSet: settledSTS(3), Generation: 7,
+		Pods:     []corev1.Pod{pod("c-0", "primary", false), pod("c-1", "replica", false), pod("c-2", "replica", true)},
+		Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", State: "PrimaryLost", Message: why})}
+	st := computeStatus(obs, metav1.NewTime(time.Unix(1000, 0)))
+	for _, typ := range []string{"Ready", "Degraded"} {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || !strings.Contains(c.Message, why) {
+			t.Errorf("%s condition %+v does not give the engine's reason", typ, c)
+		}
+	}
+	obs.Previous.Topology.State = "Failover"
+	st = computeStatus(obs, metav1.NewTime(time.Unix(1000, 0)))
+	if c := meta.FindStatusCondition(st.Conditions, "Ready"); c == nil || strings.Contains(c.Message, why) {
+		t.Errorf("a failover under way is not a primary that cannot be replaced: %+v", c)
 	}
 }
