@@ -276,6 +276,19 @@ func (m *Manager) RequestSwitchover(ctx context.Context, key types.NamespacedNam
 	return fresh, nil
 }
 
+// AcceptFailoverLoss lets the cluster's failover from the lost primary `from`, waiting for
+// writes no candidate holds, promote the best candidate anyway (topology.Engine.AcceptFailoverLoss).
+// It reports whether such a failover is in progress.
+func (m *Manager) AcceptFailoverLoss(key types.NamespacedName, from string) (bool, error) {
+	m.mu.Lock()
+	p, ok := m.running[key]
+	m.mu.Unlock()
+	if !ok {
+		return false, fmt.Errorf("no topology engine runs for %s", key)
+	}
+	return p.engine.AcceptFailoverLoss(from), nil
+}
+
 // engineConfig builds an engine configuration from the cluster and its credentials Secret.
 func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (topology.Config, error) {
 	d := resources.Defaulted(c)

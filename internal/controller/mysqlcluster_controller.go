@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,20 +93,10 @@ type TopologyRunner interface {
 	// the most advanced replica). A non-empty id identifies the request: one the engine
 	// accepted already (recorded in status.topology.lastSwitchoverRequest) changes nothing.
 	RequestSwitchover(ctx context.Context, key types.NamespacedName, to, id string) (bool, error)
+	// AcceptFailoverLoss lets a failover from the lost primary `from` that waits for writes no
+	// candidate holds promote the best candidate anyway. It reports whether one is waiting.
+	AcceptFailoverLoss(key types.NamespacedName, from string) (bool, error)
 }
-
-// SwitchoverAnnotation on a MySQLCluster requests a planned switchover: its value names the
-// instance to promote (a pod name), or is "auto" to let Dolphin choose the most advanced
-// replica. Dolphin removes the annotation once the engine accepted the request; the outcome
-// is reported in status.topology and by a Switchover event.
-const SwitchoverAnnotation = "mysql.dolphin.dev/switchover"
-
-// SwitchoverAcceptedAnnotation holds a switchover request between its acceptance and its
-// hand-over to the engine: "<id>/<target>". The same patch that removes SwitchoverAnnotation
-// writes it, so a request is accepted exactly once; the engine records the id, so an operator
-// restarted before removing this annotation never carries the request out twice (the chaos
-// suite saw a second switchover, back to the old primary, after such a restart).
-const SwitchoverAcceptedAnnotation = "mysql.dolphin.dev/switchover-accepted"
 
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlclusters/status,verbs=get;update;patch
@@ -197,6 +186,10 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			}
 			logger.V(1).Info("topology engine not updated until the user's fix", "error", err.Error())
 		}
+		// A failover waits for nothing else: forwarded whatever the other steps did.
+		if err := r.forwardAcceptLoss(ctx, &c); err != nil {
+			return ctrl.Result{}, errors.Join(stepErr, err)
+		}
 		if stepErr == nil {
 			if err := r.forwardSwitchover(ctx, &c); err != nil {
 				return ctrl.Result{}, err
@@ -224,51 +217,6 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		next = d
 	}
 	return ctrl.Result{RequeueAfter: next}, stepErr
-}
-
-// forwardSwitchover hands a switchover requested by annotation to the topology engine, once:
-// first one patch turns SwitchoverAnnotation into SwitchoverAcceptedAnnotation with an id of
-// its own, then the engine gets the request with that id, then the accepted annotation goes.
-// Whatever step an operator restart interrupts, the next reconcile continues from the
-// annotations left, and the engine's record of the id stops a second delivery.
-func (r *MySQLClusterReconciler) forwardSwitchover(ctx context.Context, c *dolphinv1.MySQLCluster) error {
-	requested, isRequested := c.Annotations[SwitchoverAnnotation]
-	accepted, isAccepted := c.Annotations[SwitchoverAcceptedAnnotation]
-	if (!isRequested && !isAccepted) || c.Spec.Paused {
-		return nil
-	}
-	if isRequested {
-		// A merge patch of the annotations only: no resourceVersion precondition, which the
-		// engine's status writes would make fail for no reason. A newer request replaces an
-		// accepted one not handed over yet.
-		accepted = string(uuid.NewUUID()) + "/" + requested
-		patch := client.MergeFrom(c.DeepCopy())
-		delete(c.Annotations, SwitchoverAnnotation)
-		c.Annotations[SwitchoverAcceptedAnnotation] = accepted
-		if err := r.Client.Patch(ctx, c, patch); err != nil {
-			return fmt.Errorf("accepting the %s annotation: %w", SwitchoverAnnotation, err)
-		}
-	}
-	id, target, _ := strings.Cut(accepted, "/")
-	to := target
-	if to == "auto" {
-		to = ""
-	}
-	fresh, err := r.Topology.RequestSwitchover(ctx, client.ObjectKeyFromObject(c), to, id)
-	if err != nil {
-		return fmt.Errorf("requesting a switchover: %w", err)
-	}
-	if fresh {
-		r.event(c, corev1.EventTypeNormal, "SwitchoverRequested", "Switchover", "switchover to %q requested", target)
-	} else {
-		r.event(c, corev1.EventTypeNormal, "SwitchoverRequested", "Switchover", "switchover to %q: nothing new to do (already accepted or pending, or the primary already)", target)
-	}
-	patch := client.MergeFrom(c.DeepCopy())
-	delete(c.Annotations, SwitchoverAcceptedAnnotation)
-	if err := r.Client.Patch(ctx, c, patch); err != nil {
-		return fmt.Errorf("removing the %s annotation: %w", SwitchoverAcceptedAnnotation, err)
-	}
-	return nil
 }
 
 // observe gathers what the status is computed from.

@@ -111,7 +111,13 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 		return d
 	}
 	b, _ := v.instance(best)
-	if !holds(received(b), record.Received) {
+	short, lossAccepted := !holds(received(b), record.Received), ""
+	switch {
+	case short && v.AcceptLossFrom == lost.Name:
+		// A user chose a primary over those writes (Engine.AcceptFailoverLoss).
+		lossAccepted = fmt.Sprintf(", giving up what only %s had received (up to %s; %s has %s) as requested",
+			record.ReceivedBy, record.Received, best, received(b))
+	case short:
 		// The candidate that received the most is gone, or came back without it (a
 		// restarted MariaDB replica discards the relay log it had not applied): promoting
 		// the best one left would discard writes the lost primary may have acknowledged.
@@ -120,8 +126,9 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 		d.State = StatePrimaryLost
 		d.RestartLostPrimary = lost.Name
 		d.Message = fmt.Sprintf("failover from %s waits: %s received up to %s from it, but the best candidate left, %s, has %s; "+
-			"promoting it could lose acknowledged writes, so Dolphin restarts %s (which keeps them) and waits for it or %s",
-			lost.Name, record.ReceivedBy, record.Received, best, received(b), lost.Name, record.ReceivedBy)
+			"promoting it could lose acknowledged writes, so Dolphin restarts %s (which keeps them) and waits for it or %s "+
+			"(to promote %s anyway and give them up, annotate the cluster with mysql.dolphin.dev/failover-accept-loss=%s)",
+			lost.Name, record.ReceivedBy, record.Received, best, received(b), lost.Name, record.ReceivedBy, best, lost.Name)
 		return d
 	}
 	// An interrupted promotion may have left its source side on, which would hold its
@@ -137,7 +144,7 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	}
 	// A switchover pending on the lost primary is moot once another one is promoted.
 	d.Primary, d.PromotedFrom, d.Failover, d.Switchover = best, lost.Name, nil, nil
-	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best)
+	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best) + lossAccepted
 	return d
 }
 

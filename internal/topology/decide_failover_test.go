@@ -58,6 +58,24 @@ func TestFailoverNeverPromotesLessThanWasReceived(t *testing.T) {
 		wantRecord("db-1 back without it", d.Failover, true)
 	}
 
+	// The message says how to give the writes up; a user who does (for another primary's
+	// failover) changes nothing, and for this one the best candidate left is promoted.
+	if !strings.Contains(waits.Message, "mysql.dolphin.dev/failover-accept-loss=db-0") {
+		t.Errorf("the waiting failover's message %q does not say how to accept the loss", waits.Message)
+	}
+	other := gone
+	other.AcceptLossFrom = "db-1"
+	if d := Decide(other); d.State != StatePrimaryLost || d.Primary != "db-0" {
+		t.Fatalf("loss accepted for another primary's failover: %s primary %s (%s)", d.State, d.Primary, d.Message)
+	}
+	accepted := gone
+	accepted.AcceptLossFrom = "db-0"
+	if d := Decide(accepted); d.State != StateFailover || d.Primary != "db-2" ||
+		!slices.Equal(steps(d), []string{"WaitApplied(db-2 gtid 0-1-10)", "Promote(db-2 semisync=true)"}) ||
+		!strings.Contains(d.Message, "giving up what only db-1 had received (up to 0-1-12") {
+		t.Fatalf("loss accepted: %s primary %s plan %v (%s); want db-2 promoted, saying what is given up", d.State, d.Primary, steps(d), d.Message)
+	}
+
 	// db-1 back having applied everything before it died: it is promoted.
 	applied := cluster("db-0", inst(0).down(),
 		inst(1).executed("0-1-12").replicaOf(0, "0-1-12").ioStopped(),

@@ -170,6 +170,9 @@ type Engine struct {
 	lastMissRefused bool
 	switchover      *SwitchoverRequest
 	switchAt        time.Time
+	// acceptLoss is the lost primary whose waiting failover may promote less than was
+	// received (AcceptFailoverLoss); cleared when that failover ends.
+	acceptLoss string
 }
 
 // New returns an engine that starts from a persisted state.
@@ -249,6 +252,24 @@ func (e *Engine) RequestSwitchoverOnce(to, id string) bool {
 	return e.RequestSwitchover(to)
 }
 
+// AcceptFailoverLoss lets the failover from the lost primary `from`, which waits for writes no
+// candidate holds (docs/design/0039), promote the best candidate anyway: those writes are
+// given up (they stay in the lost primary's binary log, and it comes back errant). It applies
+// to the failover in progress from `from` only and reports whether one is (otherwise it
+// changes nothing).
+func (e *Engine) AcceptFailoverLoss(from string) bool {
+	e.mu.Lock()
+	waiting := e.state.Failover != nil && e.state.Failover.From == from
+	if waiting {
+		e.acceptLoss = from
+	}
+	e.mu.Unlock()
+	if waiting {
+		e.Trigger()
+	}
+	return waiting
+}
+
 // PendingSwitchover is the switchover requested and not finished, as it is now (nil when
 // none): what status must record at the moment it is written.
 func (e *Engine) PendingSwitchover() *SwitchoverRequest {
@@ -325,7 +346,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.mu.Lock()
 	view := ClusterView{
 		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant),
-		Failover: e.state.Failover, Switchover: e.switchover, Settings: e.cfg.Settings,
+		Failover: e.state.Failover, Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
 		TLSRequired: e.cfg.TLSRequired,
 	}
@@ -382,6 +403,9 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		}
 	} else if d.FailoverOnStepError != nil {
 		e.state.Failover = d.FailoverOnStepError
+	}
+	if f := e.state.Failover; f == nil || f.From != e.acceptLoss {
+		e.acceptLoss = "" // the failover it was given for is over
 	}
 	e.state.Switchover = e.switchover
 	rep.Persisted = e.state.clone()

@@ -18,45 +18,7 @@ import (
 // (innodb_flush_log_at_trx_commit=3): with 1, the restart with --init-rpl-role=SLAVE
 // truncated the acknowledged write as if it were an unacknowledged tail (measured).
 func TestServerFailoverWaitsForWritesOnlyALostReplicaReceived(t *testing.T) {
-	h := newHarness(t, 3)
-	h.converge("three instances healthy", healthyWith("db-0"))
-	primary := h.sqlDB(0)
-	mustExec(t, primary, "CREATE DATABASE app")
-	mustExec(t, primary, "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
-	h.waitSameRows("db-0", "db-1", "db-2")
-
-	// db-2 stops receiving and db-1 stops applying: the next write is acknowledged by db-1
-	// alone and sits unapplied in its relay log.
-	mustExec(t, h.sqlDB(2), "STOP SLAVE IO_THREAD")
-	mustExec(t, h.sqlDB(1), "STOP SLAVE SQL_THREAD")
-	mustExec(t, primary, "INSERT INTO app.rows VALUES (1, 'acknowledged')")
-
-	// The primary hangs.
-	if err := syscall.Kill(h.db.Instances[0].PID(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	fence := h.converge("failover fences the replicas", func(d Decision) bool {
-		return d.State == StateFailover && d.Failover != nil && d.Failover.Fenced
-	})
-	if fence.Failover.ReceivedBy != "db-1" {
-		t.Fatalf("the fence recorded %+v; db-1 received the most", *fence.Failover)
-	}
-
-	// db-1 dies before the promotion and restarts without its relay log.
-	h.db.Instances[1].Kill(t)
-	waits := h.converge("failover waits for the write only db-1 had received", func(d Decision) bool {
-		return d.State == StatePrimaryLost && d.RestartLostPrimary == "db-0"
-	})
-	h.db.Instances[1].Start(t)
-	// It keeps waiting with db-1 back: what db-1 received is gone from it.
-	for range 5 {
-		d, _ := h.e.Cycle(t.Context())
-		if d.Primary != "db-0" || slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepPromote }) {
-			t.Fatalf("with db-1 back without the write: %s, primary %s (%s); want still waiting", d.State, d.Primary, d.Message)
-		}
-		time.Sleep(h.cfg.Interval)
-	}
-	t.Logf("waiting: %s", waits.Message)
+	h := doubleFault(t)
 
 	// What the reporter does for RestartLostPrimary: the pod is deleted, the server killed
 	// and started again as every pod starts it.
@@ -73,4 +35,70 @@ func TestServerFailoverWaitsForWritesOnlyALostReplicaReceived(t *testing.T) {
 	if len(h.promotions) != 0 {
 		t.Errorf("promotions %+v, want none: no candidate held every acknowledged write", h.promotions)
 	}
+}
+
+// The same double fault, and a user who would rather have a primary than the write only the
+// lost primary still holds (mysql.dolphin.dev/failover-accept-loss): the best candidate left is
+// promoted, without the write, and the acceptance ends with that failover.
+func TestServerFailoverLossAcceptedPromotesTheBestLeft(t *testing.T) {
+	h := doubleFault(t)
+	if h.e.AcceptFailoverLoss("db-1") {
+		t.Error("accepted a loss for a failover from db-1, which is not the lost primary")
+	}
+	if !h.e.AcceptFailoverLoss("db-0") {
+		t.Fatal("the waiting failover from db-0 did not take the acceptance")
+	}
+	// db-1 (back, without the write) and db-2 hold the same: either may be promoted.
+	d := h.converge("a replica promoted, the write given up", func(d Decision) bool { return d.Primary != "db-0" && d.State != StateFailover })
+	t.Logf("after the acceptance: %s, primary %s (%s)", d.State, d.Primary, d.Message)
+	var n int
+	if err := h.pool(h.index(d.Primary)).QueryRow("SELECT COUNT(*) FROM app.rows WHERE id = 1").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the given-up write on the new primary %s: %d rows, %v", d.Primary, n, err)
+	}
+	if h.e.AcceptFailoverLoss("db-0") {
+		t.Error("an acceptance was taken after the failover it was for had ended")
+	}
+	h.db.Instances[0].Kill(t) // hung still: a clean stop at cleanup would wait 20 s
+}
+
+// doubleFault brings three real servers to the failover that must wait: db-2 stops receiving
+// and db-1 stops applying, so the next write is acknowledged by db-1 alone; db-0 hangs, the
+// failover fences the replicas, then db-1 dies and comes back without its relay log.
+func doubleFault(t *testing.T) *harness {
+	h := newHarness(t, 3)
+	h.converge("three instances healthy", healthyWith("db-0"))
+	primary := h.sqlDB(0)
+	mustExec(t, primary, "CREATE DATABASE app")
+	mustExec(t, primary, "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+	h.waitSameRows("db-0", "db-1", "db-2")
+
+	mustExec(t, h.sqlDB(2), "STOP SLAVE IO_THREAD")
+	mustExec(t, h.sqlDB(1), "STOP SLAVE SQL_THREAD")
+	mustExec(t, primary, "INSERT INTO app.rows VALUES (1, 'acknowledged')")
+
+	if err := syscall.Kill(h.db.Instances[0].PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	fence := h.converge("failover fences the replicas", func(d Decision) bool {
+		return d.State == StateFailover && d.Failover != nil && d.Failover.Fenced
+	})
+	if fence.Failover.ReceivedBy != "db-1" {
+		t.Fatalf("the fence recorded %+v; db-1 received the most", *fence.Failover)
+	}
+
+	h.db.Instances[1].Kill(t)
+	waits := h.converge("failover waits for the write only db-1 had received", func(d Decision) bool {
+		return d.State == StatePrimaryLost && d.RestartLostPrimary == "db-0"
+	})
+	h.db.Instances[1].Start(t)
+	// It keeps waiting with db-1 back: what db-1 received is gone from it.
+	for range 5 {
+		d, _ := h.e.Cycle(t.Context())
+		if d.Primary != "db-0" || slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepPromote }) {
+			t.Fatalf("with db-1 back without the write: %s, primary %s (%s); want still waiting", d.State, d.Primary, d.Message)
+		}
+		time.Sleep(h.cfg.Interval)
+	}
+	t.Logf("waiting: %s", waits.Message)
+	return h
 }

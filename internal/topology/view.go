@@ -104,6 +104,10 @@ type ClusterView struct {
 	Failover *FailoverProgress
 	// Switchover is a pending planned switchover, nil otherwise.
 	Switchover *SwitchoverRequest
+	// AcceptLossFrom names the lost primary whose waiting failover may promote a candidate
+	// holding less than was received (Engine.AcceptFailoverLoss): a user chose a primary over
+	// the writes only the lost primary still holds.
+	AcceptLossFrom string
 	// SwitchoverWaited is how long the pending switchover has been waiting since it was
 	// requested (since the operator started, for a request it resumed).
 	SwitchoverWaited time.Duration
