@@ -95,12 +95,29 @@ func (r *podRunner) notifier() {
 	for {
 		select {
 		case <-r.kick:
-			r.p.notify(r.podWithStatus())
+			r.notify()
 		case <-r.done:
-			r.p.notify(r.podWithStatus())
+			r.notify()
 			return
 		}
 	}
+}
+
+// notify sends the pod's status, unless a newer pod took its name: virtual-kubelet
+// keeps statuses by namespace/name, and the old pod's last status, arriving after the
+// new pod was registered, became the new pod's — written with the old pod's UID, refused,
+// and never corrected once the new pod's status stopped changing (a re-created database
+// pod ran for minutes without an IP in its API object: the chaos suite's
+// pod-delete-during-failover). The old pod's API object is gone by then (a StatefulSet
+// re-creates a pod only after its object is deleted), so nothing waits for that status.
+func (r *podRunner) notify() {
+	r.p.mu.Lock()
+	cur := r.p.pods[r.key]
+	r.p.mu.Unlock()
+	if cur != nil && cur != r {
+		return
+	}
+	r.p.notify(r.podWithStatus())
 }
 
 // run runs the pod until it is terminated; prev, if any, is a runner of an

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -204,5 +206,32 @@ func TestWriteFilesUpdatesAtomically(t *testing.T) {
 	after, err := os.Stat(dir)
 	if err != nil || !os.SameFile(before, after) {
 		t.Error("the volume folder was replaced: a bind mount of it would see the old files")
+	}
+}
+
+// A pod's runner whose name a newer pod took sends no status any more: virtual-kubelet keeps
+// statuses by name, and the old pod's last one (sent when its runner ends, after the new pod
+// was registered) became the new pod's and was never corrected (a re-created database pod
+// without an IP in its API object for minutes).
+func TestReplacedPodSendsNoStatus(t *testing.T) {
+	netw, err := newNetwork("dltest1", "10.244.98.0/24") // pure bookkeeping: no device is made
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(Options{Dir: t.TempDir()}, nil, netw)
+	var sent []types.UID
+	p.NotifyPods(t.Context(), func(pod *corev1.Pod) { sent = append(sent, pod.UID) })
+	old := newPodRunner(p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: "old"}})
+	p.pods[old.key] = old
+	old.notify()
+	replacement := newPodRunner(p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: "new"}})
+	p.pods[replacement.key] = replacement
+	old.notify() // the old runner's last status, after the replacement took the name
+	replacement.notify()
+	delete(p.pods, old.key)
+	gone := newPodRunner(p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-1", UID: "gone"}})
+	gone.notify() // forgotten already, and no other pod has the name: still sent
+	if want := []types.UID{"old", "new", "gone"}; !slices.Equal(sent, want) {
+		t.Errorf("statuses sent for %v, want %v", sent, want)
 	}
 }
