@@ -212,6 +212,14 @@ func TestChaos(t *testing.T) {
 
 	outages := map[string][]time.Duration{}
 	errant := map[string]int{}
+	completed, faults := false, 0
+	defer func() {
+		// A run stopped by a failed round still gets the checker's verdict on the faults it
+		// injected: lost writes, split brain and stale reads are what such a run is for.
+		if !completed && faults > 0 {
+			chaosVerdict(t, s, checker, kinds, outages, errant, fmt.Sprintf(" (partial: the run stopped after %d faults)", faults))
+		}
+	}()
 	for r := 1; r <= rounds; r++ {
 		for _, f := range kinds {
 			testenv.Eventually(t, 240*time.Second, "healthy before "+f.name, func() error { return s.chaosHealthy(key) })
@@ -219,6 +227,7 @@ func TestChaos(t *testing.T) {
 			old := s.currentPrimary(key)
 			at := time.Now()
 			checker.Mark(f.name, at)
+			faults++
 			heal := f.inject(s, key)
 			testenv.Eventually(t, 120*time.Second, f.name+": a write sent after the fault acknowledged", func() error {
 				if _, ok := checker.FirstAckOfWriteSentAfter(at); !ok {
@@ -251,13 +260,31 @@ func TestChaos(t *testing.T) {
 				r, f.name, old, s.currentPrimary(key), outage.Seconds(), rec.Seconds(), sawErrant)
 		}
 	}
+	completed = true
+	writes, reads, incs := chaosVerdict(t, s, checker, kinds, outages, errant, "")
+	if writes < 100*faults || reads == 0 || incs == 0 {
+		t.Errorf("too little load to judge: %d writes, %d reads, %d increments over %d faults", writes, reads, incs, faults)
+	}
+}
+
+// chaosVerdict asks the checker for its verdict on everything the run did, logs one line per
+// fault kind and the summary (note is appended to it), writes them to DOLPHIN_CHAOS_OUT, and
+// fails the test on a lost write, a split-brain window or a stale read. It returns the
+// checker's write count. It never stops the test itself (it also runs after a failed round).
+func chaosVerdict(t *testing.T, s *stack, checker *chaos.Checker, kinds []chaosFault, outages map[string][]time.Duration,
+	errant map[string]int, note string) (writes, reads, incs int) {
 	final := s.sqlDBAs(chaosUser, chaosPassword, "127.0.0.1:"+strconv.Itoa(s.servicePort("chaos-primary")))
 	var v chaos.Verdict
-	testenv.Eventually(t, 60*time.Second, "the checker's rows read through the primary Service", func() error {
-		var err error
-		v, err = checker.Finish(s.ctx, final)
-		return err
-	})
+	var err error
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+		if v, err = checker.Finish(s.ctx, final); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the checker's rows could not be read through the primary Service: %v", err)
+			return
+		}
+	}
 	lostBy, splitBy, staleBy := v.Lost, v.SplitBrain, v.StaleReads
 	var lines []string
 	failed := false
@@ -271,15 +298,15 @@ func TestChaos(t *testing.T) {
 		lines = append(lines, line)
 		failed = failed || lostBy[f.name] > 0 || splitBy[f.name] > 0 || staleBy[f.name] > 0
 	}
-	writes, reads, incs := checker.Counts()
-	summary := fmt.Sprintf("chaos writes=%d reads=%d increments=%d lost_before_faults=%d errant_on_the_way=%v", writes, reads, incs, lostBy[""], errant)
+	writes, reads, incs = checker.Counts()
+	summary := fmt.Sprintf("chaos writes=%d reads=%d increments=%d lost_before_faults=%d errant_on_the_way=%v%s", writes, reads, incs, lostBy[""], errant, note)
 	lines = append(lines, summary)
 	for _, l := range lines {
 		t.Log(l)
 	}
 	if out := os.Getenv("DOLPHIN_CHAOS_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
+			t.Errorf("writing %s: %v", out, err)
 		}
 	}
 	if failed || lostBy[""] > 0 || staleBy[""] > 0 || splitBy[""] > 0 {
@@ -289,9 +316,7 @@ func TestChaos(t *testing.T) {
 			t.Logf("lost: %s", r)
 		}
 	}
-	if faults := rounds * len(kinds); writes < 100*faults || reads == 0 || incs == 0 {
-		t.Errorf("too little load to judge: %d writes, %d reads, %d increments over %d faults", writes, reads, incs, faults)
-	}
+	return writes, reads, incs
 }
 
 // netemAvailable reports whether tc can attach a netem qdisc (to a throwaway dummy device).
