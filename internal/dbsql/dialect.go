@@ -23,6 +23,11 @@ type dialect struct {
 	receiverThreads string
 	// beforeStopIO runs before a receiver is stopped to fence it off a lost source.
 	beforeStopIO []string
+	// statusProbe reads the whole Status in one round trip: two statements, a row of the
+	// server variables (columns named as statusQuery's are in probeColumns), the semi-sync
+	// variables and status variables with Uptime (columns named by their lower-case variable
+	// names) and stalled_dumps, then replicaStatusQuery. "" where Status reads in steps.
+	statusProbe string
 	// replicaStatusQuery is SHOW SLAVE/REPLICA STATUS, read by column name.
 	replicaStatusQuery string
 	replica            replicaColumns
@@ -114,6 +119,17 @@ var mariadbDialect = &dialect{
 	parseGTID:   ParseMariaDBGTID,
 	sessionInit: []string{sqlLogBinOff},
 	statusQuery: "SELECT @@server_id, @@version, @@read_only, 0, @@gtid_binlog_pos, @@require_secure_transport",
+	statusProbe: "SELECT @@server_id AS server_id, @@version AS version, @@read_only AS read_only, 0 AS super_read_only, " +
+		"@@gtid_binlog_pos AS executed, @@require_secure_transport AS require_secure_transport, " +
+		"@@rpl_semi_sync_master_enabled AS rpl_semi_sync_master_enabled, @@rpl_semi_sync_slave_enabled AS rpl_semi_sync_slave_enabled, " +
+		"@@rpl_semi_sync_master_wait_point AS rpl_semi_sync_master_wait_point, @@rpl_semi_sync_master_timeout AS rpl_semi_sync_master_timeout, " +
+		"st.rpl_semi_sync_master_status, st.rpl_semi_sync_master_clients, st.uptime, " +
+		"(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'Waiting to finalize termination' AND TIME >= 2) AS stalled_dumps " +
+		"FROM (SELECT MAX(IF(VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_STATUS', VARIABLE_VALUE, NULL)) AS rpl_semi_sync_master_status, " +
+		"MAX(IF(VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS', VARIABLE_VALUE, NULL)) AS rpl_semi_sync_master_clients, " +
+		"MAX(IF(VARIABLE_NAME = 'UPTIME', VARIABLE_VALUE, NULL)) AS uptime " +
+		"FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN ('RPL_SEMI_SYNC_MASTER_STATUS', 'RPL_SEMI_SYNC_MASTER_CLIENTS', 'UPTIME')) AS st; " +
+		"SHOW ALL SLAVES STATUS",
 	// SHOW ALL SLAVES STATUS is SHOW SLAVE STATUS plus the heartbeat counter, one row per
 	// connection: Dolphin's is the default one, named "".
 	replicaStatusQuery: "SHOW ALL SLAVES STATUS",

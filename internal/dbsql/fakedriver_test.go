@@ -36,10 +36,12 @@ func (c call) String() string {
 	return fmt.Sprintf("%s %v", c.query, c.args)
 }
 
-// result is a canned query result.
+// result is a canned query result; next, when set, is the following result set of a
+// multi-statement query.
 type result struct {
 	cols []string
 	rows [][]driver.Value
+	next *result
 }
 
 func newRecorder() *recorder {
@@ -139,17 +141,28 @@ func (c *fakeConn) QueryContext(_ context.Context, q string, args []driver.Named
 		// expects a row fails loudly on sql.ErrNoRows.
 		return &fakeRows{cols: []string{"x"}}, nil
 	}
-	return &fakeRows{cols: res.cols, rows: res.rows}, nil
+	return &fakeRows{cols: res.cols, rows: res.rows, next: res.next}, nil
 }
 
 type fakeRows struct {
 	cols []string
 	rows [][]driver.Value
 	i    int
+	next *result
 }
 
 func (r *fakeRows) Columns() []string { return r.cols }
 func (r *fakeRows) Close() error      { return nil }
+
+// HasNextResultSet and NextResultSet serve a multi-statement result (driver.RowsNextResultSet).
+func (r *fakeRows) HasNextResultSet() bool { return r.next != nil }
+func (r *fakeRows) NextResultSet() error {
+	if r.next == nil {
+		return io.EOF
+	}
+	r.cols, r.rows, r.i, r.next = r.next.cols, r.next.rows, 0, r.next.next
+	return nil
+}
 func (r *fakeRows) Next(dest []driver.Value) error {
 	if r.i >= len(r.rows) {
 		return io.EOF

@@ -10,8 +10,18 @@ import (
 	"time"
 )
 
-// Status implements Instance.
+// Status implements Instance: one round trip where the dialect has a status probe
+// (statusInOneTrip), several otherwise.
 func (in *instance) Status(ctx context.Context) (*Status, error) {
+	if in.d.statusProbe != "" {
+		return in.statusInOneTrip(ctx)
+	}
+	return in.statusInSteps(ctx)
+}
+
+// statusInSteps reads the status with one query per part: the server's variables, the
+// replica status, the semi-sync variables and status, and stalled dump threads.
+func (in *instance) statusInSteps(ctx context.Context) (*Status, error) {
 	s := &Status{}
 	if err := in.readServer(ctx, s); err != nil {
 		return nil, err
@@ -37,9 +47,15 @@ func (in *instance) readServer(ctx context.Context, s *Status) error {
 	if err != nil {
 		return fmt.Errorf("dbsql: %s: %w", in.d.statusQuery, err)
 	}
-	s.ReadOnly, s.SuperReadOnly = isOn(readOnly.String), isOn(superReadOnly.String)
-	s.RequireSecureTransport = isOn(secure.String)
-	if s.Executed, err = in.d.parseGTID(executed.String); err != nil {
+	return in.setServer(s, readOnly.String, superReadOnly.String, executed.String, secure.String)
+}
+
+// setServer parses the server variables every status read returns as text.
+func (in *instance) setServer(s *Status, readOnly, superReadOnly, executed, secure string) error {
+	s.ReadOnly, s.SuperReadOnly = isOn(readOnly), isOn(superReadOnly)
+	s.RequireSecureTransport = isOn(secure)
+	var err error
+	if s.Executed, err = in.d.parseGTID(executed); err != nil {
 		return fmt.Errorf("dbsql: executed GTID set: %w", err)
 	}
 	return nil
@@ -55,9 +71,19 @@ func (in *instance) queryRows(ctx context.Context, query string) ([]map[string]s
 		return nil, fmt.Errorf("dbsql: %s: %w", query, err)
 	}
 	defer rows.Close()
+	out, err := resultMaps(rows)
+	if err != nil {
+		return nil, fmt.Errorf("dbsql: %s: %w", query, err)
+	}
+	return out, nil
+}
+
+// resultMaps reads the current result set of rows as column name -> value (NULL is a
+// missing key).
+func resultMaps(rows *sql.Rows) ([]map[string]string, error) {
 	cols, err := rows.Columns()
 	if err != nil {
-		return nil, fmt.Errorf("dbsql: %s: columns: %w", query, err)
+		return nil, fmt.Errorf("columns: %w", err)
 	}
 	raw := make([]sql.RawBytes, len(cols))
 	ptrs := make([]any, len(cols))
@@ -67,7 +93,7 @@ func (in *instance) queryRows(ctx context.Context, query string) ([]map[string]s
 	var out []map[string]string
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, fmt.Errorf("dbsql: %s: scan: %w", query, err)
+			return nil, fmt.Errorf("scan: %w", err)
 		}
 		row := make(map[string]string, len(cols))
 		for i, c := range cols {
@@ -78,7 +104,7 @@ func (in *instance) queryRows(ctx context.Context, query string) ([]map[string]s
 		out = append(out, row)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("dbsql: %s: %w", query, err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -88,6 +114,12 @@ func (in *instance) readReplica(ctx context.Context, executed GTIDSet) (*Replica
 	if err != nil {
 		return nil, err
 	}
+	return in.replicaFromRows(rows, executed)
+}
+
+// replicaFromRows parses the replica status rows of Dolphin's replication connection (nil
+// when there is none).
+func (in *instance) replicaFromRows(rows []map[string]string, executed GTIDSet) (*ReplicaStatus, error) {
 	if col := in.d.replica.connectionName; col != "" {
 		rows = slices.DeleteFunc(rows, func(r map[string]string) bool { return r[col] != "" })
 	}
@@ -182,6 +214,27 @@ func (in *instance) readSemiSync(ctx context.Context, s *Status) error {
 	if err != nil {
 		return err
 	}
+	if err := in.setSemiSync(s, vars, status); err != nil {
+		return err
+	}
+	if s.SemiSync.SourceEnabled && in.d.stalledDumps != "" {
+		rows, err := in.queryRows(ctx, in.d.stalledDumps)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 1 {
+			if s.SemiSync.StalledDumps, err = atoi(rows[0], "n"); err != nil {
+				return fmt.Errorf("dbsql: stalled dump threads: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// setSemiSync parses the semi-sync variables (vars) and status variables with Uptime
+// (status), both keyed by lower-case name, into s.
+func (in *instance) setSemiSync(s *Status, vars, status map[string]string) error {
+	var err error
 	if v := status["uptime"]; v != "" {
 		secs, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -204,17 +257,6 @@ func (in *instance) readSemiSync(ctx context.Context, s *Status) error {
 	if v := get(status, n.clients); v != "" {
 		if ss.Clients, err = strconv.Atoi(v); err != nil {
 			return fmt.Errorf("dbsql: %s=%q: %w", n.clients, v, err)
-		}
-	}
-	if ss.SourceEnabled && in.d.stalledDumps != "" {
-		rows, err := in.queryRows(ctx, in.d.stalledDumps)
-		if err != nil {
-			return err
-		}
-		if len(rows) == 1 {
-			if ss.StalledDumps, err = atoi(rows[0], "n"); err != nil {
-				return fmt.Errorf("dbsql: stalled dump threads: %w", err)
-			}
 		}
 	}
 	return nil

@@ -35,7 +35,7 @@ func TestStatusMariaDB(t *testing.T) {
 		"Rpl_semi_sync_master_status", "OFF", "Rpl_semi_sync_master_clients", "0",
 		"Rpl_semi_sync_slave_status", "ON", "Uptime", "75")
 
-	s, err := r.open(t, FlavorMariaDB).Status(t.Context())
+	s, err := r.open(t, FlavorMariaDB).statusInSteps(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +63,72 @@ func TestStatusMariaDB(t *testing.T) {
 	if d := diffLines(r.statements(t), []string{d.statusQuery, d.replicaStatusQuery,
 		semiSyncVariablesQuery, semiSyncStatusQuery}); d != "" {
 		t.Error(d)
+	}
+}
+
+// TestStatusMariaDBOneTrip: on MariaDB, Status sends one statement (the two-result probe)
+// and reads from it what statusInSteps reads with four or five. TestServerStatusOneTrip
+// compares both on real servers.
+func TestStatusMariaDBOneTrip(t *testing.T) {
+	d := mariadbDialect
+	probe := func(kv ...any) result {
+		res := row(append([]any{"server_id", "2", "version", "10.11.19-MariaDB", "read_only", "1",
+			"super_read_only", "0", "executed", "0-1-90", "require_secure_transport", "1",
+			"rpl_semi_sync_master_enabled", "1", "rpl_semi_sync_slave_enabled", "0",
+			"rpl_semi_sync_master_wait_point", "AFTER_SYNC", "rpl_semi_sync_master_timeout", "10000",
+			"rpl_semi_sync_master_status", "ON", "rpl_semi_sync_master_clients", "2", "uptime", "75",
+			"stalled_dumps", "1"}, kv...)...)
+		rep := replicaRow(
+			"Master_Host", "127.0.0.11", "Master_Port", "3306",
+			"Slave_IO_Running", "Yes", "Slave_SQL_Running", "No",
+			"Last_IO_Errno", "0", "Last_IO_Error", "",
+			"Last_SQL_Errno", "1062", "Last_SQL_Error", "Duplicate entry",
+			"Gtid_IO_Pos", "0-1-100", "Seconds_Behind_Master", nil)
+		res.next = &rep
+		return res
+	}
+	r := newRecorder()
+	r.results[d.statusProbe] = probe()
+	s, err := r.open(t, FlavorMariaDB).Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ServerID != 2 || s.Version != "10.11.19-MariaDB" || !s.ReadOnly || s.SuperReadOnly || s.Executed.String() != "0-1-90" ||
+		!s.RequireSecureTransport || s.Uptime != 75*time.Second {
+		t.Errorf("server: %+v executed %q", s, s.Executed)
+	}
+	if rep := s.Replica; rep == nil || rep.SourceHost != "127.0.0.11" || rep.SourcePort != 3306 || !rep.IORunning ||
+		rep.SQLRunning || rep.LastSQLErrno != 1062 || rep.Received.String() != "0-1-100" {
+		t.Errorf("replica: %+v", rep)
+	}
+	want := SemiSyncStatus{SourceEnabled: true, SourceActive: true, Clients: 2, WaitPoint: "AFTER_SYNC", TimeoutMS: 10000, StalledDumps: 1}
+	if s.SemiSync != want {
+		t.Errorf("semi-sync %+v, want %+v", s.SemiSync, want)
+	}
+	if diff := diffLines(r.statements(t), []string{d.statusProbe}); diff != "" {
+		t.Error(diff)
+	}
+
+	for _, tc := range []struct {
+		name string
+		res  result
+		want string
+	}{
+		{"bad server id", probe("server_id", "x"), "server_id"},
+		{"bad executed set", probe("executed", "0-1"), "executed GTID set"},
+		{"bad timeout", probe("rpl_semi_sync_master_timeout", "soon"), "rpl_semi_sync_master_timeout"},
+		{"no replica result", func() result { p := probe(); p.next = nil; return p }(), "no replica status"},
+		{"no row", result{cols: []string{"server_id"}}, "0 rows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Later columns of the same name win in the row map: probe(k, v) overrides k.
+			r := newRecorder()
+			r.results[d.statusProbe] = tc.res
+			_, err := r.open(t, FlavorMariaDB).Status(t.Context())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error mentioning %q", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -116,7 +182,7 @@ func TestStatusStalledDumps(t *testing.T) {
 	r.results[semiSyncVariablesQuery] = variables("rpl_semi_sync_master_enabled", "ON")
 	r.results[semiSyncStatusQuery] = variables("Rpl_semi_sync_master_status", "ON", "Rpl_semi_sync_master_clients", "0")
 	r.results[d.stalledDumps] = row("n", "1")
-	s, err := r.open(t, FlavorMariaDB).Status(t.Context())
+	s, err := r.open(t, FlavorMariaDB).statusInSteps(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +238,7 @@ func TestStatusErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRecorder()
 			r.results = tc.results
-			_, err := r.open(t, FlavorMariaDB).Status(t.Context())
+			_, err := r.open(t, FlavorMariaDB).statusInSteps(t.Context())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error mentioning %q", err, tc.want)
 			}
