@@ -17,6 +17,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/webhook"
 	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
@@ -179,10 +180,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SQLResyncInterval, "sql-resync-interval", d.SQLResyncInterval,
 		"How often each MySQLUser and MySQLDatabase is compared with the server again (changes made by hand are repaired then).")
 
+	// Milliseconds in log timestamps (controller-runtime's default is whole seconds): a
+	// failover's steps are a fraction of a second apart. --zap-time-encoding still decides.
+	if o.Zap.TimeEncoder == nil {
+		o.Zap.TimeEncoder = zapcore.TimeEncoderOfLayout(LogTimeLayout)
+	}
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.Zap.BindFlags(zfs)
 	fs.AddGoFlagSet(zfs)
 }
+
+// LogTimeLayout is the layout of the operator's log timestamps: RFC 3339 with milliseconds.
+const LogTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // Validate reports options that Run cannot start with.
 func (o *Options) Validate() error {

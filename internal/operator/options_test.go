@@ -1,8 +1,10 @@
 package operator
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +268,29 @@ func checkCacheKeepsOwnManagedFields(t *testing.T, mo ctrl.Options) {
 	}
 	if got := out.(*corev1.Pod).ManagedFields; len(got) != 1 || got[0].Manager != resources.FieldManager {
 		t.Errorf("cached managedFields = %v, want Dolphin's apply entry kept", got)
+	}
+}
+
+// TestLogTimestampsHaveMilliseconds: the operator's logs carry milliseconds by default (a
+// failover's steps are a fraction of a second apart), and --zap-time-encoding still decides.
+func TestLogTimestampsHaveMilliseconds(t *testing.T) {
+	ts := func(args ...string) string {
+		o := parse(t, args...)
+		var buf strings.Builder
+		o.Zap.DestWriter = &buf
+		o.NewLogger().Info("hello")
+		var line struct {
+			TS any `json:"ts"`
+		}
+		if err := json.Unmarshal([]byte(buf.String()), &line); err != nil {
+			t.Fatalf("log line %q: %v", buf.String(), err)
+		}
+		return fmt.Sprint(line.TS)
+	}
+	if got := ts(); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d)$`).MatchString(got) {
+		t.Errorf("default timestamp %q, want RFC 3339 with milliseconds", got)
+	}
+	if got := ts("--zap-time-encoding=epoch"); strings.Contains(got, "T") {
+		t.Errorf("--zap-time-encoding=epoch gave %q, want seconds since the epoch", got)
 	}
 }
