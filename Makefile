@@ -135,10 +135,12 @@ bench-local: control-plane mariadb ## On dolphin local (root): apply→Ready and
 	  $(BENCH_VERDICT)
 
 FOOTPRINT_N ?= 10,100
+# FOOTPRINT_ARGS: more `dolphin operator` flags for the bench, e.g. --gc-percent=100.
+FOOTPRINT_ARGS ?=
 .PHONY: bench-footprint
 bench-footprint: control-plane moco ## The operator's RSS, StatefulSet creation time and idle CPU at FOOTPRINT_N clusters (cumulative) on a bare control plane, then MOCO's and the ratios.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_MOCO=$(MOCO) \
+	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_FOOTPRINT_ARGS="$(FOOTPRINT_ARGS)" DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_MOCO=$(MOCO) \
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchFootprint$$' -v ./cmd/dolphin/; echo $$? >$$rcfile; } \
 	    | grep -E '_test.go:[0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  rc=$$(cat $$rcfile); rm -f $$rcfile; \

@@ -207,6 +207,8 @@ func startDolphin(t *testing.T) benchOperator {
 	if addr := os.Getenv("DOLPHIN_BENCH_FOOTPRINT_PPROF"); addr != "" {
 		args = append(args, "--pprof-bind-address="+addr)
 	}
+	// More operator flags, to compare settings (e.g. --gc-percent=100, Go's default).
+	args = append(args, strings.Fields(os.Getenv("DOLPHIN_BENCH_FOOTPRINT_ARGS"))...)
 	return benchOperator{
 		name:   "footprint",
 		pid:    startBenchProcess(t, exec.Command(bin, args...)),

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"runtime/debug"
+
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
@@ -23,6 +25,9 @@ func newOperatorCmd() *cobra.Command {
 			// structured log. Done here, before anything logs, because klog.SetLogger is not
 			// safe to call while other goroutines log.
 			klog.SetLogger(opts.NewLogger())
+			if opts.GCPercent > 0 {
+				debug.SetGCPercent(opts.GCPercent)
+			}
 			return operator.Run(cmd.Context(), opts)
 		},
 	}

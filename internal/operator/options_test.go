@@ -3,6 +3,7 @@ package operator
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -54,6 +55,7 @@ func TestAddFlagsParse(t *testing.T) {
 		"--metrics-bind-address=:8080",
 		"--health-probe-bind-address=:9090",
 		"--pprof-bind-address=127.0.0.1:6060",
+		"--gc-percent=80",
 		"--leader-election-id=other",
 		"--leader-election-namespace=dolphin-system",
 		"--graceful-shutdown-timeout=45s",
@@ -81,6 +83,7 @@ func TestAddFlagsParse(t *testing.T) {
 		MetricsSecure:           false,
 		HealthProbeBindAddress:  ":9090",
 		PprofBindAddress:        "127.0.0.1:6060",
+		GCPercent:               80,
 		LeaderElect:             false,
 		LeaderElectionID:        "other",
 		LeaderElectionNamespace: "dolphin-system",
@@ -292,5 +295,19 @@ func TestLogTimestampsHaveMilliseconds(t *testing.T) {
 	}
 	if got := ts("--zap-time-encoding=epoch"); strings.Contains(got, "T") {
 		t.Errorf("--zap-time-encoding=epoch gave %q, want seconds since the epoch", got)
+	}
+}
+
+// TestGCPercentDefault: the operator runs with DefaultGCPercent unless GOGC is set, which is
+// then left to decide.
+func TestGCPercentDefault(t *testing.T) {
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	if got := parse(t).GCPercent; got != DefaultGCPercent {
+		t.Errorf("GCPercent %d without GOGC, want %d", got, DefaultGCPercent)
+	}
+	t.Setenv("GOGC", "200")
+	if got := parse(t).GCPercent; got != 0 {
+		t.Errorf("GCPercent %d with GOGC=200, want 0 (Go's own setting)", got)
 	}
 }

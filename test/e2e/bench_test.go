@@ -102,8 +102,10 @@ func TestBenchLocal(t *testing.T) {
 			if err := s.c.Get(s.ctx, key, cluster); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs, sysbench committing again after %.0fs",
-				r, kind, old, cluster.Status.CurrentPrimary, outage.Seconds(), rec.Seconds())
+			// The fault's time, to the millisecond, lines the round up with the operator's log
+			// (the steps of the failover: docs/design/0035's time budget).
+			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs, sysbench committing again after %.0fs (fault at %s)",
+				r, kind, old, cluster.Status.CurrentPrimary, outage.Seconds(), rec.Seconds(), fault.UTC().Format("15:04:05.000"))
 			if kind == "hung" {
 				// Dolphin deletes the pod of a replaced primary that does not answer; the test
 				// makes sure the stopped process cannot resume either way. Restarted by the
