@@ -40,6 +40,9 @@ type dialect struct {
 	stopReplica     string
 	stopReplicaIO   string
 	resetReplicaAll string
+	// resetReplica discards the relay logs and their info but keeps the source's settings
+	// ("" when the flavor is not known to need it).
+	resetReplica string
 
 	// waitForGTID takes the set and waitTimeout(timeout); it returns 0 when
 	// the set was applied.
@@ -161,6 +164,7 @@ var mariadbDialect = &dialect{
 	// until its own 2 s re-signal interrupted it. 1 s is the shortest (0 means no timeout).
 	beforeStopIO:    []string{"SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout=1"},
 	resetReplicaAll: "RESET SLAVE ALL",
+	resetReplica:    "RESET SLAVE",
 	// MASTER_GTID_WAIT returns 0, or -1 on timeout; fractional seconds work.
 	waitForGTID:       "SELECT MASTER_GTID_WAIT(?, ?)",
 	waitTimeout:       func(d time.Duration) any { return d.Seconds() },

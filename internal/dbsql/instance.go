@@ -154,15 +154,36 @@ func (in *instance) ConfigureReplication(ctx context.Context, src Source) error 
 			verifyName = 1
 		}
 	}
-	return in.exec(ctx, in.db,
+	configure := []stmt{
 		st(in.d.stopReplica),
 		st(in.d.changeSource, src.Host, src.Port, src.User, src.Password, useTLS, caFile, verifyName),
-		st(in.d.startReplica))
+		st(in.d.startReplica),
+	}
+	return in.discardingStaleRelayLogs(ctx, in.exec(ctx, in.db, configure...), configure...)
 }
 
-// StartReplication implements Instance.
+// discardingStaleRelayLogs runs stmts again after RESET SLAVE when err is error 1201 (the
+// replica cannot read its relay log info, see StartReplication), and returns err otherwise.
+func (in *instance) discardingStaleRelayLogs(ctx context.Context, err error, stmts ...stmt) error {
+	if !isErrno(err, errnoMasterInfo) || in.d.resetReplica == "" {
+		return err
+	}
+	if rerr := in.exec(ctx, in.db, append([]stmt{st(in.d.resetReplica)}, stmts...)...); rerr != nil {
+		return errors.Join(err, fmt.Errorf("after discarding the relay logs: %w", rerr))
+	}
+	return nil
+}
+
+// StartReplication implements Instance. A replica killed while its applier moved between
+// relay logs can restart with its relay log info naming a relay log it had purged (MariaDB
+// writes that file from a buffer in memory): every START then fails with error 1201, "could
+// not initialize master info structure". Replication runs by GTID (the position is in
+// gtid_slave_pos, which commits with the data), so the relay logs hold nothing needed:
+// RESET SLAVE discards them and their info file, keeping the source's connection settings,
+// and the START that follows fetches what was not applied again from the source.
 func (in *instance) StartReplication(ctx context.Context) error {
-	return in.exec(ctx, in.db, st(in.d.startReplica))
+	start := st(in.d.startReplica)
+	return in.discardingStaleRelayLogs(ctx, in.exec(ctx, in.db, start), start)
 }
 
 // StopReplicationIO implements Instance.
