@@ -149,15 +149,18 @@ bench-footprint: control-plane moco ## The operator's RSS, StatefulSet creation 
 
 CHAOS_ROUNDS ?= 20
 CHAOS_FAULTS ?=
+# CHAOS_KEEP: where a failed run leaves every log (operator, node, each container).
+CHAOS_STAMP := $(shell date +%Y%m%d-%H%M%S)
+CHAOS_KEEP ?= $(HOME)/.cache/dolphin/chaos-logs/$(CHAOS_STAMP)
 .PHONY: chaos
 chaos: control-plane mariadb ## On dolphin local (root): every fault kind CHAOS_ROUNDS times (CHAOS_FAULTS=a,b to pick) under the checker's clients and sysbench; one line per kind; fails on a lost write, split brain or a stale read. Bounded: 6 min per fault at most.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) DOLPHIN_CHAOS_FAULTS=$(CHAOS_FAULTS) DOLPHIN_CHAOS_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
+	  { DOLPHIN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) DOLPHIN_CHAOS_FAULTS=$(CHAOS_FAULTS) DOLPHIN_CHAOS_OUT=$$out DOLPHIN_E2E_KEEP=$(CHAOS_KEEP) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
 	    $(GO) test -count=1 -timeout $$(( $(CHAOS_ROUNDS) * 10 * 6 + 10 ))m -run '^TestChaos$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep --line-buffered -E 'round [0-9]+:|chaos fault=|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
 	  if [ -s $$out ]; then cat $$out; else echo "chaos: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
-	  if [ "$$rc" != 0 ]; then echo "chaos: FAIL (exit $$rc)"; exit $$rc; fi
+	  if [ "$$rc" != 0 ]; then echo "chaos: FAIL (exit $$rc); logs kept in $(CHAOS_KEEP)"; exit $$rc; fi
 
 DAY2_ROUNDS ?= 3
 .PHONY: bench-day2
