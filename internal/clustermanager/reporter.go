@@ -61,6 +61,10 @@ type reporter struct {
 type pendingRestart struct {
 	pod string
 	uid types.UID // the pod seen at the first attempt; another UID means it was replaced
+	// lostSince is when the primary was first missed (zero: unknown). A pod created after it
+	// is not the one that was lost: the StatefulSet re-created it (someone deleted the lost
+	// one), and it is starting on the same volume already.
+	lostSince time.Time
 	// waiting is true when a failover waits for the lost primary (not replaced yet).
 	waiting bool
 }
@@ -141,6 +145,11 @@ const lostPrimaryGrace = int64(1)
 func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) error {
 	if p := rep.Promotion; p != nil && !p.Planned && p.From != "" {
 		r.restart = &pendingRestart{pod: p.From}
+		// Only a credible loss time spares a pod: sparing the hung one would leave it to
+		// resume, deleting a fresh one costs a restart.
+		if p.Duration > 0 && p.Duration < maxCredibleLoss {
+			r.restart.lostSince = time.Now().Add(-p.Duration)
+		}
 	}
 	// A failover that waits for writes only the lost primary holds restarts it once: killed,
 	// it keeps every write it acknowledged and comes back as the primary (docs/design/0039).
@@ -168,7 +177,7 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 		}
 		return fmt.Errorf("reading pod %s: %w", pr.pod, err)
 	}
-	if pod.DeletionTimestamp != nil || (pr.uid != "" && pod.UID != pr.uid) {
+	if pod.DeletionTimestamp != nil || (pr.uid != "" && pod.UID != pr.uid) || createdAfter(pod, pr.lostSince) {
 		r.restart = nil // being deleted, or already replaced
 		return nil
 	}
@@ -191,6 +200,18 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 	r.event(ctx, corev1.EventTypeWarning, "RestartedLostPrimary", "Delete",
 		"deleted pod %s of the replaced primary, which did not answer, so that it restarts and rejoins as a replica", pr.pod)
 	return nil
+}
+
+// maxCredibleLoss bounds the failover durations whose start restartLostPrimary trusts to
+// tell the lost pod from a re-created one (an engine that did not see the loss begin reports
+// a meaningless one).
+const maxCredibleLoss = 10 * time.Minute
+
+// createdAfter reports whether pod was created after t (never for a zero t). Creation times
+// have whole seconds: a pod created in the same second as t counts as created before it (a
+// lost primary's pod ran for far longer than a second before it was lost).
+func createdAfter(pod corev1.Pod, t time.Time) bool {
+	return !t.IsZero() && pod.CreationTimestamp.Time.After(t)
 }
 
 // label sets mysql.dolphin.dev/role on the pods as the engine decided (topology.Roles); the
