@@ -115,9 +115,10 @@ func Run(ctx context.Context, opts Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- runProvisioner(ctx, client, opts) }()
 	go func() { errc <- runControllers(ctx, client, p, opts) }()
+	go func() { errc <- p.resyncStatuses(ctx) }()
 	select {
 	case <-ctx.Done():
 		return nil

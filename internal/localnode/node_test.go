@@ -230,6 +230,20 @@ func TestPodLifecycle(t *testing.T) {
 		}
 		return nil
 	})
+	// A status the API lost (virtual-kubelet writes only when the node sends a new one) is
+	// written again, as a kubelet's status manager does: here the address is wiped by hand.
+	lost := e.pod(t, pod.Name)
+	lost.Status.PodIP, lost.Status.PodIPs = "", nil
+	if _, err := e.client.CoreV1().Pods(e.ns).UpdateStatus(ctx, lost, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 4*statusResyncInterval, "the lost address written again", func() error {
+		if ip := e.pod(t, pod.Name).Status.PodIP; ip != got.Status.PodIP {
+			return fmt.Errorf("podIP %q, want %q", ip, got.Status.PodIP)
+		}
+		return nil
+	})
+
 	// kill -9 from outside: restarted, Ready again.
 	pid := containerPID(t, got.Status.ContainerStatuses[0])
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

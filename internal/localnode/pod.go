@@ -56,6 +56,8 @@ type podRunner struct {
 	conditions  map[corev1.PodConditionType]corev1.PodCondition
 	deadline    time.Time // SIGKILL after this, once terminating
 	deleting    bool      // terminating because the pod was deleted (not node shutdown)
+
+	lastSent string // summary of the last status sent (notifier goroutine only), for the log
 }
 
 func newPodRunner(p *provider, pod *corev1.Pod) *podRunner {
@@ -110,14 +112,23 @@ func (r *podRunner) notifier() {
 // pod ran for minutes without an IP in its API object: the chaos suite's
 // pod-delete-during-failover). The old pod's API object is gone by then (a StatefulSet
 // re-creates a pod only after its object is deleted), so nothing waits for that status.
+//
+// A deleted pod's runner that is no longer registered (torn down: its API object was
+// deleted) sends nothing either: nothing waits for that status, and it could only meet a
+// newer pod of its name on its way.
 func (r *podRunner) notify() {
 	r.p.mu.Lock()
 	cur := r.p.pods[r.key]
 	r.p.mu.Unlock()
-	if cur != nil && cur != r {
+	if cur != r && (cur != nil || r.isDeleting()) {
 		return
 	}
-	r.p.notify(r.podWithStatus())
+	pod := r.podWithStatus()
+	if s := statusSummary(&pod.Status); s != r.lastSent {
+		r.lastSent = s
+		r.p.opts.Log.Info("pod status", "pod", r.key, "uid", pod.UID, "status", s)
+	}
+	r.p.notify(pod)
 }
 
 // run runs the pod until it is terminated; prev, if any, is a runner of an
@@ -128,9 +139,12 @@ func (r *podRunner) run(prev *podRunner) {
 	defer r.tearDown()
 	r.changed()
 	if prev != nil {
-		select {
-		case <-prev.done:
-		case <-r.ctx.Done():
+		// Even when this pod is deleted meanwhile: its own end (and so the next pod of
+		// the name, which waits only for this one) must come after the earlier pod's, or
+		// a third pod would start beside a second still stopping (same folder, same
+		// data directory).
+		<-prev.done
+		if r.ctx.Err() != nil {
 			return
 		}
 	}
@@ -328,6 +342,7 @@ func (r *podRunner) tearDown() {
 	if err := errors.Join(errs...); err != nil {
 		r.p.opts.Log.Error(err, "tearing down pod", "pod", r.key)
 	}
+	r.p.opts.Log.Info("pod stopped", "pod", r.key, "uid", uid, "deleted", deleting)
 	r.p.forget(r)
 }
 

@@ -46,6 +46,11 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	}
 	r := newPodRunner(p, pod)
 	p.pods[key] = r
+	if prev != nil {
+		p.opts.Log.Info("pod created; starts once the earlier pod of its name is gone", "pod", key, "uid", pod.UID, "earlier", prev.pod.UID)
+	} else {
+		p.opts.Log.Info("pod created", "pod", key, "uid", pod.UID)
+	}
 	go r.run(prev)
 	return nil
 }
@@ -72,6 +77,12 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	if r == nil {
 		return errdefs.NotFoundf("pod %s/%s is not running here", pod.Namespace, pod.Name)
 	}
+	if r.pod.UID != pod.UID {
+		// An earlier pod of the name, already replaced: the runner is a newer pod's.
+		p.opts.Log.Info("not stopping pod: the node runs another pod of its name", "pod", r.key, "uid", pod.UID, "running", r.pod.UID)
+		return nil
+	}
+	p.opts.Log.Info("pod deleted: stopping it", "pod", r.key, "uid", r.pod.UID, "grace", graceOf(pod).String())
 	r.terminate(graceOf(pod), true)
 	return nil
 }

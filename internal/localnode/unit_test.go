@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -231,7 +232,40 @@ func TestReplacedPodSendsNoStatus(t *testing.T) {
 	delete(p.pods, old.key)
 	gone := newPodRunner(p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-1", UID: "gone"}})
 	gone.notify() // forgotten already, and no other pod has the name: still sent
+	deleted := newPodRunner(p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-2", UID: "deleted"}})
+	deleted.deleting = true
+	deleted.notify() // deleted and torn down (forgotten): nothing waits for its status
 	if want := []types.UID{"old", "new", "gone"}; !slices.Equal(sent, want) {
 		t.Errorf("statuses sent for %v, want %v", sent, want)
+	}
+}
+
+// A pod stopped while it waits for an earlier pod of its name ends only after that one: the
+// next pod of the name waits only for the newest runner, so it must not start beside a pod
+// still stopping (the same folder and data directory).
+func TestStoppedWaitingPodEndsAfterTheEarlierOne(t *testing.T) {
+	netw, err := newNetwork("dltest2", "10.244.97.0/24") // pure bookkeeping: no device is made
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(Options{Dir: t.TempDir()}, nil, netw)
+	earlier := newPodRunner(p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: "a"}})
+	waiting := newPodRunner(p, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: "b"}})
+	p.pods[waiting.key] = waiting
+	go waiting.run(earlier)
+	waiting.terminate(0, false)
+	select {
+	case <-waiting.done:
+		t.Fatal("the stopped pod ended while the earlier pod of its name still ran")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(earlier.done)
+	select {
+	case <-waiting.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stopped pod did not end after the earlier one")
+	}
+	if p.runner("ns", "db-0") != nil {
+		t.Error("the stopped pod is still registered")
 	}
 }
