@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
 )
 
 // TestBenchFailover measures failover on real servers: `make bench-failover` runs it with
@@ -36,10 +38,12 @@ func TestBenchFailover(t *testing.T) {
 		t.Fatalf("DOLPHIN_BENCH_FAILOVER_KIND=%q: want killed or hung", kind)
 	}
 	rec := &phaseRecorder{}
+	trace := &engineTrace{}
 	// The default detection settings of a MySQLCluster (interval 1s, attempts 3) and the
 	// engine's default probe deadline, as users get them.
 	h := runningClusterWith(t, func(c *Config) {
 		c.Interval, c.Settings.DetectionAttempts = time.Second, 3
+		c.Log = funcr.New(trace.add, funcr.Options{Verbosity: 1})
 	}, rec)
 	// An application account: read_only stops it, unlike Dolphin's own (DESIGN.md).
 	h.createAppAccount()
@@ -52,9 +56,15 @@ func TestBenchFailover(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // steady write load before the kill
 		old := h.e.Primary()
 		oldIdx := h.index(old)
+		if st, err := statusOf(h, oldIdx); err == nil {
+			// How many replicas acknowledge (a receiver started as semi-sync stops slower on a
+			// hung source: it connects back to kill its dump thread, docs/design/0035).
+			t.Logf("round %d: before the fault, %s has %d semi-sync replicas (active %t)", r, old, st.SemiSync.Clients, st.SemiSync.SourceActive)
+		}
 		rec.reset()
 		ackedBefore := w.n.Load()
 		killed := time.Now()
+		trace.reset(killed)
 		pid := h.db.Instances[oldIdx].PID()
 		if kind == "hung" {
 			// Hung, not dead: the server keeps its sockets, so connects succeed and
@@ -76,6 +86,24 @@ func TestBenchFailover(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+		if os.Getenv("DOLPHIN_BENCH_FAILOVER_WATCH") != "" {
+			// How soon the new primary has a semi-sync replica again (its first commits wait
+			// for one).
+			for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				line := fmt.Sprintf("+%dms", time.Since(killed).Milliseconds())
+				for i := range 3 {
+					if i == oldIdx {
+						continue
+					}
+					if st, err := statusOf(h, i); err == nil && st.Replica != nil {
+						line += fmt.Sprintf(" db-%d io=%t sql=%t ioerr=%d %q", i, st.Replica.IORunning, st.Replica.SQLRunning, st.Replica.LastIOErrno, st.Replica.LastIOError)
+					} else if err == nil {
+						line += fmt.Sprintf(" db-%d primary clients=%d", i, st.SemiSync.Clients)
+					}
+				}
+				t.Logf("round %d watch: %s", r, line)
+			}
+		}
 		// The first acknowledged write after the promotion.
 		for w.n.Load() == ackedBefore || w.lastAck().Before(killed) || w.lastAckOn() != newPrimary {
 			if time.Since(killed) > 60*time.Second {
@@ -90,6 +118,11 @@ func TestBenchFailover(t *testing.T) {
 		lost += missing
 		t.Logf("round %d: %s -> %s detection=%s promotion=%s total=%s acked=%d missing=%d",
 			r, old, newPrimary, fenced.Sub(killed).Round(time.Millisecond), promoted.Sub(fenced).Round(time.Millisecond), tot.Round(time.Millisecond), acked, missing)
+		// The engine's own account of the round, in milliseconds from the fault: each cycle's
+		// observe/act/report times and plans (where a slow round spent its time).
+		for _, l := range trace.until(promoted.Add(time.Second)) {
+			t.Logf("round %d trace: %s", r, l)
+		}
 
 		if kind == "hung" {
 			// What Dolphin does to a replaced primary that does not answer: kill it.
@@ -167,4 +200,42 @@ func (m multiReporter) Report(ctx context.Context, r Report) {
 	for _, x := range m {
 		x.Report(ctx, r)
 	}
+}
+
+// engineTrace keeps the engine's log lines of one round with their time from the fault.
+type engineTrace struct {
+	mu    sync.Mutex
+	start time.Time
+	lines []string
+	at    []time.Time
+}
+
+func (e *engineTrace) add(prefix, args string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.start.IsZero() {
+		return
+	}
+	now := time.Now()
+	e.lines = append(e.lines, fmt.Sprintf("+%5dms %s %s", now.Sub(e.start).Milliseconds(), prefix, args))
+	e.at = append(e.at, now)
+}
+
+func (e *engineTrace) reset(start time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.start, e.lines, e.at = start, nil, nil
+}
+
+// until returns the lines logged up to t.
+func (e *engineTrace) until(t time.Time) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for i, l := range e.lines {
+		if !e.at[i].After(t) {
+			out = append(out, l)
+		}
+	}
+	return out
 }

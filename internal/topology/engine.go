@@ -331,9 +331,11 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // Cycle runs one observation, decision and plan.
 func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
+	started := time.Now()
 	members := e.cfg.Members()
 	views := e.observe(ctx, members)
-	e.noteReceivers(views, time.Now())
+	observed := time.Now()
+	e.noteReceivers(views, observed)
 	e.mu.Lock()
 	recorded := e.state.Primary
 	e.mu.Unlock()
@@ -376,6 +378,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		e.cfg.Log.Info("topology plan", "state", d.State, "message", d.Message, "plan", fmt.Sprint(d.Plan))
 	}
 	err := e.act(ctx, members, d)
+	acted := time.Now()
 	e.reloadCertificates(ctx, members, views)
 
 	e.mu.Lock()
@@ -412,6 +415,12 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		e.cfg.Reporter.Report(rctx, rep)
 		cancel()
+	}
+	if view.PrimaryMisses > 0 || len(d.Plan) > 0 {
+		// Where a failover's time goes, step by step (docs/design/0035).
+		e.cfg.Log.V(1).Info("topology cycle", "state", d.State, "primaryMisses", view.PrimaryMisses,
+			"observeMs", observed.Sub(started).Milliseconds(), "actMs", acted.Sub(observed).Milliseconds(),
+			"reportMs", time.Since(acted).Milliseconds(), "plan", len(d.Plan))
 	}
 	return d, err
 }
