@@ -147,8 +147,7 @@ var chaosFaults = []chaosFault{
 var knownFailingChaosFaults = map[string]string{
 	// Empty: apiserver-restart left it once `dolphin local up` restarted only the dead
 	// component instead of the node agent and its Service proxy (it had dropped every client
-	// connection); it then ran 12 rounds clean, and 9 more in the 20-round run of 2026-12-03
-	// (which stopped in round 10 on pod-delete-during-failover, README).
+	// connection); every kind then ran 20 rounds clean in one run (2026-12-04, README).
 }
 
 // shortChaosFaults are the kinds of the short version, which fits in `make test`: the three
