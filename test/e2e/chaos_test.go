@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -254,11 +255,17 @@ func TestChaos(t *testing.T) {
 			// until the cluster is healthy again.
 			outage := checker.Outage(at, time.Now())
 			outages[f.name] = append(outages[f.name], outage)
-			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs, sysbench committing again after %.0fs, errant on the way: %v",
-				r, f.name, old, s.currentPrimary(key), outage.Seconds(), rec.Seconds(), sawErrant)
+			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs, sysbench committing again after %.0fs, errant on the way: %v (fault at %s)",
+				r, f.name, old, s.currentPrimary(key), outage.Seconds(), rec.Seconds(), sawErrant, at.UTC().Format("15:04:05.000"))
 		}
 	}
 	completed = true
+	if slow := slowChaosRounds(outages); len(slow) > 0 {
+		// Rounds far slower than the rest of their kind: keep the logs (the round lines say
+		// when each fault was injected) so they can be explained.
+		t.Logf("slow rounds, logs kept with DOLPHIN_E2E_KEEP: %s", strings.Join(slow, "; "))
+		s.keepLogs = true
+	}
 	writes, reads, incs := chaosVerdict(t, s, checker, kinds, outages, errant, "")
 	if writes < 100*faults || reads == 0 || incs == 0 {
 		t.Errorf("too little load to judge: %d writes, %d reads, %d increments over %d faults", writes, reads, incs, faults)
@@ -452,4 +459,22 @@ func (s *stack) declareAccount(cluster, user, password string, privileges ...dol
 		}
 		return nil
 	})
+}
+
+// slowChaosRounds names the rounds whose outage was over twice their kind's median and over
+// 6 s (the 2026-12-04 run had three: sigstop 14 s and 17 s against a median of 4.3 s).
+func slowChaosRounds(outages map[string][]time.Duration) []string {
+	var slow []string
+	for _, name := range slices.Sorted(maps.Keys(outages)) {
+		ds := outages[name]
+		sorted := slices.Clone(ds)
+		slices.Sort(sorted)
+		median := sorted[len(sorted)/2]
+		for i, d := range ds {
+			if d > 2*median && d > 6*time.Second {
+				slow = append(slow, fmt.Sprintf("%s round %d %.2fs (median %.2fs)", name, i+1, d.Seconds(), median.Seconds()))
+			}
+		}
+	}
+	return slow
 }

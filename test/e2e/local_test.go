@@ -47,6 +47,9 @@ type stack struct {
 	ctx    context.Context
 	ns     string
 	dbPass string
+	// keepLogs keeps the logs (DOLPHIN_E2E_KEEP) of a test that passed: the chaos suite sets
+	// it when a round was far slower than its kind's others, so it can be explained later.
+	keepLogs bool
 }
 
 func repoRoot() string { return filepath.Join("..", "..") }
@@ -80,7 +83,7 @@ func upStackFrom(t *testing.T, src string) *stack {
 	// The CRDs built into the binary (the restart below passes --crd-dir instead).
 	s.run("local", "up", "--dir", local, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || s.keepLogs {
 			for _, f := range []string{"operator.log", "node.log"} {
 				if b, err := os.ReadFile(filepath.Join(local, "logs", f)); err == nil {
 					t.Logf("--- %s (tail)\n%s", f, tail(string(b), 30))
