@@ -102,7 +102,7 @@ bench-failover: mariadb ## Kill (BENCH_KIND=killed) or hang (BENCH_KIND=hung, SI
 	@out=$$(mktemp); rcfile=$$(mktemp); \
 	  { DOLPHIN_BENCH_FAILOVER_ROUNDS=$(BENCH_ROUNDS) DOLPHIN_BENCH_FAILOVER_KIND=$(BENCH_KIND) DOLPHIN_BENCH_OUT=$$out \
 	    $(GO) test -count=1 -timeout 30m -run '^TestBenchFailover$$' -v ./internal/topology/; echo $$? >$$rcfile; } \
-	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
+	    | grep -E 'round [0-9]+( trace| watch)?:|--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
 
 .PHONY: stress-semisync
