@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -61,6 +62,13 @@ func TestBenchFailover(t *testing.T) {
 			// hung source: it connects back to kill its dump thread, docs/design/0035).
 			t.Logf("round %d: before the fault, %s has %d semi-sync replicas (active %t)", r, old, st.SemiSync.Clients, st.SemiSync.SourceActive)
 		}
+		watch := os.Getenv("DOLPHIN_BENCH_FAILOVER_WATCH") != ""
+		logSizes := map[int]int64{}
+		for i := range 3 {
+			if fi, err := os.Stat(h.db.Instances[i].ErrorLog); err == nil {
+				logSizes[i] = fi.Size()
+			}
+		}
 		rec.reset()
 		ackedBefore := w.n.Load()
 		killed := time.Now()
@@ -86,7 +94,7 @@ func TestBenchFailover(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if os.Getenv("DOLPHIN_BENCH_FAILOVER_WATCH") != "" {
+		if watch {
 			// How soon the new primary has a semi-sync replica again (its first commits wait
 			// for one).
 			for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
@@ -124,6 +132,24 @@ func TestBenchFailover(t *testing.T) {
 			t.Logf("round %d trace: %s", r, l)
 		}
 
+		if watch {
+			// What the replicas' servers said about their receivers during the round (how a
+			// semi-sync receiver ended on the hung source).
+			for i := range 3 {
+				if i == oldIdx {
+					continue
+				}
+				b, err := os.ReadFile(h.db.Instances[i].ErrorLog)
+				if err != nil || int64(len(b)) < logSizes[i] {
+					continue
+				}
+				for _, l := range strings.Split(string(b[logSizes[i]:]), "\n") {
+					if l != "" {
+						t.Logf("round %d watch: db-%d log: %s", r, i, l)
+					}
+				}
+			}
+		}
 		if kind == "hung" {
 			// What Dolphin does to a replaced primary that does not answer: kill it.
 			h.db.Instances[oldIdx].Kill(t)
