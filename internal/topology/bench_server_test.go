@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,6 +84,29 @@ func TestBenchFailover(t *testing.T) {
 		} else {
 			h.db.Instances[oldIdx].Kill(t)
 		}
+		stopSS := make(chan struct{})
+		ssDone := make(chan struct{})
+		go func() {
+			// The hung server's listen queue (Recv-Q: connections the kernel accepted that the
+			// stopped server never took; Send-Q: the backlog), when it changes.
+			defer close(ssDone)
+			if !watch {
+				return
+			}
+			last := ""
+			for {
+				select {
+				case <-stopSS:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				out, err := exec.Command("ss", "-ltnH", "src", h.db.Instances[oldIdx].Addr()).Output()
+				if l := strings.Join(strings.Fields(string(out)), " "); err == nil && l != last {
+					t.Logf("round %d watch: +%dms listen queue of %s: %s", r, time.Since(killed).Milliseconds(), old, l)
+					last = l
+				}
+			}
+		}()
 		var newPrimary string
 		for {
 			if p := h.e.Primary(); p != old {
@@ -94,6 +118,8 @@ func TestBenchFailover(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+		close(stopSS)
+		<-ssDone
 		if watch {
 			// How soon the new primary has a semi-sync replica again (its first commits wait
 			// for one).
