@@ -272,7 +272,10 @@ func TestPodLifecycle(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there (err %v)", err)
+		if err != nil {
+			return fmt.Errorf("reading the pod: %w", err)
+		}
+		return errors.New("still there")
 	})
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("container process %d still exists after deletion (kill 0: %v)", pid, err)

@@ -466,13 +466,10 @@ func (s *stack) declareAccount(cluster, user, password string, privileges ...dol
 func slowChaosRounds(outages map[string][]time.Duration) []string {
 	var slow []string
 	for _, name := range slices.Sorted(maps.Keys(outages)) {
-		ds := outages[name]
-		sorted := slices.Clone(ds)
-		slices.Sort(sorted)
-		median := sorted[len(sorted)/2]
-		for i, d := range ds {
-			if d > 2*median && d > 6*time.Second {
-				slow = append(slow, fmt.Sprintf("%s round %d %.2fs (median %.2fs)", name, i+1, d.Seconds(), median.Seconds()))
+		median := chaos.Percentile(outages[name], 50) // as the kind's outage_p50
+		for i, d := range outages[name] {
+			if d.Seconds() > 2*median && d > 6*time.Second {
+				slow = append(slow, fmt.Sprintf("%s round %d %.2fs (median %.2fs)", name, i+1, d.Seconds(), median))
 			}
 		}
 	}
