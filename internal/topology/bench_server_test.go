@@ -49,6 +49,8 @@ func TestBenchFailover(t *testing.T) {
 	}, rec)
 	// An application account: read_only stops it, unlike Dolphin's own (DESIGN.md).
 	h.createAppAccount()
+	// DOLPHIN_BENCH_FAILOVER_WATCH=1 adds what the servers show of each round (watch lines).
+	watch := os.Getenv("DOLPHIN_BENCH_FAILOVER_WATCH") != ""
 	w := startWriterAs(h, appAccount)
 	defer w.finish()
 
@@ -63,12 +65,9 @@ func TestBenchFailover(t *testing.T) {
 			// hung source: it connects back to kill its dump thread, docs/design/0035).
 			t.Logf("round %d: before the fault, %s has %d semi-sync replicas (active %t)", r, old, st.SemiSync.Clients, st.SemiSync.SourceActive)
 		}
-		watch := os.Getenv("DOLPHIN_BENCH_FAILOVER_WATCH") != ""
-		logSizes := map[int]int64{}
-		for i := range 3 {
-			if fi, err := os.Stat(h.db.Instances[i].ErrorLog); err == nil {
-				logSizes[i] = fi.Size()
-			}
+		var logSizes []int64
+		if watch {
+			logSizes = errorLogSizes(h)
 		}
 		rec.reset()
 		ackedBefore := w.n.Load()
@@ -84,29 +83,10 @@ func TestBenchFailover(t *testing.T) {
 		} else {
 			h.db.Instances[oldIdx].Kill(t)
 		}
-		stopSS := make(chan struct{})
-		ssDone := make(chan struct{})
-		go func() {
-			// The hung server's listen queue (Recv-Q: connections the kernel accepted that the
-			// stopped server never took; Send-Q: the backlog), when it changes.
-			defer close(ssDone)
-			if !watch {
-				return
-			}
-			last := ""
-			for {
-				select {
-				case <-stopSS:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-				out, err := exec.Command("ss", "-ltnH", "src", h.db.Instances[oldIdx].Addr()).Output()
-				if l := strings.Join(strings.Fields(string(out)), " "); err == nil && l != last {
-					t.Logf("round %d watch: +%dms listen queue of %s: %s", r, time.Since(killed).Milliseconds(), old, l)
-					last = l
-				}
-			}
-		}()
+		stopWatching := func() {}
+		if watch {
+			stopWatching = watchListenQueue(t, r, old, h.db.Instances[oldIdx].Addr(), killed)
+		}
 		var newPrimary string
 		for {
 			if p := h.e.Primary(); p != old {
@@ -118,25 +98,9 @@ func TestBenchFailover(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		close(stopSS)
-		<-ssDone
+		stopWatching()
 		if watch {
-			// How soon the new primary has a semi-sync replica again (its first commits wait
-			// for one).
-			for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-				line := fmt.Sprintf("+%dms", time.Since(killed).Milliseconds())
-				for i := range 3 {
-					if i == oldIdx {
-						continue
-					}
-					if st, err := statusOf(h, i); err == nil && st.Replica != nil {
-						line += fmt.Sprintf(" db-%d io=%t sql=%t ioerr=%d %q", i, st.Replica.IORunning, st.Replica.SQLRunning, st.Replica.LastIOErrno, st.Replica.LastIOError)
-					} else if err == nil {
-						line += fmt.Sprintf(" db-%d primary clients=%d", i, st.SemiSync.Clients)
-					}
-				}
-				t.Logf("round %d watch: %s", r, line)
-			}
+			watchNewPrimary(t, h, r, oldIdx, killed)
 		}
 		// The first acknowledged write after the promotion.
 		for w.n.Load() == ackedBefore || w.lastAck().Before(killed) || w.lastAckOn() != newPrimary {
@@ -159,22 +123,7 @@ func TestBenchFailover(t *testing.T) {
 		}
 
 		if watch {
-			// What the replicas' servers said about their receivers during the round (how a
-			// semi-sync receiver ended on the hung source).
-			for i := range 3 {
-				if i == oldIdx {
-					continue
-				}
-				b, err := os.ReadFile(h.db.Instances[i].ErrorLog)
-				if err != nil || int64(len(b)) < logSizes[i] {
-					continue
-				}
-				for _, l := range strings.Split(string(b[logSizes[i]:]), "\n") {
-					if l != "" {
-						t.Logf("round %d watch: db-%d log: %s", r, i, l)
-					}
-				}
-			}
+			logErrorLogsSince(t, h, r, oldIdx, logSizes)
 		}
 		if kind == "hung" {
 			// What Dolphin does to a replaced primary that does not answer: kill it.
@@ -258,25 +207,27 @@ func (m multiReporter) Report(ctx context.Context, r Report) {
 type engineTrace struct {
 	mu    sync.Mutex
 	start time.Time
-	lines []string
-	at    []time.Time
+	lines []traceLine
+}
+
+type traceLine struct {
+	at   time.Time
+	text string
 }
 
 func (e *engineTrace) add(prefix, args string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.start.IsZero() {
-		return
+	if !e.start.IsZero() {
+		now := time.Now()
+		e.lines = append(e.lines, traceLine{now, fmt.Sprintf("+%5dms %s %s", now.Sub(e.start).Milliseconds(), prefix, args)})
 	}
-	now := time.Now()
-	e.lines = append(e.lines, fmt.Sprintf("+%5dms %s %s", now.Sub(e.start).Milliseconds(), prefix, args))
-	e.at = append(e.at, now)
 }
 
 func (e *engineTrace) reset(start time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.start, e.lines, e.at = start, nil, nil
+	e.start, e.lines = start, nil
 }
 
 // until returns the lines logged up to t.
@@ -284,10 +235,80 @@ func (e *engineTrace) until(t time.Time) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []string
-	for i, l := range e.lines {
-		if !e.at[i].After(t) {
-			out = append(out, l)
+	for _, l := range e.lines {
+		if !l.at.After(t) {
+			out = append(out, l.text)
 		}
 	}
 	return out
+}
+
+// watchListenQueue logs the hung server's listen queue whenever it changes (Recv-Q:
+// connections the kernel accepted that the stopped server never took; Send-Q: the backlog)
+// until the returned function is called.
+func watchListenQueue(t *testing.T, round int, name, addr string, since time.Time) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		last := ""
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			out, err := exec.Command("ss", "-ltnH", "src", addr).Output()
+			if l := strings.Join(strings.Fields(string(out)), " "); err == nil && l != last {
+				t.Logf("round %d watch: +%dms listen queue of %s: %s", round, time.Since(since).Milliseconds(), name, l)
+				last = l
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// watchNewPrimary polls the instances other than the old primary for 1.5 s: how soon the new
+// primary has a semi-sync replica again (its first commits wait for one).
+func watchNewPrimary(t *testing.T, h *harness, round, oldIdx int, since time.Time) {
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		line := fmt.Sprintf("+%dms", time.Since(since).Milliseconds())
+		for i := range 3 {
+			if i == oldIdx {
+				continue
+			}
+			if st, err := statusOf(h, i); err == nil && st.Replica != nil {
+				line += fmt.Sprintf(" db-%d io=%t sql=%t ioerr=%d %q", i, st.Replica.IORunning, st.Replica.SQLRunning, st.Replica.LastIOErrno, st.Replica.LastIOError)
+			} else if err == nil {
+				line += fmt.Sprintf(" db-%d primary clients=%d", i, st.SemiSync.Clients)
+			}
+		}
+		t.Logf("round %d watch: %s", round, line)
+	}
+}
+
+// errorLogSizes is where each server's error log ends now.
+func errorLogSizes(h *harness) []int64 {
+	sizes := make([]int64, len(h.db.Instances))
+	for i, in := range h.db.Instances {
+		if fi, err := os.Stat(in.ErrorLog); err == nil {
+			sizes[i] = fi.Size()
+		}
+	}
+	return sizes
+}
+
+// logErrorLogsSince logs what the servers other than the old primary wrote to their error logs
+// since sizes (how a semi-sync receiver ended on the hung source).
+func logErrorLogsSince(t *testing.T, h *harness, round, oldIdx int, sizes []int64) {
+	for i, in := range h.db.Instances {
+		b, err := os.ReadFile(in.ErrorLog)
+		if i == oldIdx || err != nil || int64(len(b)) < sizes[i] {
+			continue
+		}
+		for _, l := range strings.Split(string(b[sizes[i]:]), "\n") {
+			if l != "" {
+				t.Logf("round %d watch: db-%d log: %s", round, i, l)
+			}
+		}
+	}
 }
