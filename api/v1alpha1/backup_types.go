@@ -7,10 +7,20 @@ import (
 
 // BackupSpec says where backups of a cluster go, which instance takes them, when they are
 // taken and how long they are kept.
+// +kubebuilder:validation:XValidation:rule="has(self.store) != has(self.storeRef)",message="spec.backup: set exactly one of store (an S3 bucket or a PersistentVolumeClaim, described here) or storeRef (the name of a MySQLBackupStore in this namespace)"
 type BackupSpec struct {
-	// Store is the object storage the backups are written to.
-	// +required
-	Store BackupStore `json:"store"`
+	// Store is the object storage the backups are written to, described here. Set store or
+	// storeRef, not both.
+	// +optional
+	Store *BackupStore `json:"store,omitempty"`
+
+	// StoreRef names a MySQLBackupStore in the cluster's namespace that describes where the
+	// backups go, so that several clusters share one description of a bucket and its
+	// credentials. It is read at each use: a backup records the store it was written to in its
+	// status.store, so changing or deleting the MySQLBackupStore later does not lose track of
+	// backups already taken. Set store or storeRef, not both.
+	// +optional
+	StoreRef *BackupStoreReference `json:"storeRef,omitempty"`
 
 	// Target chooses the instance a backup is taken on: `PreferReplica` (default) takes it on a
 	// healthy replica and on the primary only when there is none; `Primary` always uses the
@@ -59,6 +69,16 @@ const (
 	// BackupTargetPrimary takes backups on the primary.
 	BackupTargetPrimary BackupTarget = "Primary"
 )
+
+// BackupStoreReference names a MySQLBackupStore in the same namespace.
+type BackupStoreReference struct {
+	// Name of the MySQLBackupStore.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="storeRef.name must be the name of a MySQLBackupStore: lower-case letters, digits, '-' and '.'"
+	// +required
+	Name string `json:"name"`
+}
 
 // BackupStore is an object storage location. Exactly one kind is set.
 // +kubebuilder:validation:XValidation:rule="has(self.s3) != has(self.pvc)",message="backup store: set exactly one of s3 (an S3-compatible bucket) or pvc (a PersistentVolumeClaim)"
@@ -273,10 +293,16 @@ type BackupReference struct {
 
 // BackupLocation is a backup in a store: the store and the backup's path (the prefix that
 // holds its manifest.json, as in a MySQLBackup's status.path).
+// +kubebuilder:validation:XValidation:rule="has(self.store) != has(self.storeRef)",message="bootstrap.from: set exactly one of store (the store, described here) or storeRef (the name of a MySQLBackupStore in this namespace)"
 type BackupLocation struct {
-	// Store holds the backup.
-	// +required
-	Store BackupStore `json:"store"`
+	// Store holds the backup, described here. Set store or storeRef, not both.
+	// +optional
+	Store *BackupStore `json:"store,omitempty"`
+	// StoreRef names the MySQLBackupStore, in this namespace, that holds the backup. It is
+	// read once, when the cluster is created (status.restoredFrom records the store). Set
+	// store or storeRef, not both.
+	// +optional
+	StoreRef *BackupStoreReference `json:"storeRef,omitempty"`
 	// Path of the backup inside the store's prefix, for example prod/db/nightly-20261201T023000Z/.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512

@@ -105,6 +105,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*BackupStoreReference)(nil), (*v1beta1.BackupStoreReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupStoreReference_To_v1beta1_BackupStoreReference(a.(*BackupStoreReference), b.(*v1beta1.BackupStoreReference), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*v1beta1.BackupStoreReference)(nil), (*BackupStoreReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1beta1_BackupStoreReference_To_v1alpha1_BackupStoreReference(a.(*v1beta1.BackupStoreReference), b.(*BackupStoreReference), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*BackupVerification)(nil), (*v1beta1.BackupVerification)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_BackupVerification_To_v1beta1_BackupVerification(a.(*BackupVerification), b.(*v1beta1.BackupVerification), scope)
 	}); err != nil {
@@ -553,8 +563,23 @@ func Convert_v1beta1_ArchiveStatus_To_v1alpha1_ArchiveStatus(in *v1beta1.Archive
 }
 
 func autoConvert_v1alpha1_BackupLocation_To_v1beta1_BackupLocation(in *BackupLocation, out *v1beta1.BackupLocation, s conversion.Scope) error {
-	if err := Convert_v1alpha1_BackupStore_To_v1beta1_BackupStore(&in.Store, &out.Store, s); err != nil {
-		return err
+	if in.Store != nil {
+		in, out := &in.Store, &out.Store
+		*out = new(v1beta1.BackupStore)
+		if err := Convert_v1alpha1_BackupStore_To_v1beta1_BackupStore(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.Store = nil
+	}
+	if in.StoreRef != nil {
+		in, out := &in.StoreRef, &out.StoreRef
+		*out = new(v1beta1.BackupStoreReference)
+		if err := Convert_v1alpha1_BackupStoreReference_To_v1beta1_BackupStoreReference(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.StoreRef = nil
 	}
 	out.Path = in.Path
 	return nil
@@ -566,8 +591,23 @@ func Convert_v1alpha1_BackupLocation_To_v1beta1_BackupLocation(in *BackupLocatio
 }
 
 func autoConvert_v1beta1_BackupLocation_To_v1alpha1_BackupLocation(in *v1beta1.BackupLocation, out *BackupLocation, s conversion.Scope) error {
-	if err := Convert_v1beta1_BackupStore_To_v1alpha1_BackupStore(&in.Store, &out.Store, s); err != nil {
-		return err
+	if in.Store != nil {
+		in, out := &in.Store, &out.Store
+		*out = new(BackupStore)
+		if err := Convert_v1beta1_BackupStore_To_v1alpha1_BackupStore(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.Store = nil
+	}
+	if in.StoreRef != nil {
+		in, out := &in.StoreRef, &out.StoreRef
+		*out = new(BackupStoreReference)
+		if err := Convert_v1beta1_BackupStoreReference_To_v1alpha1_BackupStoreReference(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.StoreRef = nil
 	}
 	out.Path = in.Path
 	return nil
@@ -647,8 +687,23 @@ func Convert_v1beta1_BackupSchedule_To_v1alpha1_BackupSchedule(in *v1beta1.Backu
 }
 
 func autoConvert_v1alpha1_BackupSpec_To_v1beta1_BackupSpec(in *BackupSpec, out *v1beta1.BackupSpec, s conversion.Scope) error {
-	if err := Convert_v1alpha1_BackupStore_To_v1beta1_BackupStore(&in.Store, &out.Store, s); err != nil {
-		return err
+	if in.Store != nil {
+		in, out := &in.Store, &out.Store
+		*out = new(v1beta1.BackupStore)
+		if err := Convert_v1alpha1_BackupStore_To_v1beta1_BackupStore(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.Store = nil
+	}
+	if in.StoreRef != nil {
+		in, out := &in.StoreRef, &out.StoreRef
+		*out = new(v1beta1.BackupStoreReference)
+		if err := Convert_v1alpha1_BackupStoreReference_To_v1beta1_BackupStoreReference(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.StoreRef = nil
 	}
 	out.Target = v1beta1.BackupTarget(in.Target)
 	if in.Schedule != nil {
@@ -696,8 +751,23 @@ func Convert_v1alpha1_BackupSpec_To_v1beta1_BackupSpec(in *BackupSpec, out *v1be
 }
 
 func autoConvert_v1beta1_BackupSpec_To_v1alpha1_BackupSpec(in *v1beta1.BackupSpec, out *BackupSpec, s conversion.Scope) error {
-	if err := Convert_v1beta1_BackupStore_To_v1alpha1_BackupStore(&in.Store, &out.Store, s); err != nil {
-		return err
+	if in.Store != nil {
+		in, out := &in.Store, &out.Store
+		*out = new(BackupStore)
+		if err := Convert_v1beta1_BackupStore_To_v1alpha1_BackupStore(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.Store = nil
+	}
+	if in.StoreRef != nil {
+		in, out := &in.StoreRef, &out.StoreRef
+		*out = new(BackupStoreReference)
+		if err := Convert_v1beta1_BackupStoreReference_To_v1alpha1_BackupStoreReference(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.StoreRef = nil
 	}
 	out.Target = BackupTarget(in.Target)
 	if in.Schedule != nil {
@@ -844,6 +914,26 @@ func autoConvert_v1beta1_BackupStore_To_v1alpha1_BackupStore(in *v1beta1.BackupS
 // Convert_v1beta1_BackupStore_To_v1alpha1_BackupStore is an autogenerated conversion function.
 func Convert_v1beta1_BackupStore_To_v1alpha1_BackupStore(in *v1beta1.BackupStore, out *BackupStore, s conversion.Scope) error {
 	return autoConvert_v1beta1_BackupStore_To_v1alpha1_BackupStore(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupStoreReference_To_v1beta1_BackupStoreReference(in *BackupStoreReference, out *v1beta1.BackupStoreReference, s conversion.Scope) error {
+	out.Name = in.Name
+	return nil
+}
+
+// Convert_v1alpha1_BackupStoreReference_To_v1beta1_BackupStoreReference is an autogenerated conversion function.
+func Convert_v1alpha1_BackupStoreReference_To_v1beta1_BackupStoreReference(in *BackupStoreReference, out *v1beta1.BackupStoreReference, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupStoreReference_To_v1beta1_BackupStoreReference(in, out, s)
+}
+
+func autoConvert_v1beta1_BackupStoreReference_To_v1alpha1_BackupStoreReference(in *v1beta1.BackupStoreReference, out *BackupStoreReference, s conversion.Scope) error {
+	out.Name = in.Name
+	return nil
+}
+
+// Convert_v1beta1_BackupStoreReference_To_v1alpha1_BackupStoreReference is an autogenerated conversion function.
+func Convert_v1beta1_BackupStoreReference_To_v1alpha1_BackupStoreReference(in *v1beta1.BackupStoreReference, out *BackupStoreReference, s conversion.Scope) error {
+	return autoConvert_v1beta1_BackupStoreReference_To_v1alpha1_BackupStoreReference(in, out, s)
 }
 
 func autoConvert_v1alpha1_BackupVerification_To_v1beta1_BackupVerification(in *BackupVerification, out *v1beta1.BackupVerification, s conversion.Scope) error {

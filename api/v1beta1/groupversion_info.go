@@ -13,7 +13,8 @@ var GroupVersion = schema.GroupVersion{Group: "mysql.dolphin.dev", Version: "v1b
 // its own scheme and calls this explicitly (see cmd/dolphin).
 func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &MySQLCluster{}, &MySQLClusterList{}, &MySQLBackup{}, &MySQLBackupList{},
-		&MySQLUser{}, &MySQLUserList{}, &MySQLDatabase{}, &MySQLDatabaseList{})
+		&MySQLUser{}, &MySQLUserList{}, &MySQLDatabase{}, &MySQLDatabaseList{},
+		&MySQLBackupStore{}, &MySQLBackupStoreList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

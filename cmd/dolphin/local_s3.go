@@ -24,7 +24,7 @@ const (
 
 // localS3Backup is spec.backup for a cluster backing up into the local S3 server at endpoint.
 func localS3Backup(endpoint string) *dolphinv1.BackupSpec {
-	return &dolphinv1.BackupSpec{Store: dolphinv1.BackupStore{S3: &dolphinv1.S3Store{
+	return &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{
 		Endpoint:          endpoint,
 		Bucket:            localcluster.S3Bucket,
 		Prefix:            localS3Prefix,

@@ -81,7 +81,7 @@ func TestLocalS3Snippets(t *testing.T) {
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("the patch %s is not a MySQLCluster: %v", patch, err)
 	}
-	if c.Spec.Backup == nil || c.Spec.Backup.Store.S3 == nil || *c.Spec.Backup.Store.S3 != want {
+	if c.Spec.Backup == nil || c.Spec.Backup.Store == nil || c.Spec.Backup.Store.S3 == nil || *c.Spec.Backup.Store.S3 != want {
 		t.Errorf("patch spec.backup %+v, want store.s3 %+v", c.Spec.Backup, want)
 	}
 
@@ -90,7 +90,7 @@ func TestLocalS3Snippets(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(snippet), &spec); err != nil {
 		t.Fatalf("the YAML snippet is not a MySQLCluster spec: %v\n%s", err, snippet)
 	}
-	if spec.Backup == nil || spec.Backup.Store.S3 == nil || *spec.Backup.Store.S3 != want {
+	if spec.Backup == nil || spec.Backup.Store == nil || spec.Backup.Store.S3 == nil || *spec.Backup.Store.S3 != want {
 		t.Errorf("YAML spec.backup %+v, want store.s3 %+v", spec.Backup, want)
 	}
 

@@ -144,10 +144,14 @@ func (r *MySQLBackupReconciler) Reconcile(ctx context.Context, req reconcile.Req
 // start picks the source, records the run in status (so that a restarted operator resumes
 // it), then asks the source's agent to begin.
 func (r *MySQLBackupReconciler) start(ctx context.Context, b *dolphinv1.MySQLBackup, c *dolphinv1.MySQLCluster) (reconcile.Result, error) {
-	if c.Spec.Backup == nil || c.Spec.Backup.Store.S3 == nil && c.Spec.Backup.Store.PVC == nil {
-		return r.wait(ctx, b, "NoBackupStore", fmt.Sprintf("MySQLCluster %s has no spec.backup.store: set where backups go", c.Name))
+	spec, err := clusterStore(ctx, r.Client, c)
+	if err == nil && (spec == nil || spec.S3 == nil && spec.PVC == nil) {
+		return r.wait(ctx, b, "NoBackupStore", fmt.Sprintf("MySQLCluster %s has no spec.backup.store or spec.backup.storeRef: set where backups go", c.Name))
 	}
-	store, err := resolveStore(ctx, r.storeClients(b), b.Namespace, &c.Spec.Backup.Store)
+	var store objectstore.Config
+	if err == nil {
+		store, err = resolveStore(ctx, r.storeClients(b), b.Namespace, spec)
+	}
 	if err != nil {
 		var ue *userError
 		if errors.As(err, &ue) {
@@ -171,7 +175,7 @@ func (r *MySQLBackupReconciler) start(ctx context.Context, b *dolphinv1.MySQLBac
 	b.Status.Phase = dolphinv1.BackupRunning
 	b.Status.SourceInstance, b.Status.SourceRole = src.Pod.Name, src.Role
 	b.Status.JobID = string(b.UID)
-	b.Status.Store = c.Spec.Backup.Store.DeepCopy()
+	b.Status.Store = spec.DeepCopy()
 	b.Status.Path = backupPath(b, now.Time)
 	b.Status.StartTime = &now
 	b.Status.Error = ""

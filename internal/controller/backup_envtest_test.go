@@ -125,7 +125,7 @@ func newBackupFixture(t *testing.T, withSecret bool) *backupFixture {
 	t.Helper()
 	c := directClient(t, nil)
 	ns := newNamespace(t)
-	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{Store: dolphinv1.BackupStore{
+	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{
 		S3: &dolphinv1.S3Store{Endpoint: "http://127.0.0.1:1", Bucket: "backups", Prefix: "prod/", CredentialsSecret: "s3"}}}})
 	if withSecret {
 		mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},

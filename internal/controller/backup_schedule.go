@@ -142,7 +142,11 @@ func (r *MySQLClusterReconciler) applyRetention(ctx context.Context, c *dolphinv
 			kept = append(kept, b)
 		}
 	}
-	cfg, err := resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, &c.Spec.Backup.Store)
+	spec, err := clusterStore(ctx, r.Client, c)
+	if err != nil {
+		return fmt.Errorf("the backup store, for the archive's retention: %w", err)
+	}
+	cfg, err := resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
 	if err != nil {
 		return fmt.Errorf("the backup store, for the archive's retention: %w", err)
 	}

@@ -10,6 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
@@ -21,6 +24,64 @@ const (
 	S3SecretAccessKeyKey = "secret-access-key"
 	S3CAKey              = "ca.crt"
 )
+
+// +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlbackupstores,verbs=get;list;watch
+
+// clusterStore is where cluster c's backups go: spec.backup.store, or the MySQLBackupStore
+// that spec.backup.storeRef names, read now. It is nil (and no error) when the cluster has no
+// spec.backup.
+func clusterStore(ctx context.Context, r client.Reader, c *dolphinv1.MySQLCluster) (*dolphinv1.BackupStore, error) {
+	if c.Spec.Backup == nil {
+		return nil, nil
+	}
+	return storeOrRef(ctx, r, c.Namespace, "spec.backup", c.Spec.Backup.Store, c.Spec.Backup.StoreRef)
+}
+
+// storeRefs are the names of the MySQLBackupStores cluster c names.
+func storeRefs(c *dolphinv1.MySQLCluster) []string {
+	var names []string
+	if b := c.Spec.Backup; b != nil && b.StoreRef != nil {
+		names = append(names, b.StoreRef.Name)
+	}
+	if b := c.Spec.Bootstrap; b != nil && b.From != nil && b.From.StoreRef != nil {
+		names = append(names, b.From.StoreRef.Name)
+	}
+	return names
+}
+
+// storeToClusters maps a MySQLBackupStore to the clusters that name it, so that creating or
+// fixing a store reaches the clusters (store server, archive, bootstrap) at once.
+func (r *MySQLClusterReconciler) storeToClusters(ctx context.Context, o client.Object) []reconcile.Request {
+	var list dolphinv1.MySQLClusterList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{storeRefIndex: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing clusters using MySQLBackupStore", "store", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, c := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+	}
+	return reqs
+}
+
+// storeOrRef is the store described inline, or the spec of the MySQLBackupStore ref names in
+// namespace ns; field names where the reference is, for the message. A MySQLBackupStore that
+// does not exist is a userError saying what to create.
+func storeOrRef(ctx context.Context, r client.Reader, ns, field string, inline *dolphinv1.BackupStore, ref *dolphinv1.BackupStoreReference) (*dolphinv1.BackupStore, error) {
+	if ref == nil {
+		return inline, nil
+	}
+	var s dolphinv1.MySQLBackupStore
+	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &s)
+	if apierrors.IsNotFound(err) {
+		return nil, &userError{Reason: "BackupStoreNotFound", Message: fmt.Sprintf(
+			"%s.storeRef names MySQLBackupStore %s, which does not exist in namespace %s: create it, or name an existing one", field, ref.Name, ns)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading MySQLBackupStore %s/%s: %w", ns, ref.Name, err)
+	}
+	return &s.Spec, nil
+}
 
 // resolveStore turns a backup store of the API into the configuration the agent and the
 // object store client use, reading the credentials (and CA) Secrets live: they are the user's

@@ -88,7 +88,11 @@ func (r *MySQLClusterReconciler) reconcileBinlogArchive(ctx context.Context, c *
 		return report(nil, metav1.Condition{Type: dolphinv1.ConditionContinuousArchiving, Status: metav1.ConditionFalse,
 			Reason: "WaitingForBaseBackup", Message: "archiving starts at the position of the first successful backup: create a MySQLBackup, or set spec.backup.schedule"})
 	}
-	cfg, err := resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, &c.Spec.Backup.Store)
+	spec, err := clusterStore(ctx, r.Client, c)
+	var cfg objectstore.Config
+	if err == nil {
+		cfg, err = resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
+	}
 	var ue *userError
 	if errors.As(err, &ue) {
 		return report(nil, metav1.Condition{Type: dolphinv1.ConditionContinuousArchiving, Status: metav1.ConditionFalse,
@@ -120,7 +124,7 @@ func (r *MySQLClusterReconciler) reconcileBinlogArchive(ctx context.Context, c *
 
 	v := archiveView{
 		Now: time.Now(), StallAfter: defaultArchiveStallAfter, OldestBase: backupEnded(oldest),
-		Location:    storeURL(&c.Spec.Backup.Store, resources.BinlogArchivePrefix(c)),
+		Location:    storeURL(spec, resources.BinlogArchivePrefix(c)),
 		PrimaryGTID: primaryGTID(c), BehindSince: r.archives.behindSince(key),
 	}
 	if c.Status.Backup != nil {

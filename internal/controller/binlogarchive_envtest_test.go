@@ -37,7 +37,7 @@ func TestEnvtestBinlogArchive(t *testing.T) {
 	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},
 		Data: map[string][]byte{S3AccessKeyIDKey: []byte("AKID"), S3SecretAccessKeyKey: []byte("sekrit")}})
 	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{
-		Store:               dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "http://127.0.0.1:1", Bucket: "backups", Prefix: "prod/", CredentialsSecret: "s3"}},
+		Store:               &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "http://127.0.0.1:1", Bucket: "backups", Prefix: "prod/", CredentialsSecret: "s3"}},
 		ContinuousArchiving: &dolphinv1.ContinuousArchiving{Enabled: true, SegmentMaxAge: &metav1.Duration{Duration: 2 * time.Second}},
 	}})
 	var mu sync.Mutex

@@ -67,7 +67,14 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 func (r *MySQLClusterReconciler) bootstrapSource(ctx context.Context, c *dolphinv1.MySQLCluster) (*dolphinv1.RestoreStatus, error) {
 	b := c.Spec.Bootstrap
 	if b.From != nil {
-		return &dolphinv1.RestoreStatus{Store: b.From.Store, Path: b.From.Path}, nil
+		store, err := storeOrRef(ctx, r.Client, c.Namespace, "spec.bootstrap.from", b.From.Store, b.From.StoreRef)
+		if err != nil {
+			return nil, err
+		}
+		if store == nil {
+			return nil, &userError{Reason: "NoBackupStore", Message: "spec.bootstrap.from names no store: create the cluster again with bootstrap.from.store or bootstrap.from.storeRef"}
+		}
+		return &dolphinv1.RestoreStatus{Store: *store, Path: b.From.Path}, nil
 	}
 	if b.Backup == nil && b.PointInTime != nil && b.PointInTime.Cluster != "" {
 		name, err := r.chooseBaseBackup(ctx, c.Namespace, b.PointInTime)

@@ -161,7 +161,7 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 		return &dolphinv1.S3Store{Endpoint: "https://s3.example", Bucket: "backups", CredentialsSecret: "s3"}
 	}
 	withBackup := func(mut func(b *dolphinv1.BackupSpec)) dolphinv1.MySQLClusterSpec {
-		b := &dolphinv1.BackupSpec{Store: dolphinv1.BackupStore{S3: s3()}}
+		b := &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{S3: s3()}}
 		mut(b)
 		return dolphinv1.MySQLClusterSpec{Backup: b}
 	}
@@ -189,7 +189,7 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 			b.Retention = &dolphinv1.BackupRetention{Window: &metav1.Duration{Duration: 60e9}}
 		}), "retention.window must be at least 1h"},
 		{"bootstrap from both", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
-			From: &dolphinv1.BackupLocation{Store: dolphinv1.BackupStore{S3: s3()}, Path: "a/"}}}, "bootstrap: set exactly one of backup"},
+			From: &dolphinv1.BackupLocation{Store: &dolphinv1.BackupStore{S3: s3()}, Path: "a/"}}}, "bootstrap: set exactly one of backup"},
 		{"bootstrap from nothing", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{}}, "bootstrap: set exactly one of backup"},
 		{"point in time with two targets", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
 			PointInTime: &dolphinv1.PointInTimeTarget{GTID: "0-1-5", Latest: true}}}, "pointInTime: set exactly one of time"},
@@ -198,12 +198,12 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 		{"point in time with a bad GTID", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
 			PointInTime: &dolphinv1.PointInTimeTarget{GTID: "14:03"}}}, "pointInTime.gtid must be a MariaDB GTID position"},
 		{"point in time from a store path", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{
-			From:        &dolphinv1.BackupLocation{Store: dolphinv1.BackupStore{S3: s3()}, Path: "a/"},
+			From:        &dolphinv1.BackupLocation{Store: &dolphinv1.BackupStore{S3: s3()}, Path: "a/"},
 			PointInTime: &dolphinv1.PointInTimeTarget{Latest: true}}}, "bootstrap.pointInTime needs bootstrap.backup or pointInTime.cluster"},
 		{"point in time naming both a backup and a cluster", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
 			PointInTime: &dolphinv1.PointInTimeTarget{Latest: true, Cluster: "db"}}}, "bootstrap: set exactly one of backup"},
 		{"bootstrap path escapes", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{
-			From: &dolphinv1.BackupLocation{Store: dolphinv1.BackupStore{S3: s3()}, Path: "../other/"}}}, "bootstrap.from.path must be relative"},
+			From: &dolphinv1.BackupLocation{Store: &dolphinv1.BackupStore{S3: s3()}, Path: "../other/"}}}, "bootstrap.from.path must be relative"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,6 +46,10 @@ const Finalizer = "mysql.dolphin.dev/finalizer"
 // secretNameIndex indexes clusters by the user-supplied Secrets they read (credentials, TLS).
 const secretNameIndex = "spec.credentials.secretName"
 
+// storeRefIndex indexes clusters by the MySQLBackupStores they name (spec.backup.storeRef,
+// spec.bootstrap.from.storeRef).
+const storeRefIndex = "spec.backup.storeRef.name"
+
 // MySQLClusterReconciler keeps the Kubernetes objects of every MySQLCluster in line with
 // its spec and reports their state in the status.
 type MySQLClusterReconciler struct {
@@ -423,6 +427,10 @@ func (r *MySQLClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		}); err != nil {
 		return fmt.Errorf("indexing MySQLClusters by credentials Secret: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &dolphinv1.MySQLCluster{}, storeRefIndex,
+		func(o client.Object) []string { return storeRefs(o.(*dolphinv1.MySQLCluster)) }); err != nil {
+		return fmt.Errorf("indexing MySQLClusters by MySQLBackupStore: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("mysqlcluster").
 		For(&dolphinv1.MySQLCluster{}).
@@ -435,6 +443,7 @@ func (r *MySQLClusterReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
 		Watches(&dolphinv1.MySQLBackup{}, handler.EnqueueRequestsFromMapFunc(backupToCluster)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secretToClusters)).
+		Watches(&dolphinv1.MySQLBackupStore{}, handler.EnqueueRequestsFromMapFunc(r.storeToClusters)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(claimToCluster)).
 		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.storageClassToClusters)).
 		WithOptions(opts).

@@ -102,11 +102,14 @@ func ensureStoreServer(ctx context.Context, sc storeClients, namespace, claim st
 // databases are fine): it is reported by an event and looked at again soon, and the backups
 // that need it wait with the same message.
 func (r *MySQLClusterReconciler) reconcileBackupStore(ctx context.Context, c *dolphinv1.MySQLCluster) error {
-	if c.Spec.Backup == nil || c.Spec.Backup.Store.PVC == nil {
+	spec, err := clusterStore(ctx, r.Client, c)
+	if err == nil && (spec == nil || spec.PVC == nil) {
 		return nil
 	}
-	_, err := ensureStoreServer(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c},
-		c.Namespace, c.Spec.Backup.Store.PVC.ClaimName)
+	if err == nil {
+		_, err = ensureStoreServer(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c},
+			c.Namespace, spec.PVC.ClaimName)
+	}
 	var ue *userError
 	switch {
 	case errors.As(err, &ue) && ue.Reason == "BackupStoreStarting":

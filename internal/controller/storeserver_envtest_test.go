@@ -26,7 +26,7 @@ func TestEnvtestPVCStoreServer(t *testing.T) {
 	ctx := context.Background()
 	f := newBackupFixture(t, false)
 	cl := getCluster(t, f.c, f.cluster)
-	cl.Spec.Backup = &dolphinv1.BackupSpec{Store: dolphinv1.BackupStore{PVC: &dolphinv1.PVCStore{ClaimName: "backups"}}}
+	cl.Spec.Backup = &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{PVC: &dolphinv1.PVCStore{ClaimName: "backups"}}}
 	if err := f.c.Update(ctx, cl); err != nil {
 		t.Fatal(err)
 	}

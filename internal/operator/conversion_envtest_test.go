@@ -167,7 +167,7 @@ func TestEnvtestConversionWebhook(t *testing.T) {
 	// v1alpha1 write reaches it converted, and is refused with the v1beta1 field's name.
 	bad := &dolphinv1alpha1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-schedule"},
 		Spec: dolphinv1alpha1.MySQLClusterSpec{Replicas: 1, Backup: &dolphinv1alpha1.BackupSpec{
-			Store:    dolphinv1alpha1.BackupStore{PVC: &dolphinv1alpha1.PVCStore{ClaimName: "backups"}},
+			Store:    &dolphinv1alpha1.BackupStore{PVC: &dolphinv1alpha1.PVCStore{ClaimName: "backups"}},
 			Schedule: &dolphinv1alpha1.BackupSchedule{Cron: "0 25 * * *"}}}}
 	err := c.Create(ctx, bad)
 	if err == nil || !strings.Contains(err.Error(), "denied the request") || !strings.Contains(err.Error(), "spec.backup.schedule") {

@@ -28,6 +28,9 @@ func Register(mgr ctrl.Manager, certs *CertManager, watchNamespace string) error
 	if err := ctrl.NewWebhookManagedBy(mgr, &dolphinv1.MySQLCluster{}).WithValidator(ClusterValidator{secrets: secrets}).Complete(); err != nil {
 		return fmt.Errorf("registering the MySQLCluster webhook: %w", err)
 	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &dolphinv1.MySQLBackupStore{}).WithValidator(BackupStoreValidator{Client: mgr.GetClient(), Namespace: watchNamespace}).Complete(); err != nil {
+		return fmt.Errorf("registering the MySQLBackupStore webhook: %w", err)
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Secret{}).WithValidator(SecretValidator{Client: mgr.GetClient(), Namespace: watchNamespace}).Complete(); err != nil {
 		return fmt.Errorf("registering the Secret webhook: %w", err)
 	}

@@ -126,8 +126,9 @@ func (v ClusterValidator) ValidateCreate(ctx context.Context, c *dolphinv1.MySQL
 	name, keys := clusterKeys(c)
 	warnings, err := v.secrets.check(ctx, c.Namespace, "spec.credentials.secretName", name, keys)
 	w, terr := v.certificate(ctx, c)
-	errs := append([]error{err, terr, schedule.CheckRetention(c.Spec.Backup, time.Now())}, schedule.Check(c.Spec.Backup)...)
-	return append(append(warnings, w...), retentionWarnings(c.Spec.Backup)...), errors.Join(errs...)
+	sw, serr := storeWarnings(ctx, v.secrets.reader, c)
+	errs := append([]error{err, terr, serr, schedule.CheckRetention(c.Spec.Backup, time.Now())}, schedule.Check(c.Spec.Backup)...)
+	return append(append(append(warnings, w...), sw...), retentionWarnings(c.Spec.Backup)...), errors.Join(errs...)
 }
 
 // retentionWarnings warns about a schedule without retention: every backup is then kept.
@@ -139,7 +140,8 @@ func retentionWarnings(b *dolphinv1.BackupSpec) admission.Warnings {
 }
 
 // ValidateUpdate implements admission.Validator: the credentials Secret's name is immutable;
-// a certificate Secret named now (or another one) is checked.
+// a certificate Secret named now (or another one) is checked, and a MySQLBackupStore newly
+// named is looked up.
 func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.MySQLCluster) (admission.Warnings, error) {
 	var errs []error
 	// Only what changed is checked, so that an object admitted before a check existed can
@@ -151,11 +153,16 @@ func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.
 		!equality.Semantic.DeepEqual(retentionOf(old.Spec.Backup), retentionOf(c.Spec.Backup)) {
 		errs = append(errs, schedule.CheckRetention(c.Spec.Backup, time.Now()))
 	}
+	var warnings admission.Warnings
+	if !slices.Equal(storeUses(old), storeUses(c)) {
+		w, err := storeWarnings(ctx, v.secrets.reader, c)
+		warnings, errs = w, append(errs, err)
+	}
 	if old.Spec.TLS == c.Spec.TLS {
-		return nil, errors.Join(errs...)
+		return warnings, errors.Join(errs...)
 	}
 	w, err := v.certificate(ctx, c)
-	return w, errors.Join(append(errs, err)...)
+	return append(warnings, w...), errors.Join(append(errs, err)...)
 }
 
 // retentionOf is a spec.backup's retention (nil when none).

@@ -290,7 +290,7 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 
 	// Schedules CEL lets through (five fields, @every) but that do not parse, or an unknown
 	// time zone: rejected with the field and what to write.
-	store := dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "https://s3.example", Bucket: "backups", CredentialsSecret: "s3"}}
+	store := &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "https://s3.example", Bucket: "backups", CredentialsSecret: "s3"}}
 	for i, tc := range []struct {
 		backup dolphinv1.BackupSpec
 		want   string

@@ -37,7 +37,7 @@ func TestLocalPVCBackupStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(c.DeepCopy())
-	c.Spec.Backup = &dolphinv1.BackupSpec{Store: dolphinv1.BackupStore{PVC: &dolphinv1.PVCStore{ClaimName: "backups"}}}
+	c.Spec.Backup = &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{PVC: &dolphinv1.PVCStore{ClaimName: "backups"}}}
 	if err := s.c.Patch(s.ctx, &c, patch); err != nil {
 		t.Fatal(err)
 	}

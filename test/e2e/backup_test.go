@@ -271,7 +271,7 @@ func (s *stack) setBackupStoreTo(key client.ObjectKey, endpoint, bucket string) 
 		s.t.Fatal(err)
 	}
 	patch := client.MergeFrom(c.DeepCopy())
-	c.Spec.Backup = &dolphinv1.BackupSpec{Store: dolphinv1.BackupStore{S3: &dolphinv1.S3Store{
+	c.Spec.Backup = &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{
 		Endpoint: endpoint, Bucket: bucket, Prefix: "e2e/", ForcePathStyle: true, CredentialsSecret: "s3"}}}
 	if err := s.c.Patch(s.ctx, &c, patch); err != nil {
 		s.t.Fatal(err)
