@@ -190,6 +190,14 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 		}), "retention.window must be at least 1h"},
 		{"bootstrap from both", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
 			From: &dolphinv1.BackupLocation{Store: &dolphinv1.BackupStore{S3: s3()}, Path: "a/"}}}, "bootstrap: set exactly one of backup"},
+		{"store and storeRef", withBackup(func(b *dolphinv1.BackupSpec) { b.StoreRef = &dolphinv1.BackupStoreReference{Name: "shared"} }),
+			"spec.backup: set exactly one of store"},
+		{"neither store nor storeRef", withBackup(func(b *dolphinv1.BackupSpec) { b.Store = nil }), "spec.backup: set exactly one of store"},
+		{"storeRef not a name", withBackup(func(b *dolphinv1.BackupSpec) { b.Store, b.StoreRef = nil, &dolphinv1.BackupStoreReference{Name: "My_Store"} }),
+			"storeRef.name must be the name of a MySQLBackupStore"},
+		{"bootstrap from store and storeRef", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{
+			From: &dolphinv1.BackupLocation{Store: &dolphinv1.BackupStore{S3: s3()}, StoreRef: &dolphinv1.BackupStoreReference{Name: "shared"}, Path: "a/"}}},
+			"bootstrap.from: set exactly one of store"},
 		{"bootstrap from nothing", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{}}, "bootstrap: set exactly one of backup"},
 		{"point in time with two targets", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "x"},
 			PointInTime: &dolphinv1.PointInTimeTarget{GTID: "0-1-5", Latest: true}}}, "pointInTime: set exactly one of time"},
@@ -213,6 +221,12 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 				t.Fatalf("create = %v, want Invalid with %q", err, tc.message)
 			}
 		})
+	}
+
+	// A MySQLBackupStore is checked like an inline store.
+	empty := &dolphinv1.MySQLBackupStore{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: ns}}
+	if err := c.Create(ctx, empty); err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "backup store: set exactly one of s3") {
+		t.Fatalf("creating a MySQLBackupStore without s3 or pvc = %v, want Invalid", err)
 	}
 
 	// Bootstrap cannot be added, removed or changed later; a MySQLBackup's spec cannot change.

@@ -21,7 +21,7 @@ var clusterScoped = map[string]bool{
 	"validatingwebhookconfigurations": true,
 	"mysqlusers":                      false, "mysqlusers/finalizers": false, "mysqlusers/status": false,
 	"mysqldatabases": false, "mysqldatabases/finalizers": false, "mysqldatabases/status": false,
-	"mysqlbackupstores": false,
+	"mysqlbackupstores":    false,
 	"poddisruptionbudgets": false,
 	"tokenreviews":         true, "subjectaccessreviews": true, "storageclasses": true,
 	"customresourcedefinitions": true, "customresourcedefinitions/status": true,

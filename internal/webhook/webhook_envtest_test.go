@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,6 +63,10 @@ func configuration(name string, port int) *admissionregistrationv1.ValidatingWeb
 				Rules: rule("mysql.dolphin.dev", "mysqlusers"), FailurePolicy: fail, SideEffects: none, AdmissionReviewVersions: []string{"v1"}, MatchConditions: notDeleting},
 			{Name: "mysqlclusters.mysql.dolphin.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url(MySQLClusterPath)},
 				Rules: rule("mysql.dolphin.dev", "mysqlclusters"), FailurePolicy: fail, SideEffects: none, AdmissionReviewVersions: []string{"v1"}, MatchConditions: notDeleting},
+			{Name: "mysqlbackupstores.mysql.dolphin.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url(MySQLBackupStorePath)},
+				Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"mysql.dolphin.dev"}, APIVersions: []string{"*"}, Resources: []string{"mysqlbackupstores"}}}},
+				FailurePolicy: ignore, SideEffects: none, AdmissionReviewVersions: []string{"v1"}},
 			{Name: "credential-secrets.mysql.dolphin.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: url(SecretPath)},
 				Rules: rule("", "secrets"), FailurePolicy: ignore, SideEffects: none, AdmissionReviewVersions: []string{"v1"},
 				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{resources.CredentialsLabel: "true"}}},
@@ -316,6 +323,8 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 		t.Errorf("an update to an unparseable schedule: %v", err)
 	}
 
+	backupStores(ctx, t, env.Config, scheme, apps)
+
 	// Renewal: past two thirds of the certificate's life a new one is issued under the same
 	// CA and served, and the webhook keeps answering.
 	var renewed *x509.Certificate
@@ -383,4 +392,72 @@ func TestEnvtestPasswordWebhook(t *testing.T) {
 		return nil
 	})
 	expectRejected("a weak password after the CA renewal", c.Create(ctx, user("weakling3", "weak")), "common password")
+}
+
+// warningLog collects the warnings the API server returns.
+type warningLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got = append(w.got, text)
+}
+
+func (w *warningLog) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	got := w.got
+	w.got = nil
+	return got
+}
+
+// backupStores checks the webhooks about MySQLBackupStores in namespace ns: a cluster naming
+// one that does not exist is admitted with a warning; a store a cluster names cannot be
+// deleted (the message names the cluster), and can once no cluster names it.
+func backupStores(ctx context.Context, t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, ns string) {
+	t.Helper()
+	warned := &warningLog{}
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.WarningHandler = warned
+	c, err := client.New(wcfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared-user"},
+		Spec: dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{StoreRef: &dolphinv1.BackupStoreReference{Name: "shared"}}}}
+	if err := c.Create(ctx, cl); err != nil {
+		t.Fatalf("a cluster naming a store that does not exist yet: %v, want it admitted", err)
+	}
+	if got := warned.take(); !slices.ContainsFunc(got, func(w string) bool {
+		return strings.Contains(w, `MySQLBackupStore "shared" named in spec.backup.storeRef does not exist yet`)
+	}) {
+		t.Errorf("warnings %q, want one about the missing MySQLBackupStore", got)
+	}
+	store := &dolphinv1.MySQLBackupStore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
+		Spec: dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "https://s3.example", Bucket: "backups", CredentialsSecret: "s3"}}}
+	if err := c.Create(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	cl.Spec.Backup.Schedule = &dolphinv1.BackupSchedule{Cron: "@daily"}
+	if err := c.Update(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if got := warned.take(); slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "does not exist") }) {
+		t.Errorf("warnings %q once the store exists", got)
+	}
+	err = c.Delete(ctx, store)
+	if err == nil || !strings.Contains(err.Error(), "MySQLBackupStore shared is still named by MySQLCluster shared-user (spec.backup.storeRef)") {
+		t.Fatalf("deleting a store a cluster names: %v, want it refused naming the cluster", err)
+	}
+	cl.Spec.Backup = nil
+	if err := c.Update(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	// The webhook reads clusters from the manager's cache: it sees the update soon after.
+	testenv.Eventually(t, 10*time.Second, "the store deleted once no cluster names it", func() error {
+		return c.Delete(ctx, store)
+	})
 }
