@@ -293,6 +293,8 @@ func TestEnvtestSamplesAreValid(t *testing.T) {
 			obj = &dolphinv1.MySQLUser{}
 		case "MySQLDatabase":
 			obj = &dolphinv1.MySQLDatabase{}
+		case "MySQLBackupStore":
+			obj = &dolphinv1.MySQLBackupStore{}
 		default:
 			t.Errorf("%s: kind %q has no case here", f, meta.Kind)
 			continue

@@ -19,10 +19,12 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
-// TestLocalPVCBackupStore: backups to a PersistentVolumeClaim (spec.backup.store.pvc) through
-// the store server Dolphin runs for the claim — taken under a writer, written to the claim's
-// volume with the manifest last, restored into a new cluster (row by row), checked by a
-// verification pod, and deleted with their objects.
+// TestLocalPVCBackupStore: backups to a PersistentVolumeClaim, described by a MySQLBackupStore
+// the cluster names (spec.backup.storeRef), through the store server Dolphin runs for the
+// claim — taken under a writer, written to the claim's volume with the manifest last, restored
+// into a new cluster from the store and the path (bootstrap.from.storeRef, row by row),
+// checked by a verification pod, and deleted with their objects; the store cannot be deleted
+// while the cluster names it.
 func TestLocalPVCBackupStore(t *testing.T) {
 	s := upStack(t)
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "backups"},
@@ -36,9 +38,15 @@ func TestLocalPVCBackupStore(t *testing.T) {
 	if err := s.c.Get(s.ctx, srcKey, &c); err != nil {
 		t.Fatal(err)
 	}
+	// The cluster names a MySQLBackupStore before it exists; creating it starts the store server.
 	patch := client.MergeFrom(c.DeepCopy())
-	c.Spec.Backup = &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{PVC: &dolphinv1.PVCStore{ClaimName: "backups"}}}
+	c.Spec.Backup = &dolphinv1.BackupSpec{StoreRef: &dolphinv1.BackupStoreReference{Name: "claim"}}
 	if err := s.c.Patch(s.ctx, &c, patch); err != nil {
+		t.Fatal(err)
+	}
+	store := &dolphinv1.MySQLBackupStore{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "claim"},
+		Spec: dolphinv1.BackupStore{PVC: &dolphinv1.PVCStore{ClaimName: "backups"}}}
+	if err := s.c.Create(s.ctx, store); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 120*time.Second, "the store server of the claim ready", func() error {
@@ -74,11 +82,18 @@ func TestLocalPVCBackupStore(t *testing.T) {
 		t.Fatalf("the manifest is not on the claim's volume: %v", err)
 	}
 
-	// Restore into a new cluster through the same store server.
+	// The store a cluster names cannot be deleted (the webhook the local stack registers from
+	// config/webhook, as a real install does).
+	if err := s.c.Delete(s.ctx, store); err == nil || !strings.Contains(err.Error(), "still named by MySQLCluster psrc (spec.backup.storeRef)") {
+		t.Fatalf("deleting the MySQLBackupStore psrc names: %v, want it refused", err)
+	}
+
+	// Restore into a new cluster through the same store server, from the store and the path.
 	dst := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "pdst"},
 		Spec: dolphinv1.MySQLClusterSpec{Instances: 1, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			MySQLConfig: c.Spec.MySQLConfig,
-			Bootstrap:   &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "pb1"}}}}
+			Bootstrap: &dolphinv1.BootstrapSpec{From: &dolphinv1.BackupLocation{
+				StoreRef: &dolphinv1.BackupStoreReference{Name: "claim"}, Path: b.Status.Path}}}}
 	if err := s.c.Create(s.ctx, dst); err != nil {
 		t.Fatal(err)
 	}
