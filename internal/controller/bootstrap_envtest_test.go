@@ -193,7 +193,9 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 		{"store and storeRef", withBackup(func(b *dolphinv1.BackupSpec) { b.StoreRef = &dolphinv1.BackupStoreReference{Name: "shared"} }),
 			"spec.backup: set exactly one of store"},
 		{"neither store nor storeRef", withBackup(func(b *dolphinv1.BackupSpec) { b.Store = nil }), "spec.backup: set exactly one of store"},
-		{"storeRef not a name", withBackup(func(b *dolphinv1.BackupSpec) { b.Store, b.StoreRef = nil, &dolphinv1.BackupStoreReference{Name: "My_Store"} }),
+		{"storeRef not a name", withBackup(func(b *dolphinv1.BackupSpec) {
+			b.Store, b.StoreRef = nil, &dolphinv1.BackupStoreReference{Name: "My_Store"}
+		}),
 			"storeRef.name must be the name of a MySQLBackupStore"},
 		{"bootstrap from store and storeRef", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{
 			From: &dolphinv1.BackupLocation{Store: &dolphinv1.BackupStore{S3: s3()}, StoreRef: &dolphinv1.BackupStoreReference{Name: "shared"}, Path: "a/"}}},
