@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -102,7 +103,7 @@ func TestEnvtestOperatorUpgradeKeepsThePodTemplate(t *testing.T) {
 	}
 	reconcileWith(key, resources.BuildOptions{AgentImage: "dolphin:v2"})
 	changed := sts(key)
-	if agentImage(changed) != "dolphin:v2" || !crashesOnStop(changed) || changed.Annotations[resources.TemplateGenerationAnnotation] != "2" {
+	if agentImage(changed) != "dolphin:v2" || !crashesOnStop(changed) || changed.Annotations[resources.TemplateGenerationAnnotation] != strconv.Itoa(resources.TemplateGeneration) {
 		t.Errorf("after a spec change that restarts the pods anyway: agent image %q, crash on stop %v, generation %q; want dolphin:v2, true, 2",
 			agentImage(changed), crashesOnStop(changed), changed.Annotations[resources.TemplateGenerationAnnotation])
 	}

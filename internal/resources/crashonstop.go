@@ -16,11 +16,35 @@ package resources
 //
 // How: the trap sends SIGKILL and notes the stop; a trapped signal interrupts `wait` (POSIX),
 // so after a stop the script waits again for the server's own status. A wait that finds the
-// server already collected (dash: the signal came after the server's own exit was collected)
-// answers 127 and keeps the status collected before. $pid is set before the trap can use it,
+// server already collected answers 127 (dash) or -1 (bash) and keeps the status collected
+// before. When every wait was interrupted, or bash collected the server's status while a trap
+// ran and lost it (its next wait answers -1), the status left is the interruption's (130,
+// 143) or none: the server died of the SIGKILL the trap sent, so the script reports 137. $pid is set before the trap can use it,
 // or the stop noted before the server started kills it at once. The script holds no "$(" (the
 // kubelet expands $(VAR) in a container's command).
-const crashOnStop = `pid= stop=
+const crashOnStop = `pid= stop= stopped=
+trap 'stop=1 stopped=1; [ -z "$pid" ] || kill -KILL "$pid" 2>/dev/null' TERM INT
+"$@" &
+pid=$!
+[ -z "$stop" ] || kill -KILL "$pid"
+wait "$pid"
+status=$?
+while [ -n "$stop" ]; do
+  stop=
+  wait "$pid"
+  s=$?
+  case $s in 127|-1) ;; *) status=$s ;; esac
+done
+if [ -n "$stopped" ]; then
+  case $status in 127|-1|130|143) status=137 ;; esac
+fi
+exit "$status"
+`
+
+// crashOnStopGeneration2 is crashOnStop as template generation 2 runs it, frozen: under
+// bash, a stop that interrupted the second wait could make it exit 255 (bash's wait answered
+// -1 for the server whose status it had already collected).
+const crashOnStopGeneration2 = `pid= stop=
 trap 'stop=1; [ -z "$pid" ] || kill -KILL "$pid" 2>/dev/null' TERM INT
 "$@" &
 pid=$!

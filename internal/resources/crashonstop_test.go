@@ -1,12 +1,14 @@
 package resources
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,6 +44,7 @@ func supervise(t *testing.T, shell, dir string, exit string) (*exec.Cmd, int) {
 		args = append([]string{"sh"}, args...)
 	}
 	cmd := exec.Command(shell, args...)
+	cmd.Stderr = &lockedBuffer{}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +120,7 @@ func TestCrashOnStopKillsTheServerAndKeepsItsStatus(t *testing.T) {
 					_ = cmd.Process.Signal(stop)
 				}
 				if got := exitStatus(t, cmd); got != 128+int(syscall.SIGKILL) {
-					t.Errorf("%v to the supervisor: it exits %d, want %d (the server's SIGKILL)", stop, got, 128+int(syscall.SIGKILL))
+					t.Errorf("%v to the supervisor: it exits %d, want %d (the server's SIGKILL); its stderr: %s", stop, got, 128+int(syscall.SIGKILL), cmd.Stderr)
 				}
 				if _, err := os.Stat(filepath.Join(dir, "cleanly")); err == nil {
 					t.Errorf("%v to the supervisor: the server shut down cleanly", stop)
@@ -137,4 +140,22 @@ func TestCrashOnStopKillsTheServerAndKeepsItsStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a supervisor's stderr, kept for a failure's message.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -307,12 +307,16 @@ func TestServerRollsBackItsTailOnlyWithReplicas(t *testing.T) {
 		c    *dolphinv1.MySQLCluster
 		want bool
 	}{{"mariadb, 3 instances", minimal(), true}, {"mariadb, tls", tls, true}, {"mariadb, 1 instance", single, false}, {"mysql, 5 instances", customised(), false}} {
-		for _, generation := range []int{generationInitial, generationCrashOnStop} {
+		for _, generation := range []int{generationInitial, generationCrashOnStop, generationCrashOnStopStatus} {
 			cmd := serverCommand(tc.c, generation)
 			if got := slices.Contains(cmd, "--init-rpl-role=SLAVE"); got != tc.want {
 				t.Errorf("%s, generation %d: command %v: --init-rpl-role=SLAVE present %v, want %v", tc.name, generation, cmd, got, tc.want)
 			}
-			supervised := slices.Equal(cmd[:min(len(cmd), 4)], []string{"/bin/sh", "-c", crashOnStop, "crash-on-stop"})
+			script := crashOnStop
+			if generation == generationCrashOnStop {
+				script = crashOnStopGeneration2
+			}
+			supervised := slices.Equal(cmd[:min(len(cmd), 4)], []string{"/bin/sh", "-c", script, "crash-on-stop"})
 			if want := tc.want && generation >= generationCrashOnStop; supervised != want {
 				t.Errorf("%s, generation %d: command %q: under crashOnStop %v, want %v", tc.name, generation, cmd, supervised, want)
 			}
@@ -321,7 +325,7 @@ func TestServerRollsBackItsTailOnlyWithReplicas(t *testing.T) {
 			}
 		}
 	}
-	if strings.Contains(crashOnStop, "$(") {
+	if strings.Contains(crashOnStop, "$(") || strings.Contains(crashOnStopGeneration2, "$(") {
 		t.Errorf("crashOnStop holds $(, which the kubelet would expand")
 	}
 }

@@ -223,8 +223,11 @@ func serverCommand(c *dolphinv1.MySQLCluster, generation int) []string {
 	if c.Spec.TLS.Enabled {
 		cmd = append(cmd, tlsArgs()...)
 	}
-	if rollsBack && generation >= generationCrashOnStop {
+	switch {
+	case rollsBack && generation >= generationCrashOnStopStatus:
 		cmd = append([]string{"/bin/sh", "-c", crashOnStop, "crash-on-stop"}, cmd...)
+	case rollsBack && generation >= generationCrashOnStop:
+		cmd = append([]string{"/bin/sh", "-c", crashOnStopGeneration2, "crash-on-stop"}, cmd...)
 	}
 	return cmd
 }

@@ -3,6 +3,7 @@ package resources
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -47,7 +48,7 @@ func templateJSON(t *testing.T, c *dolphinv1.MySQLCluster, o BuildOptions) strin
 func supervised(sts *appsv1.StatefulSet) bool {
 	for _, ctr := range sts.Spec.Template.Spec.Containers {
 		if ctr.Name == ContainerMySQLD {
-			return slices.Contains(ctr.Command, crashOnStop)
+			return slices.Contains(ctr.Command, crashOnStop) || slices.Contains(ctr.Command, crashOnStopGeneration2)
 		}
 	}
 	return false
@@ -63,9 +64,11 @@ func TestChooseBuildKeepsWhatThePodsRunAcrossOperatorUpgrades(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2, _ := SpecTemplateHash(c, generationCrashOnStop)
-	if h1 == h2 {
-		t.Fatalf("generations 1 and 2 of a 3-instance MariaDB cluster hash alike (%s)", h1)
+	hNewest, _ := SpecTemplateHash(c, TemplateGeneration)
+	if h1 == h2 || h2 == hNewest {
+		t.Fatalf("generations 1, 2 and %d of a 3-instance MariaDB cluster hash alike (%s, %s, %s)", TemplateGeneration, h1, h2, hNewest)
 	}
+	newestGeneration := strconv.Itoa(TemplateGeneration)
 	// What the previous release wrote: the generation-1 template, no generation annotation.
 	previous := liveStatefulSet(t, c, v1, map[string]string{SpecTemplateHashAnnotation: h1, AgentProtocolAnnotation: "1"})
 	if supervised(previous) {
@@ -83,8 +86,8 @@ func TestChooseBuildKeepsWhatThePodsRunAcrossOperatorUpgrades(t *testing.T) {
 
 	t.Run("a new StatefulSet gets the newest generation and the operator's image", func(t *testing.T) {
 		o, ann := choose(c, nil, v2)
-		if o != newest || ann[SpecTemplateHashAnnotation] != h2 || ann[TemplateGenerationAnnotation] != "2" || ann[AgentProtocolAnnotation] != "1" {
-			t.Errorf("got %+v %v; want %+v, hash %s, generation 2, protocol 1", o, ann, newest, h2)
+		if o != newest || ann[SpecTemplateHashAnnotation] != hNewest || ann[TemplateGenerationAnnotation] != newestGeneration || ann[AgentProtocolAnnotation] != "1" {
+			t.Errorf("got %+v %v; want %+v, hash %s, generation %s, protocol 1", o, ann, newest, hNewest, newestGeneration)
 		}
 	})
 	t.Run("an operator upgrade alone keeps the template byte for byte", func(t *testing.T) {
@@ -116,7 +119,7 @@ func TestChooseBuildKeepsWhatThePodsRunAcrossOperatorUpgrades(t *testing.T) {
 		changed.Spec.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}}
 		o, ann := choose(changed, previous, v2)
 		hc, _ := SpecTemplateHash(changed, TemplateGeneration)
-		if o != newest || ann[SpecTemplateHashAnnotation] != hc || ann[TemplateGenerationAnnotation] != "2" {
+		if o != newest || ann[SpecTemplateHashAnnotation] != hc || ann[TemplateGenerationAnnotation] != newestGeneration {
 			t.Errorf("got %+v %v; want %+v with hash %s", o, ann, newest, hc)
 		}
 		if !supervised(liveStatefulSet(t, changed, o, nil)) {
@@ -135,10 +138,10 @@ func TestChooseBuildKeepsWhatThePodsRunAcrossOperatorUpgrades(t *testing.T) {
 		}
 	})
 	t.Run("a generation this build cannot make: the newest", func(t *testing.T) {
-		for _, g := range []string{"3", "0", "two"} {
+		for _, g := range []string{strconv.Itoa(TemplateGeneration + 1), "0", "two"} {
 			future := previous.DeepCopy()
 			future.Annotations[TemplateGenerationAnnotation] = g
-			if o, ann := choose(c, future, v2); o != newest || ann[TemplateGenerationAnnotation] != "2" {
+			if o, ann := choose(c, future, v2); o != newest || ann[TemplateGenerationAnnotation] != newestGeneration {
 				t.Errorf("generation %q: %+v %v, want %+v", g, o, ann, newest)
 			}
 		}
@@ -146,8 +149,19 @@ func TestChooseBuildKeepsWhatThePodsRunAcrossOperatorUpgrades(t *testing.T) {
 	t.Run("the newest generation stays", func(t *testing.T) {
 		_, ann := choose(c, nil, BuildOptions{AgentImage: "dolphin:v2"})
 		current := liveStatefulSet(t, c, newest, ann)
-		if o, ann2 := choose(c, current, BuildOptions{AgentImage: "dolphin:v3"}); o.AgentImage != "dolphin:v2" || o.TemplateGeneration != 2 || ann2[SpecTemplateHashAnnotation] != h2 {
-			t.Errorf("got %+v %v; want dolphin:v2 at generation 2 kept", o, ann2)
+		if o, ann2 := choose(c, current, BuildOptions{AgentImage: "dolphin:v3"}); o.AgentImage != "dolphin:v2" || o.TemplateGeneration != TemplateGeneration || ann2[SpecTemplateHashAnnotation] != hNewest {
+			t.Errorf("got %+v %v; want dolphin:v2 at generation %d kept", o, ann2, TemplateGeneration)
+		}
+	})
+	t.Run("generation 2 is kept across an upgrade to a build with a newer one", func(t *testing.T) {
+		g2 := BuildOptions{AgentImage: "dolphin:v2", TemplateGeneration: generationCrashOnStop}
+		live := liveStatefulSet(t, c, g2, map[string]string{SpecTemplateHashAnnotation: h2, AgentProtocolAnnotation: "1", TemplateGenerationAnnotation: "2"})
+		o, ann := choose(c, live, BuildOptions{AgentImage: "dolphin:v3"})
+		if o.AgentImage != "dolphin:v2" || o.TemplateGeneration != generationCrashOnStop || ann[SpecTemplateHashAnnotation] != h2 {
+			t.Errorf("got %+v %v; want dolphin:v2 at generation 2 kept (no restart)", o, ann)
+		}
+		if got, want := templateJSON(t, c, o), templateJSON(t, c, g2); got != want {
+			t.Errorf("the kept generation-2 template differs from the live one:\n got %s\nwant %s", got, want)
 		}
 	})
 	t.Run("the agent image does not enter the hash", func(t *testing.T) {
@@ -180,6 +194,12 @@ func TestTemplateGenerationsAreFrozen(t *testing.T) {
 		// Generation 2 changes only multi-instance MariaDB clusters.
 		{"customised (mysql)", customised(), 2, "9e487a8b0ff48ffa"},
 		{"single instance", single, 2, "535588b9a90fd8da"},
+		{"minimal", minimal(), 2, "ebb65bb9665e26f2"},
+		{"restored", restored(), 2, "424e5501634c04e6"},
+		{"tls", tls, 2, "0117528ae99a75de"},
+		// Generation 3 changes only multi-instance MariaDB clusters too.
+		{"customised (mysql)", customised(), 3, "9e487a8b0ff48ffa"},
+		{"single instance", single, 3, "535588b9a90fd8da"},
 	} {
 		got, err := SpecTemplateHash(tc.c, tc.generation)
 		if err != nil {
