@@ -187,13 +187,16 @@ func (in *instance) StartReplication(ctx context.Context) error {
 }
 
 // StopReplicationIO implements Instance.
-// Against a hung or cut-off source, MariaDB's STOP of a semi-sync receiver took 2.0 s: the
-// receiver, as it ends, connects to its source to KILL its dump thread and waits for that
-// connection up to rpl_semi_sync_slave_kill_conn_timeout (5 s), until STOP's re-signal after
-// 2 s interrupts it. Measured on 10.11 (docs/design/0035): 2.0 s 3 times in 3; with the
-// timeout set to 1 s just before the STOP, 1.0 s 3 times in 3; an asynchronous receiver stops
-// in milliseconds. KILLs of the receiver thread, before or during the STOP, do not shorten
-// it; the receivers are still killed first, which ended some stops early in earlier runs.
+//
+// Against a hung or cut-off source, a semi-sync receiver ends by connecting to its source to
+// KILL its dump thread, and waits for that connection up to
+// rpl_semi_sync_slave_kill_conn_timeout (set to 1 s, its floor, just before: 0 means no
+// timeout). STOP SLAVE waits for the receiver to end, so it took 1.0 s — unless the signal
+// STOP sends the receiver as it begins (SIGUSR1, installed without SA_RESTART) arrives while
+// that connection waits, which fails it at once (EINTR): MariaDB 10.11 sql/slave.cc
+// terminate_slave_thread, sql/semisync_slave.cc kill_connection; docs/design/0035. So the
+// receivers are KILLed first (which shuts their socket to the source down at once: the fence
+// itself), given receiverEndGrace to reach that connection, and only then STOPped.
 func (in *instance) StopReplicationIO(ctx context.Context) error {
 	if len(in.d.beforeStopIO) > 0 {
 		if err := in.exec(ctx, in.db, sts(in.d.beforeStopIO...)...); err != nil {
@@ -201,32 +204,48 @@ func (in *instance) StopReplicationIO(ctx context.Context) error {
 		}
 	}
 	if in.d.receiverThreads != "" {
-		if err := in.killReceivers(ctx); err != nil {
+		killed, err := in.killReceivers(ctx)
+		if err != nil {
 			return err
+		}
+		if killed > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(receiverEndGrace):
+			}
 		}
 	}
 	return in.exec(ctx, in.db, st(in.d.stopReplicaIO))
 }
 
+// receiverEndGrace is the time a killed receiver is given to reach its last connection to the
+// source before STOP signals it (StopReplicationIO).
+const receiverEndGrace = 50 * time.Millisecond
+
 // killReceivers kills the replication receiver threads (an unknown thread, one that ended
-// meanwhile, is not an error).
-func (in *instance) killReceivers(ctx context.Context) error {
+// meanwhile, is not an error) and says how many it killed.
+func (in *instance) killReceivers(ctx context.Context) (int, error) {
 	rows, err := in.queryRows(ctx, in.d.receiverThreads)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	killed := 0
 	for _, r := range rows {
 		id, err := strconv.ParseInt(r["ID"], 10, 64)
 		if err != nil {
-			return fmt.Errorf("dbsql: receiver thread id %q: %w", r["ID"], err)
+			return killed, fmt.Errorf("dbsql: receiver thread id %q: %w", r["ID"], err)
 		}
 		err = in.exec(ctx, in.db, st(killConn, id))
 		var me *mysql.MySQLError
-		if err != nil && !(errors.As(err, &me) && me.Number == errUnknownThread) {
-			return err
+		switch {
+		case err == nil:
+			killed++
+		case !(errors.As(err, &me) && me.Number == errUnknownThread):
+			return killed, err
 		}
 	}
-	return nil
+	return killed, nil
 }
 
 // StopReplication implements Instance.
