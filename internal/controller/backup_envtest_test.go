@@ -123,10 +123,16 @@ type backupFixture struct {
 
 func newBackupFixture(t *testing.T, withSecret bool) *backupFixture {
 	t.Helper()
+	return newBackupFixtureWith(t, &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{
+		S3: &dolphinv1.S3Store{Endpoint: "http://127.0.0.1:1", Bucket: "backups", Prefix: "prod/", CredentialsSecret: "s3"}}}, withSecret)
+}
+
+// newBackupFixtureWith is newBackupFixture with the cluster's spec.backup given.
+func newBackupFixtureWith(t *testing.T, spec *dolphinv1.BackupSpec, withSecret bool) *backupFixture {
+	t.Helper()
 	c := directClient(t, nil)
 	ns := newNamespace(t)
-	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{
-		S3: &dolphinv1.S3Store{Endpoint: "http://127.0.0.1:1", Bucket: "backups", Prefix: "prod/", CredentialsSecret: "s3"}}}})
+	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Backup: spec})
 	if withSecret {
 		mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},
 			Data: map[string][]byte{S3AccessKeyIDKey: []byte("AKID"), S3SecretAccessKeyKey: []byte("sekrit\n")}})

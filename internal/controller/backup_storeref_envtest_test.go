@@ -14,7 +14,6 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
-	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // A cluster whose spec.backup names a MySQLBackupStore: its backups wait, saying so, until the
@@ -23,21 +22,8 @@ import (
 func TestEnvtestBackupThroughAStoreRef(t *testing.T) {
 	needEnvtest(t)
 	ctx := context.Background()
-	c := directClient(t, nil)
-	ns := newNamespace(t)
-	key := createCluster(t, c, ns, "db", dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{
-		StoreRef: &dolphinv1.BackupStoreReference{Name: "shared"}}})
-	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},
-		Data: map[string][]byte{S3AccessKeyIDKey: []byte("AKID"), S3SecretAccessKeyKey: []byte("sekrit")}})
-	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-credentials", Namespace: ns},
-		Data: map[string][]byte{resources.OperatorPasswordKey: []byte("op-pw")}})
-	dir, err := objectstore.NewDirectory(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &backupFixture{t: t, c: c, ns: ns, cluster: key, agent: &fakeAgent{}, store: &orderedStore{Store: dir}}
-	f.r = &MySQLBackupReconciler{Client: c, APIReader: c, Scheme: envScheme, Agents: f.agent,
-		OpenStore: func(context.Context, objectstore.Config) (objectstore.Store, error) { return f.store, nil }}
+	f := newBackupFixtureWith(t, &dolphinv1.BackupSpec{StoreRef: &dolphinv1.BackupStoreReference{Name: "shared"}}, true)
+	c, ns := f.c, f.ns
 	f.observeTopology()
 
 	bk := f.newBackup("first")
