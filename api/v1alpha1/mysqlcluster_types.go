@@ -463,6 +463,12 @@ type TopologyStatus struct {
 	// FailoverInProgress is set while a failover runs, so that a restarted operator resumes it.
 	// +optional
 	FailoverInProgress *FailoverProgress `json:"failoverInProgress,omitempty"`
+	// FailoverTail is what the last failover promoted that not every replica holds yet: a
+	// write the lost primary acknowledged may exist only on the new primary until the
+	// replicas fetch it, so a failover of the new primary in that window promotes only an
+	// instance holding it. Cleared once every other instance holds it.
+	// +optional
+	FailoverTail *FailoverTail `json:"failoverTail,omitempty"`
 	// SwitchoverInProgress is set from the moment a switchover is accepted until the new
 	// primary is writable or the switchover is refused, so that a restarted operator resumes it.
 	// +optional
@@ -523,6 +529,16 @@ type FailoverProgress struct {
 	// ReceivedBy is the candidate that had received it.
 	// +optional
 	ReceivedBy string `json:"receivedBy,omitempty"`
+}
+
+// FailoverTail is the GTID set a failover promoted with that not every replica holds yet.
+type FailoverTail struct {
+	// From is the primary the failover replaced.
+	From string `json:"from"`
+	// Received is the GTID set the promoted instance had received from it.
+	Received string `json:"received"`
+	// HeldBy is the instance promoted with it.
+	HeldBy string `json:"heldBy"`
 }
 
 // PromotionRecord describes one change of primary.

@@ -498,6 +498,12 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 			p.Failover.Received = g
 		}
 	}
+	if tl := t.FailoverTail; tl != nil {
+		// Parsed like the failover record; an unparsable one is lost the same way.
+		if g, err := dbsql.ParseGTID(dbsql.Flavor(c.Spec.Engine.Flavor), tl.Received); err == nil && !g.IsEmpty() {
+			p.Tail = &topology.FailoverTail{From: tl.From, Received: g, HeldBy: tl.HeldBy}
+		}
+	}
 	if sw := t.SwitchoverInProgress; sw != nil {
 		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced, From: sw.From}
 	}

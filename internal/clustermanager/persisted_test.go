@@ -46,6 +46,30 @@ func TestFailoverRecordSurvivesStatus(t *testing.T) {
 	}
 }
 
+// TestFailoverTailSurvivesStatus: what the last failover promoted that not every replica
+// holds yet is in status and comes back to a restarted operator, which still refuses to
+// promote an instance without it (docs/design/0039).
+func TestFailoverTailSurvivesStatus(t *testing.T) {
+	received, err := dbsql.ParseMariaDBGTID("0-1002-144988")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := &topology.FailoverTail{From: "db-2", Received: received, HeldBy: "db-0"}
+	st := topologyStatus(nil, topology.Report{Persisted: topology.Persisted{Primary: "db-0", Tail: tail}})
+	if st.FailoverTail == nil || st.FailoverTail.Received != "0-1002-144988" || st.FailoverTail.HeldBy != "db-0" || st.FailoverTail.From != "db-2" {
+		t.Fatalf("status.topology.failoverTail = %+v", st.FailoverTail)
+	}
+	c := &dolphinv1.MySQLCluster{Status: dolphinv1.MySQLClusterStatus{Topology: st}}
+	c.Spec.Engine.Flavor = dolphinv1.FlavorMariaDB
+	got := persisted(c).Tail
+	if got == nil || got.From != "db-2" || got.HeldBy != "db-0" || !got.Received.Equal(received) {
+		t.Fatalf("restored tail %+v, want %+v", got, *tail)
+	}
+	if st := topologyStatus(nil, topology.Report{Persisted: topology.Persisted{Primary: "db-0"}}); st.FailoverTail != nil {
+		t.Errorf("no tail, yet status has %+v", st.FailoverTail)
+	}
+}
+
 // TestSwitchoverRequestIDSurvivesStatus: the id of the last switchover request accepted by
 // annotation is in every status the engine writes and comes back to a restarted operator.
 func TestSwitchoverRequestIDSurvivesStatus(t *testing.T) {

@@ -157,7 +157,9 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 	case lost == "":
 		r.restartedForWaiting = ""
 	case lost != r.restartedForWaiting && r.restart == nil:
-		r.restart, r.restartedForWaiting = &pendingRestart{pod: lost, waiting: true}, lost
+		// A pod re-created since the loss (deleted by someone else) is starting with the
+		// writes already: it is spared.
+		r.restart, r.restartedForWaiting = &pendingRestart{pod: lost, waiting: true, lostSince: rep.PrimaryLostSince}, lost
 	}
 	pr := r.restart
 	if pr == nil {
@@ -435,6 +437,9 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 		if f.Received != nil {
 			t.FailoverInProgress.Received = f.Received.String()
 		}
+	}
+	if tl := rep.Persisted.Tail; tl != nil && tl.Received != nil {
+		t.FailoverTail = &dolphinv1.FailoverTail{From: tl.From, Received: tl.Received.String(), HeldBy: tl.HeldBy}
 	}
 	t.SwitchoverInProgress = switchoverStatus(rep.Persisted.Switchover)
 	for _, in := range rep.Instances {

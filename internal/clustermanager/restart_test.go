@@ -28,12 +28,18 @@ func TestRestartLostPrimarySparesAPodCreatedAfterTheLoss(t *testing.T) {
 		createdAgo  time.Duration
 		lostFor     time.Duration // the promotion's Duration
 		wantDeleted bool
+		// waiting: no promotion; a failover waits for the lost primary (RestartLostPrimary),
+		// lost for lostFor (0: this engine did not see it begin).
+		waiting bool
 	}{
-		{"the pod that was lost (created long before)", time.Hour, 5 * time.Second, true},
-		{"a pod re-created during the failover", 0, 5 * time.Second, false},
+		{"the pod that was lost (created long before)", time.Hour, 5 * time.Second, true, false},
+		{"a pod re-created during the failover", 0, 5 * time.Second, false, false},
 		// An engine that did not see the loss begin reports no credible duration: the pod
 		// is deleted, as it was before this rule (the safe side).
-		{"a pod re-created, loss time not credible", 0, time.Duration(math.MaxInt64), true},
+		{"a pod re-created, loss time not credible", 0, time.Duration(math.MaxInt64), true, false},
+		{"waiting: the pod that was lost", time.Hour, 5 * time.Second, true, true},
+		{"waiting: a pod re-created since the loss", 0, 5 * time.Second, false, true},
+		{"waiting: loss time unknown", 0, 0, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			scheme := runtime.NewScheme()
@@ -47,6 +53,12 @@ func TestRestartLostPrimarySparesAPodCreatedAfterTheLoss(t *testing.T) {
 			rep := topology.Report{
 				Promotion: &topology.Promotion{From: "db-0", To: "db-1", Duration: tc.lostFor},
 				Instances: []topology.InstanceView{{Name: "db-0"}}, // not reachable
+			}
+			if tc.waiting {
+				rep.Promotion, rep.Decision.RestartLostPrimary = nil, "db-0"
+				if tc.lostFor > 0 {
+					rep.PrimaryLostSince = time.Now().Add(-tc.lostFor)
+				}
 			}
 			if err := r.restartLostPrimary(context.Background(), rep); err != nil {
 				t.Fatal(err)

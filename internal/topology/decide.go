@@ -61,6 +61,9 @@ type Decision struct {
 	// fails (Failover is carried only when every step succeeded): the record of what the
 	// candidates received is never lost to a failed step.
 	FailoverOnStepError *FailoverProgress
+	// Tail is what the last failover promoted that not every replica holds yet, to carry
+	// into the next observation (nil when none).
+	Tail *FailoverTail
 	// RestartLostPrimary names the lost primary whose pod should be restarted: the failover
 	// waits for writes that no candidate left holds, and the lost primary, restarted, keeps
 	// every one it acknowledged.
@@ -84,6 +87,7 @@ type Decision struct {
 // Decide is a pure function from an observation to a decision.
 func Decide(v ClusterView) Decision {
 	d := decide(v)
+	d.Tail = settleTail(v, d)
 	// Run-time settings only when nothing else is to be done, so that a value the server
 	// refuses can never hold up a failover or a replica's repair; the refusal is the plan's
 	// error, reported like any other.
@@ -98,7 +102,7 @@ func Decide(v ClusterView) Decision {
 }
 
 func decide(v ClusterView) Decision {
-	d := Decision{Primary: v.Primary, Errant: maps.Clone(v.Errant), Failover: v.Failover, Switchover: v.Switchover}
+	d := Decision{Primary: v.Primary, Errant: maps.Clone(v.Errant), Failover: v.Failover, Switchover: v.Switchover, Tail: v.Tail}
 	if d.Errant == nil {
 		d.Errant = map[string]bool{}
 	}
@@ -206,7 +210,12 @@ func decideRestartedBehind(v ClusterView, d Decision, p InstanceView, ahead []st
 // adopt takes the writable instance `name` as the primary in place of the recorded one.
 func adopt(v ClusterView, d Decision, name string) Decision {
 	old := v.Primary
-	v.Primary, v.Failover, v.Switchover = name, nil, nil
+	if f := v.Failover; f != nil && !isEmpty(f.Received) {
+		// A failover promoted it and stopped before it was recorded: what its candidates
+		// had received stays guarded as if the promotion had been recorded.
+		d.Tail = &FailoverTail{From: f.From, Received: f.Received, HeldBy: f.ReceivedBy}
+	}
+	v.Primary, v.Failover, v.Switchover, v.Tail = name, nil, nil, d.Tail
 	d.Primary, d.Failover, d.PromotedFrom, d.Switchover = name, nil, old, nil
 	np, _ := v.instance(name)
 	out := decideHealthy(v, d, np)

@@ -50,7 +50,7 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	// What the candidates received is recorded before anything else, and kept when a step
 	// fails: a candidate lost after this observation may be the only one holding writes the
 	// lost primary acknowledged (docs/design/0039).
-	record := recordReceived(v.Failover, lost.Name, candidates)
+	record := recordReceived(v.Failover, v.Tail, lost.Name, candidates)
 	d.State = StateFailover
 	if len(candidates) == 0 {
 		d.State = StatePrimaryLost
@@ -59,8 +59,8 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 			// The failover had begun: the lost primary is the one place left that holds what
 			// the candidates received.
 			d.RestartLostPrimary = lost.Name
-			d.Message += fmt.Sprintf("; %s received up to %s from it, so Dolphin restarts %s, which keeps every write it acknowledged",
-				record.ReceivedBy, record.Received, lost.Name)
+			d.Message += fmt.Sprintf("; %s, so Dolphin restarts %s, which keeps every write it acknowledged",
+				heldBy(record, lost.Name), lost.Name)
 		}
 		return d
 	}
@@ -125,10 +125,14 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 		// was told committed and comes back as the primary (docs/design/0039).
 		d.State = StatePrimaryLost
 		d.RestartLostPrimary = lost.Name
-		d.Message = fmt.Sprintf("failover from %s waits: %s received up to %s from it, but the best candidate left, %s, has %s; "+
-			"promoting it could lose acknowledged writes, so Dolphin restarts %s (which keeps them) and waits for it or %s "+
+		waitsFor := lost.Name
+		if record.ReceivedBy != "" && record.ReceivedBy != lost.Name {
+			waitsFor += " or " + record.ReceivedBy
+		}
+		d.Message = fmt.Sprintf("failover from %s waits: %s, but the best candidate left, %s, has %s; "+
+			"promoting it could lose acknowledged writes, so Dolphin restarts %s (which keeps them) and waits for %s "+
 			"(to promote %s anyway and give them up, annotate the cluster with mysql.dolphin.dev/failover-accept-loss=%s)",
-			lost.Name, record.ReceivedBy, record.Received, best, received(b), lost.Name, record.ReceivedBy, best, lost.Name)
+			lost.Name, heldBy(record, lost.Name), best, received(b), lost.Name, waitsFor, best, lost.Name)
 		return d
 	}
 	// An interrupted promotion may have left its source side on, which would hold its
@@ -142,8 +146,10 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: c.Name, Source: best})
 		}
 	}
-	// A switchover pending on the lost primary is moot once another one is promoted.
+	// A switchover pending on the lost primary is moot once another one is promoted. What
+	// the promoted one received and the others did not is guarded until they fetch it.
 	d.Primary, d.PromotedFrom, d.Failover, d.Switchover = best, lost.Name, nil, nil
+	d.Tail = &FailoverTail{From: lost.Name, Received: received(b), HeldBy: best}
 	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best) + lossAccepted
 	return d
 }
@@ -153,15 +159,28 @@ func holds(set, want dbsql.GTIDSet) bool {
 	return isEmpty(want) || (set != nil && set.Contains(want))
 }
 
+// heldBy says who holds the writes a waiting failover must not give up.
+func heldBy(record *FailoverProgress, lost string) string {
+	if record.ReceivedBy == lost {
+		// The tail of the failover that promoted it (settleTail).
+		return fmt.Sprintf("%s was promoted with transactions up to %s that no replica had fetched from it yet", lost, record.Received)
+	}
+	return fmt.Sprintf("%s received up to %s from it", record.ReceivedBy, record.Received)
+}
+
 // recordReceived is the failover's progress with its record of the most received updated
 // from this observation: a candidate whose received set contains the record (and is more)
 // replaces it. The record only grows; a candidate that diverges from it leaves it as it is
-// (mostAdvanced refuses diverging candidates anyway). The progress is a new value, never
+// (mostAdvanced refuses diverging candidates anyway). A failover that begins while the last
+// one's tail is guarded starts its record from that tail. The progress is a new value, never
 // prev itself.
-func recordReceived(prev *FailoverProgress, from string, candidates []InstanceView) *FailoverProgress {
+func recordReceived(prev *FailoverProgress, tail *FailoverTail, from string, candidates []InstanceView) *FailoverProgress {
 	out := &FailoverProgress{From: from}
 	if prev != nil && prev.From == from {
 		out.Fenced, out.Received, out.ReceivedBy = prev.Fenced, prev.Received, prev.ReceivedBy
+	}
+	if out.Received == nil && tail != nil && !isEmpty(tail.Received) {
+		out.Received, out.ReceivedBy = tail.Received, tail.HeldBy
 	}
 	for _, c := range candidates {
 		s := received(c)
@@ -182,4 +201,23 @@ func received(in InstanceView) dbsql.GTIDSet {
 		return in.Status.Replica.Received
 	}
 	return in.Status.Executed
+}
+
+// settleTail is the failover tail to carry forward: nil once every instance but the primary
+// holds it (or the one that held it was found errant: the primary chose other writes), the
+// decision's otherwise. An instance that does not answer, or is being re-cloned, keeps it.
+func settleTail(v ClusterView, d Decision) *FailoverTail {
+	t := d.Tail
+	if t == nil || isEmpty(t.Received) || d.Errant[t.HeldBy] {
+		return nil
+	}
+	for _, in := range v.Instances {
+		if in.Name == d.Primary || d.Errant[in.Name] {
+			continue
+		}
+		if !in.Reachable() || in.Fresh || !holds(received(in), t.Received) {
+			return t
+		}
+	}
+	return nil
 }

@@ -132,7 +132,7 @@ func TestRecordReceived(t *testing.T) {
 			for _, b := range tc.candidates {
 				cands = append(cands, b.v)
 			}
-			got := recordReceived(tc.prev, "db-0", cands)
+			got := recordReceived(tc.prev, nil, "db-0", cands)
 			if got == tc.prev {
 				t.Fatal("the previous progress was returned itself, not a new value")
 			}
@@ -141,5 +141,129 @@ func TestRecordReceived(t *testing.T) {
 				t.Errorf("got %+v, want received %q by %q, fenced %v", got, tc.want, tc.by, tc.fenced)
 			}
 		})
+	}
+}
+
+// TestFailoverTailGuardsWhatThePromotedOneReceived follows the double fault a chaos round
+// found (docs/design/0039): the hung primary's last transaction reached one replica only; it
+// was promoted and lost before the other replica fetched that transaction from it. The next
+// failover must not promote the replica without it: it waits for the new primary, restarted,
+// as the first failover would have waited for the old one.
+func TestFailoverTailGuardsWhatThePromotedOneReceived(t *testing.T) {
+	// db-2 (the primary) is lost; fenced, db-0 received 0-1-12, db-1 0-1-11.
+	fenced := cluster("db-2",
+		inst(0).executed("0-1-10").replicaOf(2, "0-1-12").ioStopped(),
+		inst(1).executed("0-1-10").replicaOf(2, "0-1-11").ioStopped(),
+		inst(2).down())
+	fenced.PrimaryMisses = 5
+	fenced.Failover = &FailoverProgress{From: "db-2", Fenced: true, Received: gtid("0-1-12"), ReceivedBy: "db-0"}
+	promote := Decide(fenced)
+	if promote.Primary != "db-0" || !slices.Contains(steps(promote), "Replicate(db-1 from db-0)") {
+		t.Fatalf("promotion: %s primary %s %v (%s)", promote.State, promote.Primary, steps(promote), promote.Message)
+	}
+	wantTail := func(what string, tl *FailoverTail) {
+		t.Helper()
+		if tl == nil || tl.From != "db-2" || tl.HeldBy != "db-0" || !gtid("0-1-12").Equal(tl.Received) {
+			t.Fatalf("%s: tail %+v, want 0-1-12 held by db-0, from db-2", what, tl)
+		}
+	}
+	wantTail("promotion", promote.Tail)
+
+	// db-0 is the primary; db-1 has not fetched 0-1-12 yet; db-2 is being restarted.
+	behind := cluster("db-0", inst(0).executed("0-1-12").writable(),
+		inst(1).executed("0-1-11").replicaOf(0, "0-1-11"), inst(2).down())
+	behind.Tail = promote.Tail
+	wantTail("db-1 behind", Decide(behind).Tail)
+
+	// db-0 is lost now. db-1's receiver is silent: it is fenced, and the record starts from
+	// the tail.
+	lost := cluster("db-0", inst(0).down(),
+		inst(1).executed("0-1-11").replicaOf(0, "0-1-11").silent(2*ReceiverSilence), inst(2).down())
+	lost.PrimaryMisses, lost.Tail = 3, behind.Tail
+	fence := Decide(lost)
+	if fence.State != StateFailover || !slices.Equal(steps(fence), []string{"StopIO(db-1)"}) {
+		t.Fatalf("fence: %s %v (%s)", fence.State, steps(fence), fence.Message)
+	}
+	if f := fence.Failover; f == nil || f.From != "db-0" || f.ReceivedBy != "db-0" || !gtid("0-1-12").Equal(f.Received) {
+		t.Fatalf("fence: failover record %+v, want from db-0 with 0-1-12 held by db-0", f)
+	}
+
+	// Fenced: db-1 lacks 0-1-12. Not promoted; db-0 (which holds it) is restarted.
+	waiting := cluster("db-0", inst(0).down(),
+		inst(1).executed("0-1-11").replicaOf(0, "0-1-11").ioStopped(), inst(2).down())
+	waiting.PrimaryMisses, waiting.Tail, waiting.Failover = 5, fence.Tail, fence.Failover
+	waits := Decide(waiting)
+	if waits.State != StatePrimaryLost || waits.Primary != "db-0" || len(waits.Plan) != 0 || waits.RestartLostPrimary != "db-0" {
+		t.Fatalf("db-1 without the tail: %s primary %s plan %v restart %q (%s); want PrimaryLost, db-0 restarted",
+			waits.State, waits.Primary, steps(waits), waits.RestartLostPrimary, waits.Message)
+	}
+	for _, says := range []string{"db-0 was promoted with", "0-1-12", "db-1", "restarts db-0", "failover-accept-loss=db-0"} {
+		if !strings.Contains(waits.Message, says) {
+			t.Errorf("the waiting failover's message %q does not say %q", waits.Message, says)
+		}
+	}
+	// A user who gives the writes up gets db-1.
+	accepted := waiting
+	accepted.AcceptLossFrom = "db-0"
+	if d := Decide(accepted); d.Primary != "db-1" || !strings.Contains(d.Message, "giving up") {
+		t.Fatalf("loss accepted: %s primary %s (%s)", d.State, d.Primary, d.Message)
+	}
+
+	// Had db-1 fetched 0-1-12 before db-0 was lost, it is promoted.
+	caughtUp := cluster("db-0", inst(0).down(),
+		inst(1).executed("0-1-12").replicaOf(0, "0-1-12").ioStopped(), inst(2).down())
+	caughtUp.PrimaryMisses, caughtUp.Tail = 5, behind.Tail
+	caughtUp.Failover = &FailoverProgress{From: "db-0", Fenced: true, Received: gtid("0-1-12"), ReceivedBy: "db-0"}
+	if d := Decide(caughtUp); d.Primary != "db-1" || d.State != StateFailover {
+		t.Fatalf("db-1 caught up: %s primary %s (%s)", d.State, d.Primary, d.Message)
+	}
+
+	// The tail ends once every other instance holds it — not while one does not answer.
+	oneHolds := cluster("db-0", inst(0).executed("0-1-12").writable(),
+		inst(1).executed("0-1-12").replicaOf(0, "0-1-12"), inst(2).down())
+	oneHolds.Tail = behind.Tail
+	wantTail("db-2 not answering", Decide(oneHolds).Tail)
+	allHold := cluster("db-0", inst(0).executed("0-1-13").writable(),
+		inst(1).executed("0-1-12").replicaOf(0, "0-1-13"), inst(2).executed("0-1-12").replicaOf(0, "0-1-12"))
+	allHold.Tail = behind.Tail
+	if d := Decide(allHold); d.Tail != nil {
+		t.Errorf("every replica holds the tail, yet it is carried: %+v", d.Tail)
+	}
+	// An errant holder ends it too (the primary chose other writes).
+	errant := cluster("db-0", inst(0).executed("0-1-12").writable(),
+		inst(1).executed("0-1-12").replicaOf(0, "0-1-12").sqlError(errnoGTIDStrictOutOfOrder), inst(2).down())
+	errant.Tail = &FailoverTail{From: "db-2", Received: gtid("0-1-12"), HeldBy: "db-1"}
+	if d := Decide(errant); d.Tail != nil {
+		t.Errorf("the tail's holder is errant, yet it is carried: %+v", d.Tail)
+	}
+
+	// A promotion adopted without its record (operator stopped right after it) keeps the
+	// failover's record as the tail.
+	adopted := cluster("db-2", inst(0).executed("0-1-12").writable(),
+		inst(1).executed("0-1-11").replicaOf(2, "0-1-11").ioStopped(), inst(2).down())
+	adopted.Failover = fenced.Failover
+	if d := Decide(adopted); d.Primary != "db-0" {
+		t.Fatalf("adopt: %s primary %s (%s)", d.State, d.Primary, d.Message)
+	} else {
+		wantTail("adopted", d.Tail)
+	}
+}
+
+// TestRecordStartsFromTheTail: a failover that begins while the last one's tail is guarded
+// starts its record there; a record already running keeps its own.
+func TestRecordStartsFromTheTail(t *testing.T) {
+	tail := &FailoverTail{From: "db-2", Received: gtid("0-1-12"), HeldBy: "db-0"}
+	got := recordReceived(nil, tail, "db-0", []InstanceView{inst(1).replicaOf(0, "0-1-11").v})
+	if got.ReceivedBy != "db-0" || !gtid("0-1-12").Equal(got.Received) {
+		t.Errorf("new failover: %+v, want 0-1-12 by db-0", got)
+	}
+	got = recordReceived(nil, tail, "db-0", []InstanceView{inst(1).replicaOf(0, "0-1-14").v})
+	if got.ReceivedBy != "db-1" || !gtid("0-1-14").Equal(got.Received) {
+		t.Errorf("a candidate with more: %+v, want 0-1-14 by db-1", got)
+	}
+	prev := &FailoverProgress{From: "db-0", Fenced: true, Received: gtid("0-1-13"), ReceivedBy: "db-1"}
+	got = recordReceived(prev, tail, "db-0", nil)
+	if got.ReceivedBy != "db-1" || !gtid("0-1-13").Equal(got.Received) {
+		t.Errorf("running failover: %+v, want its own record 0-1-13 by db-1", got)
 	}
 }

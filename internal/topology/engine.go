@@ -91,6 +91,9 @@ type Persisted struct {
 	Primary  string
 	Errant   map[string]bool
 	Failover *FailoverProgress
+	// Tail is what the last failover promoted that not every replica holds yet (nil when
+	// none): persisted so that a restarted operator still refuses to promote less.
+	Tail *FailoverTail
 	// Switchover is the switchover requested and not finished yet (nil when none). It is
 	// persisted as soon as it is accepted, so that an operator restarted in the middle of it
 	// resumes it instead of leaving a fenced primary or a forgotten request.
@@ -129,6 +132,9 @@ type Report struct {
 	Roles map[string]Role
 	// CredentialsGeneration is the current credentials generation (Credentials.Generation).
 	CredentialsGeneration string
+	// PrimaryLostSince is when this engine first missed the primary it still records (zero
+	// while it answers).
+	PrimaryLostSince time.Time
 }
 
 // Promotion records a change of primary.
@@ -344,7 +350,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.mu.Lock()
 	view := ClusterView{
 		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant),
-		Failover: e.state.Failover, Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
+		Failover: e.state.Failover, Tail: e.state.Tail, Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
 		TLSRequired: e.cfg.TLSRequired,
 	}
@@ -382,7 +388,8 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.reloadCertificates(ctx, members, views)
 
 	e.mu.Lock()
-	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation}
+	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation,
+		PrimaryLostSince: lostSince}
 	e.state.Errant = d.Errant
 	if err == nil {
 		if d.PromotedFrom != "" && d.Primary != d.PromotedFrom {
@@ -394,7 +401,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 			rep.Promotion = &Promotion{From: d.PromotedFrom, To: d.Primary, Planned: planned, Duration: time.Since(start)}
 			e.misses, e.lostSince = 0, time.Time{}
 		}
-		e.state.Primary, e.state.Failover = d.Primary, d.Failover
+		e.state.Primary, e.state.Failover, e.state.Tail = d.Primary, d.Failover, d.Tail
 		if e.switchover == view.Switchover {
 			// Only carry the decision's switchover progress forward when no new request
 			// arrived during this cycle.

@@ -102,3 +102,71 @@ func doubleFault(t *testing.T) *harness {
 	t.Logf("waiting: %s", waits.Message)
 	return h
 }
+
+// TestServerFailoverOfTheNewPrimaryKeepsWhatOnlyItReceived reproduces the double fault a chaos
+// round found after the fix above: the hung primary's last write reached one replica only
+// (db-1); db-1 was promoted and lost before the other replica (db-2) fetched the write from
+// it. db-2 must not be promoted without it: the failover waits and asks for db-1's restart;
+// restarted, db-1 is the primary again, and every instance ends with the write.
+func TestServerFailoverOfTheNewPrimaryKeepsWhatOnlyItReceived(t *testing.T) {
+	h := newHarness(t, 3)
+	h.converge("three instances healthy", healthyWith("db-0"))
+	primary := h.sqlDB(0)
+	mustExec(t, primary, "CREATE DATABASE app")
+	mustExec(t, primary, "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+	h.waitSameRows("db-0", "db-1", "db-2")
+
+	// db-2 stops receiving, so the next write is acknowledged by db-1 alone; then db-2 hangs
+	// (it takes no part in the first failover) and so does the primary.
+	mustExec(t, h.sqlDB(2), "STOP SLAVE IO_THREAD")
+	mustExec(t, primary, "INSERT INTO app.rows VALUES (1, 'acknowledged')")
+	for _, i := range []int{2, 0} {
+		if err := syscall.Kill(h.db.Instances[i].PID(), syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	promoted := h.converge("db-1 promoted", func(d Decision) bool { return d.Primary == "db-1" })
+	if tl := promoted.Tail; tl == nil || tl.HeldBy != "db-1" || tl.From != "db-0" {
+		t.Fatalf("the promotion carries tail %+v, want the write held by db-1 from db-0", tl)
+	}
+
+	// db-1 is lost before db-2 fetched the write; db-2 resumes.
+	h.db.Instances[1].Kill(t)
+	if err := syscall.Kill(h.db.Instances[2].PID(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waits := h.converge("failover from db-1 waits for the write only db-1 holds", func(d Decision) bool {
+		return d.State == StatePrimaryLost && d.RestartLostPrimary == "db-1"
+	})
+	t.Logf("waiting: %s", waits.Message)
+	for range 5 {
+		d, _ := h.e.Cycle(t.Context())
+		if d.Primary != "db-1" || slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepPromote }) {
+			t.Fatalf("db-2 lacks the write: %s, primary %s (%s); want still waiting", d.State, d.Primary, d.Message)
+		}
+		time.Sleep(h.cfg.Interval)
+	}
+
+	// What the reporter does: db-1's pod restarted; db-0's (replaced while hung) too.
+	h.db.Instances[1].Start(t, "--init-rpl-role=SLAVE")
+	h.db.Instances[0].Kill(t)
+	h.db.Instances[0].Start(t, "--init-rpl-role=SLAVE")
+	healthy := h.converge("db-1 is the primary again, everyone replicating", healthyWith("db-1"))
+	h.waitSameRows("db-0", "db-1", "db-2")
+	var v string
+	if err := h.pool(2).QueryRow("SELECT v FROM app.rows WHERE id = 1").Scan(&v); err != nil {
+		t.Fatalf("the acknowledged write on db-2: %v", err)
+	}
+	if healthy.Tail != nil {
+		// Every instance holds it now.
+		d, _ := h.e.Cycle(t.Context())
+		if d.Tail != nil {
+			t.Errorf("every instance holds the write, yet the tail is kept: %+v", d.Tail)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.promotions) != 1 {
+		t.Errorf("promotions %+v, want only db-0 -> db-1", h.promotions)
+	}
+}

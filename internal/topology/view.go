@@ -77,6 +77,22 @@ type FailoverProgress struct {
 	ReceivedBy string        `json:"-"`
 }
 
+// FailoverTail is what a failover promoted that the other replicas may not hold yet: the
+// transactions the lost primary sent, up to the most any candidate had received, which the
+// promoted instance applied. A write the lost primary acknowledged may exist only on the new
+// primary until every replica has fetched it, so a failover of the new primary in that window
+// promotes only a candidate holding it, as the failover that promoted it did (restarting the
+// lost one and waiting otherwise). It ends once every other instance holds it
+// (docs/design/0039).
+type FailoverTail struct {
+	// From is the primary the failover replaced.
+	From string
+	// Received is the transactions that must not be given up.
+	Received dbsql.GTIDSet
+	// HeldBy is the instance promoted with them.
+	HeldBy string
+}
+
 // SwitchoverRequest asks for a planned change of primary.
 type SwitchoverRequest struct {
 	// To is the instance to promote; empty lets Dolphin choose the most advanced replica.
@@ -104,6 +120,9 @@ type ClusterView struct {
 	Failover *FailoverProgress
 	// Switchover is a pending planned switchover, nil otherwise.
 	Switchover *SwitchoverRequest
+	// Tail is what the last failover promoted that not every replica holds yet, nil
+	// otherwise.
+	Tail *FailoverTail
 	// AcceptLossFrom names the lost primary whose waiting failover may promote a candidate
 	// holding less than was received (Engine.AcceptFailoverLoss): a user chose a primary over
 	// the writes only the lost primary still holds.
