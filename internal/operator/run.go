@@ -18,7 +18,6 @@ import (
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -26,6 +25,7 @@ import (
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/clustermanager"
 	"github.com/dolphin-operator/dolphin/internal/controller"
+	"github.com/dolphin-operator/dolphin/internal/metricsauth"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/storagemigration"
 	"github.com/dolphin-operator/dolphin/internal/webhook"
@@ -242,7 +242,9 @@ func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) ct
 		GracefulShutdownTimeout:       &shutdown,
 	}
 	if opts.MetricsSecure {
-		mo.Metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		// TokenReview + SubjectAccessReview, as controller-runtime's metrics/filters does,
+		// without linking k8s.io/apiserver (docs/design/0037).
+		mo.Metrics.FilterProvider = metricsauth.WithAuthenticationAndAuthorization
 	}
 	// The cache holds only Dolphin's own objects of the kinds it watches; see
 	// controller.CacheByObject. It keeps their managedFields: the reconciler skips an apply
