@@ -87,6 +87,11 @@ func TestMariaDBServer(t *testing.T) {
 	if !errors.Is(err, ErrWaitTimeout) {
 		t.Errorf("waiting for a position never reached: %v, want ErrWaitTimeout", err)
 	}
+	// MASTER_GTID_WAIT watches gtid_slave_pos: a server waiting for its own writes waits out
+	// the timeout (why a failover never waits on a candidate that is no replica).
+	if err := op[0].WaitForGTID(ctx, st0.Executed, 300*time.Millisecond); !errors.Is(err, ErrWaitTimeout) {
+		t.Errorf("the primary waiting for its own writes: %v, want ErrWaitTimeout (MASTER_GTID_WAIT watches gtid_slave_pos)", err)
+	}
 
 	// KillConnections: clients go, replication and excepted users stay.
 	spared := plainOperatorConn(ctx, t, srv[0])

@@ -138,9 +138,15 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	// An interrupted promotion may have left its source side on, which would hold its
 	// applier for the semi-sync timeout.
 	d.Plan = append(d.Plan, semiSyncSourceOff(b)...)
-	d.Plan = append(d.Plan,
-		Step{Kind: StepWaitApplied, Instance: best, GTID: received(b)},
-		Step{Kind: StepPromote, Instance: best, SemiSync: len(v.Instances) > 1})
+	if b.Status.Replica != nil {
+		// A replica applies what it received first. An instance that is no replica (its
+		// replication reset by an interrupted promotion, or the primary lost before this
+		// one, restarted) holds its executed set: nothing to wait for — and MariaDB's wait
+		// would watch gtid_slave_pos, which lacks the instance's own writes, until it times
+		// out (a 60 s outage in a chaos round, 2026-12-04).
+		d.Plan = append(d.Plan, Step{Kind: StepWaitApplied, Instance: best, GTID: received(b)})
+	}
+	d.Plan = append(d.Plan, Step{Kind: StepPromote, Instance: best, SemiSync: len(v.Instances) > 1})
 	for _, c := range candidates {
 		if c.Name != best {
 			d.Plan = append(d.Plan, Step{Kind: StepReplicate, Instance: c.Name, Source: best})

@@ -290,7 +290,15 @@ func TestDecide(t *testing.T) {
 				v.PrimaryMisses, v.Failover = 5, &FailoverProgress{From: "db-0", Fenced: true}
 				return v
 			},
-			StateFailover, "db-1", []string{"WaitApplied(db-1 gtid 0-1-10)", "Promote(db-1 semisync=true)", "Replicate(db-2 from db-1)"}, nil},
+			StateFailover, "db-1", []string{"Promote(db-1 semisync=true)", "Replicate(db-2 from db-1)"}, nil},
+		{"the primary lost before, restarted (no replica, read-only), holds the most: promoted without a wait for what it wrote itself",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-1-9").replicaOf(0, "0-1-9").ioStopped(),
+					inst(2).serverID(3).executed("0-3-12"))
+				v.PrimaryMisses, v.Failover = 5, &FailoverProgress{From: "db-0", Fenced: true}
+				return v
+			},
+			StateFailover, "db-2", []string{"Promote(db-2 semisync=true)", "Replicate(db-1 from db-2)"}, nil},
 		{"stale record: the old primary came back read-only while another took over",
 			func() ClusterView {
 				return cluster("db-0", inst(0).executed("0-1-10"), inst(1).writable().executed("0-2-15"), inst(2).executed("0-2-15").replicaOf(1, "0-2-15"))
