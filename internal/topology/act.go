@@ -11,6 +11,9 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
 
+// slowStep is how long a step may take before it is logged at the default level.
+const slowStep = time.Second
+
 // act runs a plan step by step and stops at the first failure. Every step is idempotent,
 // so the next cycle can simply decide again and repeat what is still needed.
 func (e *Engine) act(ctx context.Context, members []Member, d Decision) error {
@@ -37,11 +40,17 @@ func (e *Engine) act(ctx context.Context, members []Member, d Decision) error {
 					errs[k] = fmt.Errorf("step %s: unknown instance", s)
 					return
 				}
+				began := time.Now()
 				if err := e.run(ctx, byName, m, s); err != nil {
 					errs[k] = fmt.Errorf("step %s: %w", s, err)
 					return
 				}
-				e.cfg.Log.V(1).Info("step done", "step", s.String())
+				if took := time.Since(began); took >= slowStep {
+					// A slow step is where an outage goes: said at the default level.
+					e.cfg.Log.Info("slow step", "step", s.String(), "ms", took.Milliseconds())
+				} else {
+					e.cfg.Log.V(1).Info("step done", "step", s.String())
+				}
 			})
 		}
 		wg.Wait()

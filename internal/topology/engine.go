@@ -425,7 +425,12 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	}
 	if view.PrimaryMisses > 0 || len(d.Plan) > 0 {
 		// Where a failover's time goes, step by step (docs/design/0035).
-		e.cfg.Log.V(1).Info("topology cycle", "state", d.State, "primaryMisses", view.PrimaryMisses,
+		// Promotions, and cycles slower than a step may be, at the default level.
+		log := e.cfg.Log.V(1)
+		if d.PromotedFrom != "" || time.Since(started) >= slowStep {
+			log = e.cfg.Log.V(0)
+		}
+		log.Info("topology cycle", "state", d.State, "primaryMisses", view.PrimaryMisses,
 			"observeMs", observed.Sub(started).Milliseconds(), "actMs", acted.Sub(observed).Milliseconds(),
 			"reportMs", time.Since(acted).Milliseconds(), "plan", len(d.Plan))
 	}
