@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"database/sql"
 	"slices"
 	"syscall"
 	"testing"
@@ -65,12 +66,7 @@ func TestServerFailoverLossAcceptedPromotesTheBestLeft(t *testing.T) {
 // and db-1 stops applying, so the next write is acknowledged by db-1 alone; db-0 hangs, the
 // failover fences the replicas, then db-1 dies and comes back without its relay log.
 func doubleFault(t *testing.T) *harness {
-	h := newHarness(t, 3)
-	h.converge("three instances healthy", healthyWith("db-0"))
-	primary := h.sqlDB(0)
-	mustExec(t, primary, "CREATE DATABASE app")
-	mustExec(t, primary, "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
-	h.waitSameRows("db-0", "db-1", "db-2")
+	h, primary := threeWithAppTable(t)
 
 	mustExec(t, h.sqlDB(2), "STOP SLAVE IO_THREAD")
 	mustExec(t, h.sqlDB(1), "STOP SLAVE SQL_THREAD")
@@ -109,12 +105,7 @@ func doubleFault(t *testing.T) *harness {
 // it. db-2 must not be promoted without it: the failover waits and asks for db-1's restart;
 // restarted, db-1 is the primary again, and every instance ends with the write.
 func TestServerFailoverOfTheNewPrimaryKeepsWhatOnlyItReceived(t *testing.T) {
-	h := newHarness(t, 3)
-	h.converge("three instances healthy", healthyWith("db-0"))
-	primary := h.sqlDB(0)
-	mustExec(t, primary, "CREATE DATABASE app")
-	mustExec(t, primary, "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
-	h.waitSameRows("db-0", "db-1", "db-2")
+	h, primary := threeWithAppTable(t)
 
 	// db-2 stops receiving, so the next write is acknowledged by db-1 alone; then db-2 hangs
 	// (it takes no part in the first failover) and so does the primary.
@@ -169,4 +160,17 @@ func TestServerFailoverOfTheNewPrimaryKeepsWhatOnlyItReceived(t *testing.T) {
 	if len(h.promotions) != 1 {
 		t.Errorf("promotions %+v, want only db-0 -> db-1", h.promotions)
 	}
+}
+
+// threeWithAppTable starts three real servers, healthy with db-0 the primary, and an
+// application table every instance has; it returns a client of the primary.
+func threeWithAppTable(t *testing.T) (*harness, *sql.DB) {
+	t.Helper()
+	h := newHarness(t, 3)
+	h.converge("three instances healthy", healthyWith("db-0"))
+	primary := h.sqlDB(0)
+	mustExec(t, primary, "CREATE DATABASE app")
+	mustExec(t, primary, "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
+	h.waitSameRows("db-0", "db-1", "db-2")
+	return h, primary
 }
