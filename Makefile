@@ -39,8 +39,9 @@ vet: ## go vet + gofmt check.
 	$(GO) vet ./...
 
 .PHONY: build
-build: ## Build bin/dolphin.
+build: ## Build bin/dolphin (every role) and bin/dolphin-operator (the operator alone, what a real install runs).
 	$(GO) build -o bin/dolphin ./cmd/dolphin
+	$(GO) build -o bin/dolphin-operator ./cmd/dolphin-operator
 
 .PHONY: control-plane
 control-plane: ## Build (once, cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 func TestAgentCmdRequiresFiles(t *testing.T) {
@@ -39,7 +40,7 @@ func TestAgentCmdServes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 
 	root := newRootCmd()
 	var out bytes.Buffer

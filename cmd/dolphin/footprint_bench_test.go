@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/operator"
@@ -189,12 +188,12 @@ func waitQuiet(t *testing.T, op benchOperator) {
 	}
 }
 
-// startDolphin builds this binary and runs `dolphin operator` on a control plane of its own
-// with Dolphin's CRDs.
+// startDolphin builds the binary a real install runs, dolphin-operator (0041), and runs it on
+// a control plane of its own with Dolphin's CRDs.
 func startDolphin(t *testing.T) benchOperator {
-	bin := filepath.Join(t.TempDir(), "dolphin")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building dolphin: %v\n%s", err, out)
+	bin := filepath.Join(t.TempDir(), "dolphin-operator")
+	if out, err := exec.Command("go", "build", "-o", bin, "../dolphin-operator").CombinedOutput(); err != nil {
+		t.Fatalf("building dolphin-operator: %v\n%s", err, out)
 	}
 	tenv := testenv.StartForTest(t)
 	scheme, err := operator.NewScheme()
@@ -202,8 +201,8 @@ func startDolphin(t *testing.T) benchOperator {
 		t.Fatal(err)
 	}
 	c := benchClient(t, tenv, scheme, footprintNamespace)
-	args := []string{"operator", "--kubeconfig=" + adminKubeconfig(t, tenv.Environment), "--leader-elect=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=" + freeAddr(t)}
+	args := []string{"--kubeconfig=" + tenv.AdminKubeconfig(t), "--leader-elect=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=" + testenv.FreeAddr(t)}
 	if addr := os.Getenv("DOLPHIN_BENCH_FOOTPRINT_PPROF"); addr != "" {
 		args = append(args, "--pprof-bind-address="+addr)
 	}
@@ -233,24 +232,6 @@ func benchClient(t *testing.T, tenv *testenv.Env, scheme *runtime.Scheme, namesp
 		}
 	}
 	return c
-}
-
-// adminKubeconfig writes a kubeconfig of a system:masters user of env and returns its path.
-func adminKubeconfig(t *testing.T, env *envtest.Environment) string {
-	t.Helper()
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // startBenchProcess starts cmd, kills it when the test ends (showing its output's tail if the

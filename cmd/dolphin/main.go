@@ -1,6 +1,8 @@
-// Command dolphin is the single Dolphin binary. Each role is a subcommand: `operator` runs
-// the Kubernetes operator; `version` prints build information. The root stays thin: a
-// subcommand lives in its own file and hands its flags to a package under internal/.
+// Command dolphin is the Dolphin binary with every role as a subcommand: `agent` (copied into
+// every database pod), `local`, `restore`, `seed`, `operator` (also built alone as
+// cmd/dolphin-operator, which a real install runs because it is smaller), `version`… The root
+// stays thin: a subcommand lives in its own file (or internal/cli when both binaries offer it)
+// and hands its flags to a package under internal/.
 package main
 
 import (
@@ -9,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/dolphin-operator/dolphin/internal/cli"
 )
 
 func main() {
@@ -29,6 +33,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newOperatorCmd(), newLocalCmd(), newAgentCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(), newStoreServerCmd(), newBinlogArchiveCmd(), newMigrateStorageCmd())
+	root.AddCommand(cli.NewVersionCmd("dolphin"), cli.NewOperatorCmd("operator"), newLocalCmd(), newAgentCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(), newStoreServerCmd(), newBinlogArchiveCmd(), newMigrateStorageCmd())
 	return root
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/restore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestServerSeedCmdClone runs the real `dolphin seed` (this test binary as dolphin, see
@@ -73,7 +74,7 @@ func TestServerSeedCmdClone(t *testing.T) {
 	}
 	defer os.RemoveAll(tmp)
 	const opPw, rootPw = `op'pw\`, `root"pw'\`
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	dolphin := func(ctx context.Context) (*exec.Cmd, *lockedBuffer) {
 		args := append([]string{"seed"}, pki.serverArgs(addr)...)
 		cmd := exec.CommandContext(ctx, os.Args[0], append(args, "--datadir", dst.DataDir,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/restore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // seedPKI is the agent Secret's files of a cluster "db" in "ns", in a folder.
@@ -172,7 +173,7 @@ func installScript(t *testing.T, data string, code int) string {
 
 func TestSeedCmdEmpty(t *testing.T) {
 	pki := writeSeedPKI(t)
-	data, addr := t.TempDir(), freeAddr(t)
+	data, addr := t.TempDir(), testenv.FreeAddr(t)
 	t.Setenv(envOperatorUser, "op-from-env")
 	// Leftovers of a failed clone are removed before the install script runs.
 	if err := os.WriteFile(filepath.Join(data, "ibdata1"), []byte("half a clone"), 0o640); err != nil {
@@ -235,7 +236,7 @@ func TestSeedCmdEmpty(t *testing.T) {
 
 func TestSeedCmdFailureEndsWithOneLine(t *testing.T) {
 	pki := writeSeedPKI(t)
-	data, addr := t.TempDir(), freeAddr(t)
+	data, addr := t.TempDir(), testenv.FreeAddr(t)
 	c := pki.client(t, addr, pki.token)
 	r := startSeed(t, c, append(pki.serverArgs(addr), "--datadir", data, "--install-script", installScript(t, data, 3))...)
 	// Backup: this instance has no --path.
@@ -264,12 +265,12 @@ func TestSeedCmdFailureEndsWithOneLine(t *testing.T) {
 // of the server flags are used, and an unreachable peer fails the instruction.
 func TestSeedCmdCloneUnreachablePeer(t *testing.T) {
 	pki := writeSeedPKI(t)
-	data, addr := t.TempDir(), freeAddr(t)
+	data, addr := t.TempDir(), testenv.FreeAddr(t)
 	c := pki.client(t, addr, pki.token)
 	t.Setenv(envOperatorPassword, "op-pw")
 	t.Setenv(envRootPassword, "root-pw")
 	r := startSeed(t, c, append(pki.serverArgs(addr), "--datadir", data, "--defaults-file", "/nonexistent/my.cnf")...)
-	peer := freeAddr(t) // nothing listens there
+	peer := testenv.FreeAddr(t) // nothing listens there
 	if _, err := c.Seed(t.Context(), agent.SeedRequest{Mode: agent.SeedModeClone,
 		Clone: &agent.SeedClone{URL: "https://" + peer, ServerName: agent.AgentServerName("db", "ns")}, SourceDB: agent.DBConn{User: "u"}}); err != nil {
 		t.Fatal(err)

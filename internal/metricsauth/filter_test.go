@@ -14,7 +14,7 @@ import (
 
 // fakeReviewer knows two tokens: "scraper" (may get /metrics) and "nobody" (may not). It
 // counts the reviews, so that caching shows. The real API server's answers are covered by
-// cmd/dolphin's TestEnvtestOperatorBinary (401, 403 and 200 through the operator binary).
+// cmd/dolphin-operator's TestEnvtestOperatorBinary (401, 403 and 200 through the operator binary).
 type fakeReviewer struct {
 	authn, authz int
 	fail         error

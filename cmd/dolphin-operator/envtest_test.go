@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,13 +17,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
-// runMainEnv makes the test binary act as the dolphin binary (see TestMain), so the envtest
-// test below runs the real main with its signal handling, without building anything.
+// runMainEnv makes the test binary act as the dolphin-operator binary (see TestMain), so the
+// envtest test below runs the real main with its signal handling, without building anything.
 const runMainEnv = "DOLPHIN_TEST_RUN_MAIN"
 
 func TestMain(m *testing.M) {
@@ -34,17 +31,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // serviceAccountToken creates a ServiceAccount in default and returns a token for it.
@@ -62,24 +48,13 @@ func serviceAccountToken(t *testing.T, cs kubernetes.Interface, name string) str
 	return tr.Status.Token
 }
 
-// TestEnvtestOperatorBinary runs `dolphin operator` as a process against a real API server:
-// probes answer, metrics are served over HTTPS only to callers allowed to GET /metrics, and
-// SIGTERM makes the process exit 0.
+// TestEnvtestOperatorBinary runs `dolphin-operator` (what a real install runs) as a process
+// against a real API server: probes answer, metrics are served over HTTPS only to callers
+// allowed to GET /metrics, and SIGTERM makes the process exit 0.
 func TestEnvtestOperatorBinary(t *testing.T) {
 	tenv := testenv.StartForTest(t)
-	env, cfg := tenv.Environment, tenv.Config
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := tenv.Config
+	kubeconfigPath := tenv.AdminKubeconfig(t)
 
 	// A scraper allowed to GET /metrics, and a ServiceAccount without that right.
 	cs := kubernetes.NewForConfigOrDie(cfg)
@@ -101,15 +76,15 @@ func TestEnvtestOperatorBinary(t *testing.T) {
 	}
 	scraper, nobody := serviceAccountToken(t, cs, "scraper"), serviceAccountToken(t, cs, "nobody")
 
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, probeAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	var logs strings.Builder
-	cmd := exec.Command(os.Args[0], "operator", "--kubeconfig="+kubeconfigPath,
+	cmd := exec.Command(os.Args[0], "--kubeconfig="+kubeconfigPath,
 		"--leader-election-namespace=default", "--graceful-shutdown-timeout=10s",
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting dolphin operator: %v", err)
+		t.Fatalf("starting dolphin-operator: %v", err)
 	}
 	var waitErr error
 	waited := make(chan struct{})
@@ -118,7 +93,7 @@ func TestEnvtestOperatorBinary(t *testing.T) {
 		_ = cmd.Process.Kill() // no-op once it has exited
 		<-waited               // output is complete only then
 		if t.Failed() {
-			t.Logf("dolphin operator output:\n%s", logs.String())
+			t.Logf("dolphin-operator output:\n%s", logs.String())
 		}
 	})
 
@@ -182,9 +157,9 @@ func TestEnvtestOperatorBinary(t *testing.T) {
 	select {
 	case <-waited:
 		if waitErr != nil {
-			t.Errorf("dolphin operator exited with %v after SIGTERM, want 0", waitErr)
+			t.Errorf("dolphin-operator exited with %v after SIGTERM, want 0", waitErr)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("dolphin operator did not exit within 15s of SIGTERM")
+		t.Fatal("dolphin-operator did not exit within 15s of SIGTERM")
 	}
 }

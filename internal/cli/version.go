@@ -1,0 +1,39 @@
+// Package cli holds the subcommands that both Dolphin binaries offer: `dolphin` (every role:
+// agent, local cluster, restore, …) and `dolphin-operator` (the operator alone, which links a
+// fraction of the code and so costs less memory; docs/design/0041). Nothing here may import
+// more than the operator needs, or the small binary grows with it.
+package cli
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+)
+
+// Build information, set at link time for both binaries:
+//
+//	go build -ldflags "-X github.com/dolphin-operator/dolphin/internal/cli.Version=v0.1.0 \
+//	  -X github.com/dolphin-operator/dolphin/internal/cli.Commit=$(git rev-parse HEAD)" ./cmd/...
+var (
+	Version = "dev"
+	Commit  = "unknown"
+)
+
+// VersionString is what `<binary> version` prints.
+func VersionString(binary string) string {
+	return fmt.Sprintf("%s %s (commit %s, %s, %s/%s)", binary, Version, Commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// NewVersionCmd returns `<binary> version`.
+func NewVersionCmd(binary string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of " + binary,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), VersionString(binary))
+			return err
+		},
+	}
+}
