@@ -1,0 +1,278 @@
+package v1beta1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase is a one-word summary of the cluster's lifecycle for humans.
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Degraded;Failed;Deleting
+type Phase string
+
+const (
+	// PhasePending means the cluster's objects exist but no instance runs yet.
+	PhasePending Phase = "Pending"
+	// PhaseInitializing means instances are starting and the topology is not established yet.
+	PhaseInitializing Phase = "Initializing"
+	// PhaseRunning means a primary accepts writes and every instance is ready.
+	PhaseRunning Phase = "Running"
+	// PhaseDegraded means a primary accepts writes but some instances are not ready.
+	PhaseDegraded Phase = "Degraded"
+	// PhaseFailed means Dolphin cannot make progress without a change by the user; the
+	// conditions say what to change.
+	PhaseFailed Phase = "Failed"
+	// PhaseDeleting means the cluster is being deleted.
+	PhaseDeleting Phase = "Deleting"
+)
+
+// Condition types reported in status.conditions.
+const (
+	// ConditionReady is True when a primary accepts writes and every instance is ready.
+	ConditionReady = "Ready"
+	// ConditionAvailable is True when a primary accepts writes through the primary Service.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while Dolphin is changing the cluster towards its spec.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when something needs attention; the message says what.
+	ConditionDegraded = "Degraded"
+)
+
+// InstanceRole is the replication role of an instance.
+type InstanceRole string
+
+const (
+	// RolePrimary is the writable instance.
+	RolePrimary InstanceRole = "primary"
+	// RoleReplica is a read-only instance replicating from the primary.
+	RoleReplica InstanceRole = "replica"
+	// RoleUnknown is an instance whose role has not been established.
+	RoleUnknown InstanceRole = ""
+)
+
+// MySQLClusterStatus is the observed state of a MySQLCluster.
+type MySQLClusterStatus struct {
+	// Phase is a one-word summary: Pending, Initializing, Running, Degraded, Failed or Deleting.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Conditions are the standard Ready, Available, Progressing and Degraded conditions.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the spec generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// CurrentPrimary is the name of the pod that accepts writes.
+	// +optional
+	CurrentPrimary string `json:"currentPrimary,omitempty"`
+
+	// ReadyInstances is the number of instances whose pods are ready.
+	// +optional
+	ReadyInstances int32 `json:"readyInstances,omitempty"`
+
+	// Instances lists every instance with its role and readiness.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Instances []InstanceStatus `json:"instances,omitempty"`
+
+	// Topology is what the topology engine last observed in the databases and did about it.
+	// +optional
+	Topology *TopologyStatus `json:"topology,omitempty"`
+
+	// Backup is what Dolphin observed about the cluster's backups.
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// TLS is the server certificate in use when spec.tls.enabled.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// RestoredFrom is the backup a cluster with spec.bootstrap was restored from.
+	// +optional
+	RestoredFrom *RestoreStatus `json:"restoredFrom,omitempty"`
+
+	// LastReclone records the last instance Dolphin discarded and re-cloned from a healthy
+	// peer (an errant replica, or one whose primary no longer has the binlogs it needs), with
+	// what was discarded.
+	// +optional
+	LastReclone *RecloneRecord `json:"lastReclone,omitempty"`
+}
+
+// RecloneRecord describes one re-clone of an instance.
+type RecloneRecord struct {
+	// Instance re-cloned.
+	Instance string `json:"instance"`
+	// Reason it was re-cloned.
+	Reason string `json:"reason"`
+	// Discarded is what was thrown away (its GTID position beyond the primary's).
+	Discarded string `json:"discarded"`
+	// Time the re-clone was decided.
+	Time metav1.Time `json:"time"`
+}
+
+// TopologyStatus is the database-side state of the cluster, written by the topology engine.
+type TopologyStatus struct {
+	// State is the engine's view: WaitingForInstances, Bootstrapping, Healthy, Healing,
+	// Degraded, PrimarySuspect, PrimaryLost, Failover, Switchover or SplitBrain.
+	// +optional
+	State string `json:"state,omitempty"`
+	// Message explains the state.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Primary is the instance the engine keeps writable. It survives operator restarts.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+	// ErrantInstances hold transactions the primary lacks; they are never promoted and are
+	// kept out of the topology until re-cloned.
+	// +listType=set
+	// +optional
+	ErrantInstances []string `json:"errantInstances,omitempty"`
+	// FailoverInProgress is set while a failover runs, so that a restarted operator resumes it.
+	// +optional
+	FailoverInProgress *FailoverProgress `json:"failoverInProgress,omitempty"`
+	// FailoverTail is what the last failover promoted that not every replica holds yet: a
+	// write the lost primary acknowledged may exist only on the new primary until the
+	// replicas fetch it, so a failover of the new primary in that window promotes only an
+	// instance holding it. Cleared once every other instance holds it.
+	// +optional
+	FailoverTail *FailoverTail `json:"failoverTail,omitempty"`
+	// SwitchoverInProgress is set from the moment a switchover is accepted until the new
+	// primary is writable or the switchover is refused, so that a restarted operator resumes it.
+	// +optional
+	SwitchoverInProgress *SwitchoverProgress `json:"switchoverInProgress,omitempty"`
+	// LastSwitchoverRequest identifies the last switchover requested by annotation that the
+	// engine accepted (the ID in the mysql.dolphin.dev/switchover-accepted annotation): an
+	// operator restarted before it removed that annotation never carries the request out twice.
+	// +optional
+	LastSwitchoverRequest string `json:"lastSwitchoverRequest,omitempty"`
+	// SemiSyncFallback is true when the primary stopped waiting for replica acknowledgements:
+	// acknowledged writes are then not guaranteed to survive a failover.
+	// +optional
+	SemiSyncFallback bool `json:"semiSyncFallback,omitempty"`
+	// NoSemiSyncReplica is true when no replica is connected to acknowledge the primary's
+	// writes: commits wait for one up to the semi-sync timeout (30 s), then the primary falls
+	// back to asynchronous replication (SemiSyncFallback).
+	// +optional
+	NoSemiSyncReplica bool `json:"noSemiSyncReplica,omitempty"`
+	// LastPromotion records the last failover or switchover.
+	// +optional
+	LastPromotion *PromotionRecord `json:"lastPromotion,omitempty"`
+	// CredentialsGeneration identifies the passwords now in the credentials Secret (a hash,
+	// never the passwords). Each instance records the generation its accounts have; they
+	// differ while a rotation is being applied.
+	// +optional
+	CredentialsGeneration string `json:"credentialsGeneration,omitempty"`
+	// Instances are the per-instance database observations.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Instances []InstanceTopology `json:"instances,omitempty"`
+}
+
+// SwitchoverProgress is the persisted progress of a requested switchover.
+type SwitchoverProgress struct {
+	// To is the replica being promoted ("" while Dolphin has not chosen the most advanced one).
+	// +optional
+	To string `json:"to,omitempty"`
+	// Fenced is true once the old primary is read-only and its clients are disconnected.
+	// +optional
+	Fenced bool `json:"fenced,omitempty"`
+	// From is the primary that was fenced (set with fenced).
+	// +optional
+	From string `json:"from,omitempty"`
+}
+
+// FailoverProgress is the persisted progress of a running failover.
+type FailoverProgress struct {
+	// From is the lost primary.
+	From string `json:"from"`
+	// Fenced is true once every candidate stopped receiving from it.
+	Fenced bool `json:"fenced"`
+	// Received is the GTID set of the most any candidate was seen to have received from the
+	// lost primary during this failover. No candidate holding less is promoted: a write the
+	// lost primary acknowledged may exist only on the replica that received it.
+	// +optional
+	Received string `json:"received,omitempty"`
+	// ReceivedBy is the candidate that had received it.
+	// +optional
+	ReceivedBy string `json:"receivedBy,omitempty"`
+}
+
+// FailoverTail is the GTID set a failover promoted with that not every replica holds yet.
+type FailoverTail struct {
+	// From is the primary the failover replaced.
+	From string `json:"from"`
+	// Received is the GTID set the promoted instance had received from it.
+	Received string `json:"received"`
+	// HeldBy is the instance promoted with it.
+	HeldBy string `json:"heldBy"`
+}
+
+// PromotionRecord describes one change of primary.
+type PromotionRecord struct {
+	// From is the previous primary.
+	From string `json:"from"`
+	// To is the new primary.
+	To string `json:"to"`
+	// Planned is true for a switchover, false for a failover.
+	Planned bool `json:"planned"`
+	// Reason says why it happened.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Duration runs from the first missed observation of the old primary (failover) or the
+	// request (switchover) until the new primary was writable.
+	// +optional
+	Duration metav1.Duration `json:"duration,omitempty"`
+	// Time is when the new primary became writable.
+	Time metav1.Time `json:"time"`
+}
+
+// InstanceTopology is the engine's observation of one instance.
+type InstanceTopology struct {
+	// Name of the instance (pod).
+	Name string `json:"name"`
+	// Reachable is true when the engine could query the server.
+	Reachable bool `json:"reachable"`
+	// ReadOnly is the server's read_only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// GTIDExecuted is the server's executed GTID position.
+	// +optional
+	GTIDExecuted string `json:"gtidExecuted,omitempty"`
+	// ReplicationLagSeconds is Seconds_Behind_Master of a replica, when known.
+	// +optional
+	ReplicationLagSeconds *int64 `json:"replicationLagSeconds,omitempty"`
+	// Replicating is true when both replication threads of a replica run.
+	// +optional
+	Replicating bool `json:"replicating,omitempty"`
+	// Error is the last observation or replication error.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// CredentialsGeneration is the credentials generation this instance's accounts have.
+	// It is remembered while the instance is down, so that it catches up when it answers.
+	// +optional
+	CredentialsGeneration string `json:"credentialsGeneration,omitempty"`
+	// ReplicationCredentialsGeneration is the generation of the replication password this
+	// instance connects to its source with.
+	// +optional
+	ReplicationCredentialsGeneration string `json:"replicationCredentialsGeneration,omitempty"`
+}
+
+// InstanceStatus is the observed state of one database instance.
+type InstanceStatus struct {
+	// Name of the instance's pod.
+	Name string `json:"name"`
+	// Role of the instance: primary, replica, or empty while unknown.
+	// +optional
+	Role InstanceRole `json:"role,omitempty"`
+	// Ready is true when the instance's pod is ready.
+	Ready bool `json:"ready"`
+	// VolumeCapacity is the capacity of the instance's data volume as its claim reports it
+	// (status.capacity of the PersistentVolumeClaim), for example 2Gi.
+	// +optional
+	VolumeCapacity *resource.Quantity `json:"volumeCapacity,omitempty"`
+}
