@@ -21,12 +21,12 @@ const (
 // decides where clients are sent.
 //
 // The primary role follows the engine's record of the primary, not single observations: the
-// recorded primary keeps it while it merely misses observations (PrimarySuspect, or a
-// failover still fencing), so one slow probe never empties the primary Service. It moves
-// only when a plan promoted another instance (and ran to its end), and it is withdrawn when
-// the primary is fenced or found read-only without a promotion under way (a switchover's
-// fence, a restart behind a replica), when it is errant, or when several instances accept
-// writes and none of them is the record.
+// recorded primary keeps it while it merely misses observations (PrimarySuspect), so one slow
+// probe never empties the primary Service. It moves only when a plan promoted another
+// instance (and ran to its end), and it is withdrawn when a failover from the unreachable
+// primary begins (its fence), when the primary is fenced or found read-only without a
+// promotion under way (a switchover's fence, a restart behind a replica), when it is errant,
+// or when several instances accept writes and none of them is the record.
 //
 // A replica is published while it answers, is read-only, replicates (or is being pointed
 // at the primary by this plan) and is not errant.
@@ -46,7 +46,7 @@ func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
 		switch {
 		case errant(in.Name):
 		case in.Name == primary:
-			if primaryKeepsRole(in, d, planned) {
+			if primaryKeepsRole(in, v, d, planErr, planned) {
 				role = RolePrimary
 			}
 		case in.Reachable() && in.Status.ReadOnly && (in.Status.Replica != nil || planned(StepReplicate, in.Name)) &&
@@ -60,14 +60,20 @@ func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
 
 // primaryKeepsRole reports whether the recorded primary p takes the primary Service's
 // traffic after this cycle.
-func primaryKeepsRole(p InstanceView, d Decision, planned func(StepKind, string) bool) bool {
+func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, planned func(StepKind, string) bool) bool {
 	if planned(StepFence, p.Name) {
 		return false
 	}
 	if !p.Reachable() {
-		// Missing observations: it stays the primary until a promotion replaces it. A client
-		// that cannot reach it now would not reach anyone else either.
-		return true
+		// Missing observations: it stays the primary while it is only suspected — a client
+		// that cannot reach it now would not reach anyone else either — and leaves the
+		// Service once a failover from it begins (the replicas' fence), before a replica is
+		// promoted. Clients are then refused at once instead of waiting on a server Dolphin
+		// gave up, and the promotion's report only adds the new primary: one pod change for
+		// the EndpointSlice controller, which retries a second change that follows the first
+		// within milliseconds a whole second later when its cache has not seen its own write
+		// yet ("EndpointSlice informer cache is out of date": docs/design/0035).
+		return !failingOverFrom(p.Name, v, d, planErr)
 	}
 	if d.State == StateSplitBrain && d.Primary != p.Name {
 		return false
@@ -75,4 +81,14 @@ func primaryKeepsRole(p InstanceView, d Decision, planned func(StepKind, string)
 	// Read-only without a promotion in this plan: fenced (switchover under way) or restarted
 	// and waiting; clients must not be sent to a server that refuses their writes.
 	return !p.Status.ReadOnly || planned(StepPromote, p.Name)
+}
+
+// failingOverFrom reports whether a failover from the lost primary name is under way after
+// this cycle: recorded before it, begun by its plan, or kept by a plan that failed part way.
+func failingOverFrom(name string, v ClusterView, d Decision, planErr error) bool {
+	from := func(f *FailoverProgress) bool { return f != nil && f.From == name }
+	if planErr != nil {
+		return from(v.Failover) || from(d.FailoverOnStepError)
+	}
+	return from(v.Failover) || from(d.Failover)
 }

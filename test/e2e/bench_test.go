@@ -64,6 +64,7 @@ func TestBenchLocal(t *testing.T) {
 
 	outages := map[string][]time.Duration{}
 	var recoveries []time.Duration
+	timeline := s.watchPrimaryTimeline("bench")
 	for r := 1; r <= rounds; r++ {
 		for _, kind := range []string{"hung", "killed"} {
 			time.Sleep(time.Second) // steady load before the fault
@@ -72,6 +73,7 @@ func TestBenchLocal(t *testing.T) {
 			}
 			old := cluster.Status.CurrentPrimary
 			pid := s.serverPID(old)
+			oldIPs := s.podIPs(old)
 			sig := syscall.SIGSTOP
 			if kind == "killed" {
 				sig = syscall.SIGKILL
@@ -83,6 +85,7 @@ func TestBenchLocal(t *testing.T) {
 				t.Fatalf("%v to %s (pid %d): %v", sig, old, pid, err)
 			}
 			fault := time.Now()
+			timeline.arm(old, oldIPs, fault)
 			var outage time.Duration
 			testenv.Eventually(t, 120*time.Second, "a write sent after the fault acknowledged", func() error {
 				at, ok := w.firstAckOfWriteSentAfter(fault)
@@ -104,8 +107,8 @@ func TestBenchLocal(t *testing.T) {
 			}
 			// The fault's time, to the millisecond, lines the round up with the operator's log
 			// (the steps of the failover: docs/design/0035's time budget).
-			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs, sysbench committing again after %.0fs (fault at %s)",
-				r, kind, old, cluster.Status.CurrentPrimary, outage.Seconds(), rec.Seconds(), fault.UTC().Format("15:04:05.000"))
+			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs (%s), sysbench committing again after %.0fs (fault at %s)",
+				r, kind, old, cluster.Status.CurrentPrimary, outage.Seconds(), timeline, rec.Seconds(), fault.UTC().Format("15:04:05.000"))
 			if kind == "hung" {
 				// Dolphin deletes the pod of a replaced primary that does not answer; the test
 				// makes sure the stopped process cannot resume either way. Restarted by the

@@ -207,6 +207,7 @@ func TestChaos(t *testing.T) {
 	s.declareSysbenchAccount("chaos")
 	sb := s.startSysbench("chaos", 4)
 	checker := chaos.Start(db, chaos.Options{Database: "app"})
+	timeline := s.watchPrimaryTimeline("chaos")
 	defer checker.Stop()
 
 	outages := map[string][]time.Duration{}
@@ -224,7 +225,9 @@ func TestChaos(t *testing.T) {
 			testenv.Eventually(t, 240*time.Second, "healthy before "+f.name, func() error { return s.chaosHealthy(key) })
 			time.Sleep(time.Second) // steady load before the fault
 			old := s.currentPrimary(key)
+			oldIPs := s.podIPs(old)
 			at := time.Now()
+			timeline.arm(old, oldIPs, at)
 			checker.Mark(f.name, at)
 			faults++
 			heal := f.inject(s, key)
@@ -255,8 +258,12 @@ func TestChaos(t *testing.T) {
 			// until the cluster is healthy again.
 			outage := checker.Outage(at, time.Now())
 			outages[f.name] = append(outages[f.name], outage)
-			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs, sysbench committing again after %.0fs, errant on the way: %v (fault at %s)",
-				r, f.name, old, s.currentPrimary(key), outage.Seconds(), rec.Seconds(), sawErrant, at.UTC().Format("15:04:05.000"))
+			firstAck := "-"
+			if ack, ok := checker.FirstAckOfWriteSentAfter(at); ok {
+				firstAck = fmt.Sprintf("+%.2fs", ack.Sub(at).Seconds())
+			}
+			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs (%s, first ack %s), sysbench committing again after %.0fs, errant on the way: %v (fault at %s)",
+				r, f.name, old, s.currentPrimary(key), outage.Seconds(), timeline, firstAck, rec.Seconds(), sawErrant, at.UTC().Format("15:04:05.000"))
 		}
 	}
 	completed = true

@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -44,6 +45,7 @@ type stack struct {
 	dir    string
 	bin    string
 	c      client.Client
+	cfg    *rest.Config // the local control plane's admin, for watches
 	ctx    context.Context
 	ns     string
 	dbPass string
@@ -117,6 +119,7 @@ func upStackFrom(t *testing.T, src string) *stack {
 		t.Fatal(err)
 	}
 	ctrllog.SetLogger(logr.Discard()) // the test's client logs nothing worth reading
+	s.cfg = cfg
 	if s.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		t.Fatal(err)
 	}
