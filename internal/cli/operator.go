@@ -28,7 +28,8 @@ func NewOperatorCmd(use string) *cobra.Command {
 			// client-go (leader election, informers) logs through klog: send it to the same
 			// structured log. Done here, before anything logs, because klog.SetLogger is not
 			// safe to call while other goroutines log.
-			klog.SetLogger(opts.NewLogger())
+			opts.Logger = opts.NewLogger()
+			klog.SetLogger(opts.Logger)
 			if opts.GCPercent > 0 {
 				debug.SetGCPercent(opts.GCPercent)
 			}

@@ -68,7 +68,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return fmt.Errorf("invalid options: %w", err)
 	}
-	logger := opts.NewLogger()
+	logger := opts.Logger
+	if logger.GetSink() == nil {
+		logger = opts.NewLogger()
+	}
 	ctrl.SetLogger(logger)
 	setupLog := logger.WithName("setup")
 
@@ -189,9 +192,9 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // NewLogger returns the structured logger that the zap options describe: JSON at info level
-// by default, console at debug level with --zap-devel. Run logs through one of its own;
-// the binary also hands one to klog (client-go's logger) before Run, which Run cannot do
-// safely because klog.SetLogger races with anything already logging.
+// by default, console at debug level with --zap-devel. The binary builds one, hands it to klog
+// (client-go's logger) before Run — which Run cannot do safely, because klog.SetLogger races
+// with anything already logging — and to Run as Options.Logger.
 func (o *Options) NewLogger() logr.Logger {
 	return zap.New(zap.UseFlagOptions(&o.Zap))
 }
