@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/localnode"
 	"github.com/dolphin-operator/dolphin/internal/localproxy"
+	"github.com/dolphin-operator/dolphin/internal/operator"
 )
 
 // agentName is the name of the local node + proxy process in state.json and its log file.
@@ -53,7 +55,9 @@ func newLocalAgentCmd() *cobra.Command {
 }
 
 func runLocalAgent(ctx context.Context, o localAgentOptions) error {
-	log := zap.New()
+	// Milliseconds, as the operator logs: the Service proxy's endpoint changes are lined up
+	// with the operator's failover steps.
+	log := zap.New(func(o *zap.Options) { o.TimeEncoder = zapcore.TimeEncoderOfLayout(operator.LogTimeLayout) })
 	ctrl.SetLogger(log)
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {

@@ -149,7 +149,11 @@ func (p *Proxy) Sync(ctx context.Context, ports func(svc types.NamespacedName, p
 			if err != nil {
 				return err
 			}
-			l.setBackends(backends)
+			if changed, dropped := l.setBackends(backends); changed {
+				// When a Service's clients could move, to the millisecond (a failover's client
+				// side: docs/design/0035).
+				p.Log.Info("endpoints", "service", key.String(), "port", sp.Port, "ready", backends, "closed", dropped)
+			}
 			if p.ClusterIPDevice != "" && svc.Spec.ClusterIP != "" {
 				// A ClusterIP that cannot be served yet (the bridge is being created) does not
 				// stop the others; the error makes the caller retry.
@@ -286,9 +290,12 @@ func newListener(r Route, ln net.Listener, dialTimeout time.Duration) *listener 
 		dialing: make(slots, maxDialsInFlight)}
 }
 
-func (l *listener) setBackends(b []string) {
+// setBackends makes b the ready endpoints; it reports whether they changed and how many
+// client connections it closed because their endpoint left.
+func (l *listener) setBackends(b []string) (changed bool, dropped int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	changed = !slices.Equal(l.backends, b)
 	l.backends = b
 	// Connections to an endpoint that is no longer ready are closed, dials to it included:
 	// the client reconnects and reaches a ready one (the new primary after a failover).
@@ -297,8 +304,10 @@ func (l *listener) setBackends(b []string) {
 			f.cancel()
 			_ = c.Close()
 			delete(l.conns, c)
+			dropped++
 		}
 	}
+	return changed, dropped
 }
 
 // track registers an accepted client connection and picks its backend ("" when no endpoint

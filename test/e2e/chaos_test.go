@@ -256,12 +256,14 @@ func TestChaos(t *testing.T) {
 			}
 			// The outage: the longest stretch without an acknowledged write from the fault
 			// until the cluster is healthy again.
-			outage := checker.Outage(at, time.Now())
+			gapFrom, gapTo := checker.OutageWindow(at, time.Now())
+			outage := gapTo.Sub(gapFrom)
 			outages[f.name] = append(outages[f.name], outage)
 			// The timeline says how much of a failover's outage came after the new primary's
 			// label (the EndpointSlice controller, the proxy, the clients' reconnects).
-			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs (%s), sysbench committing again after %.0fs, errant on the way: %v (fault at %s)",
-				r, f.name, old, s.currentPrimary(key), outage.Seconds(), timeline, rec.Seconds(), sawErrant, at.UTC().Format("15:04:05.000"))
+			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs (+%.2fs..+%.2fs; %s), sysbench committing again after %.0fs, errant on the way: %v (fault at %s)",
+				r, f.name, old, s.currentPrimary(key), outage.Seconds(), gapFrom.Sub(at).Seconds(), gapTo.Sub(at).Seconds(),
+				timeline, rec.Seconds(), sawErrant, at.UTC().Format("15:04:05.000"))
 		}
 	}
 	completed = true
