@@ -226,6 +226,7 @@ func TestChaos(t *testing.T) {
 			time.Sleep(time.Second) // steady load before the fault
 			old := s.currentPrimary(key)
 			oldIPs := s.podIPs(old)
+			lag := s.replicaLag(key)
 			at := time.Now()
 			timeline.arm(old, oldIPs, at)
 			checker.Mark(f.name, at)
@@ -261,9 +262,9 @@ func TestChaos(t *testing.T) {
 			outages[f.name] = append(outages[f.name], outage)
 			// The timeline says how much of a failover's outage came after the new primary's
 			// label (the EndpointSlice controller, the proxy, the clients' reconnects).
-			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs (+%.2fs..+%.2fs; %s), sysbench committing again after %.0fs, errant on the way: %v (fault at %s)",
+			t.Logf("round %d: %s %s -> %s, client-view outage %.2fs (+%.2fs..+%.2fs; %s; replica lag before: %s), sysbench committing again after %.0fs, errant on the way: %v (fault at %s)",
 				r, f.name, old, s.currentPrimary(key), outage.Seconds(), gapFrom.Sub(at).Seconds(), gapTo.Sub(at).Seconds(),
-				timeline, rec.Seconds(), sawErrant, at.UTC().Format("15:04:05.000"))
+				timeline, lag, rec.Seconds(), sawErrant, at.UTC().Format("15:04:05.000"))
 		}
 	}
 	completed = true

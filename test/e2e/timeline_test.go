@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
@@ -144,4 +146,25 @@ func (s *stack) podIPs(pod string) []string {
 		ips = append(ips, ip.IP)
 	}
 	return ips
+}
+
+// replicaLag describes each replica's Seconds_Behind_Master as the engine last reported it
+// ("chaos-0 0s chaos-2 14s"): a failover waits for the promoted replica to apply what it
+// received, and the other replica, re-pointed, fetches again what it had not applied before
+// it can acknowledge the new primary's commits — so a lagging replica shows in the outage.
+func (s *stack) replicaLag(key client.ObjectKey) string {
+	var c dolphinv1.MySQLCluster
+	if err := s.c.Get(s.ctx, key, &c); err != nil || c.Status.Topology == nil {
+		return "unknown"
+	}
+	var parts []string
+	for _, in := range c.Status.Topology.Instances {
+		if in.ReplicationLagSeconds != nil {
+			parts = append(parts, fmt.Sprintf("%s %ds", in.Name, *in.ReplicationLagSeconds))
+		}
+	}
+	if len(parts) == 0 {
+		return "none reported"
+	}
+	return strings.Join(parts, " ")
 }
