@@ -54,7 +54,7 @@ func serviceAccountToken(t *testing.T, cs kubernetes.Interface, name string) str
 func TestEnvtestOperatorBinary(t *testing.T) {
 	tenv := testenv.StartForTest(t)
 	cfg := tenv.Config
-	kubeconfigPath := tenv.AdminKubeconfig(t)
+	kubeconfigPath := testenv.AdminKubeconfig(t, tenv.Environment)
 
 	// A scraper allowed to GET /metrics, and a ServiceAccount without that right.
 	cs := kubernetes.NewForConfigOrDie(cfg)

@@ -5,23 +5,12 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dolphin-operator/dolphin/internal/cli"
 )
 
-func main() {
-	// SIGTERM/SIGINT cancel the context (a second signal exits at once); the operator stops
-	// gracefully when it is done.
-	if err := newRootCmd().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main(newRootCmd()) }
 
 // newRootCmd returns `dolphin-operator`: the operator's flags at the root, and `version`.
 func newRootCmd() *cobra.Command {

@@ -201,7 +201,7 @@ func startDolphin(t *testing.T) benchOperator {
 		t.Fatal(err)
 	}
 	c := benchClient(t, tenv, scheme, footprintNamespace)
-	args := []string{"--kubeconfig=" + tenv.AdminKubeconfig(t), "--leader-elect=false",
+	args := []string{"--kubeconfig=" + testenv.AdminKubeconfig(t, tenv.Environment), "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=" + testenv.FreeAddr(t)}
 	if addr := os.Getenv("DOLPHIN_BENCH_FOOTPRINT_PPROF"); addr != "" {
 		args = append(args, "--pprof-bind-address="+addr)

@@ -68,7 +68,7 @@ func startMOCO(t *testing.T, bin string) benchOperator {
 	certDir := selfSignedCertDir(t)
 	cmd := exec.Command(bin, "--metrics-addr=0", "--health-probe-addr="+testenv.FreeAddr(t), "--webhook-addr="+testenv.FreeAddr(t),
 		"--cert-dir="+certDir, "--grpc-cert-dir="+certDir)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+tenv.AdminKubeconfig(t), "POD_NAMESPACE="+mocoSystemNamespace)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+testenv.AdminKubeconfig(t, tenv.Environment), "POD_NAMESPACE="+mocoSystemNamespace)
 	return benchOperator{
 		name:       "moco",
 		pid:        startBenchProcess(t, cmd),

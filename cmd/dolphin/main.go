@@ -6,23 +6,12 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dolphin-operator/dolphin/internal/cli"
 )
 
-func main() {
-	// SIGTERM/SIGINT cancel the context (a second signal exits at once); subcommands stop
-	// gracefully when it is done.
-	if err := newRootCmd().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main(newRootCmd()) }
 
 // newRootCmd returns the `dolphin` command with every subcommand attached.
 func newRootCmd() *cobra.Command {

@@ -3,8 +3,6 @@ package operator_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,18 +30,7 @@ import (
 // server has.
 func installLocalCRDs(t *testing.T, env *envtest.Environment, port int) {
 	t.Helper()
-	admin, err := env.AddUser(envtest.User{Name: "crd-installer", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := testenv.AdminKubeconfig(t, env)
 	if _, err := localcluster.InstallCRDs(context.Background(), path, crd.Bases(), port); err != nil {
 		t.Fatalf("installing this build's CRDs: %v", err)
 	}

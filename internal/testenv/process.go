@@ -20,11 +20,11 @@ func FreeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// AdminKubeconfig writes a kubeconfig of a system:masters user of e and returns its path, for a
-// process under test (an operator binary) to connect with.
-func (e *Env) AdminKubeconfig(t testing.TB) string {
+// AdminKubeconfig writes a kubeconfig of a system:masters user of env and returns its path,
+// for a process under test (an operator binary, `dolphin local`'s CRD installer) to connect with.
+func AdminKubeconfig(t testing.TB, env *envtest.Environment) string {
 	t.Helper()
-	admin, err := e.Environment.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

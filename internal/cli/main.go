@@ -1,0 +1,19 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Main runs root until SIGTERM/SIGINT cancel its context (a second signal exits at once; the
+// commands stop gracefully when it is done) and exits 1 after printing the error it ended with.
+// Both binaries' main functions are this call.
+func Main(root *cobra.Command) {
+	if err := root.ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
