@@ -54,6 +54,12 @@ func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
 	}
 	t, _ := v.instance(target)
 	d.Plan = append(d.Plan, semiSyncSourceOff(t)...)
+	if !t.Status.Replica.IORunning {
+		// Its receiver stopped (MariaDB ends it on an error it counts as fatal, such as a
+		// connection cut while it asked for the source's checksum setting): the wait below
+		// would run into its timeout for writes it cannot fetch, every cycle.
+		d.Plan = append(d.Plan, Step{Kind: StepStartReplication, Instance: target})
+	}
 	d.Plan = append(d.Plan,
 		Step{Kind: StepWaitApplied, Instance: target, GTID: p.Status.Executed},
 		Step{Kind: StepPromote, Instance: target, SemiSync: len(v.Instances) > 1},
