@@ -22,6 +22,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/config/crd"
 	webhookmanifests "github.com/dolphin-operator/dolphin/config/webhook"
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 	"github.com/dolphin-operator/dolphin/internal/localnode"
 )
@@ -98,7 +99,7 @@ func newLocalUpCmd() *cobra.Command {
 }
 
 // localUp is `dolphin local up`.
-func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
+func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -143,33 +144,33 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 	if cp.Reused {
 		fmt.Fprintf(out, "  control plane already running at %s: reused\n", cp.APIServerURL())
 	}
+	// A failure from here on stops what this `up` started, so that nothing is left holding
+	// ports and memory: everything when the control plane was started afresh, else the
+	// add-ons started by this call (a stack that ran before is left as it was).
+	var startedAddOns []string
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, undoLocalUp(out, cp, startedAddOns))
+		}
+	}()
 
-	// The admission and conversion webhooks of a real install, served by the operator on this
-	// host: the API server calls https://127.0.0.1:<port>, the certificate names 127.0.0.1, and
-	// the operator is ready only once it serves it (so `up` returns with the webhooks answering).
-	webhookPort, err := recordedPort(cp, operatorName, "--webhook-port=")
-	if err != nil {
-		return err
-	}
 	step := time.Now()
-	names, err := localcluster.InstallCRDs(ctx, cp.Kubeconfig, crds, webhookPort)
-	if err != nil {
-		return fmt.Errorf("installing CRDs: %w", err)
+	nodeStarted, err := ensureAddOnWithPorts(ctx, cp, func(fresh bool) (localcluster.AddOn, error) {
+		nodePort, err := recordedPort(cp, agentName, "--health-probe-bind-address=127.0.0.1:", fresh)
+		if err != nil {
+			return localcluster.AddOn{}, err
+		}
+		return localcluster.AddOn{
+			Name: agentName,
+			Args: []string{exe, "local", "agent", "--kubeconfig=" + cp.Kubeconfig, "--dir=" + cp.Dir,
+				"--pod-cidr=" + o.podCIDR, "--bridge=" + o.bridge,
+				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", nodePort)},
+			Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", nodePort)},
+		}, nil
+	}, nil)
+	if nodeStarted {
+		startedAddOns = append(startedAddOns, agentName)
 	}
-	fmt.Fprintf(out, "  %-24s ready (%.1fs): %s\n", "CRDs", time.Since(step).Seconds(), strings.Join(names, ", "))
-
-	step = time.Now()
-	nodePort, err := probePort(cp, agentName)
-	if err != nil {
-		return err
-	}
-	nodeStarted, err := cp.EnsureAddOn(ctx, localcluster.AddOn{
-		Name: agentName,
-		Args: []string{exe, "local", "agent", "--kubeconfig=" + cp.Kubeconfig, "--dir=" + cp.Dir,
-			"--pod-cidr=" + o.podCIDR, "--bridge=" + o.bridge,
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", nodePort)},
-		Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", nodePort)},
-	})
 	if err != nil {
 		return fmt.Errorf("starting the local node (needs root; log in %s): %w", filepath.Join(cp.Dir, "logs", agentName+".log"), err)
 	}
@@ -182,6 +183,9 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 		if s3srv, err = ensureLocalS3(ctx, cp, s3Binary, s3Host, o.s3Port); err != nil {
 			return fmt.Errorf("starting the S3 server (--s3): %w", err)
 		}
+		if s3srv.Started {
+			startedAddOns = append(startedAddOns, localcluster.S3Process)
+		}
 		fmt.Fprintf(out, "  %-24s %s (%.1fs): %s, bucket %s, Secret %s/%s\n", "s3 (backups)",
 			map[bool]string{true: "ready", false: "already running"}[s3srv.Started], time.Since(step).Seconds(),
 			s3srv.Endpoint, s3srv.Bucket, localS3Namespace, localS3Secret)
@@ -191,36 +195,33 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) error {
 		fmt.Fprintf(out, "  %-24s stopped: no --s3 (its objects stay in %s)\n", "s3 (backups)", localcluster.S3DataDir(cp.Dir))
 	}
 
+	// The admission and conversion webhooks of a real install, served by the operator on this
+	// host: the API server calls https://127.0.0.1:<port>, the certificate names 127.0.0.1, and
+	// the operator is ready only once it serves it (so `up` returns with the webhooks answering).
+	// The CRDs (their conversion webhook) and the webhook configurations name its port, so they
+	// are installed again when the operator has to move to other ports.
 	step = time.Now()
-	port, err := probePort(cp, operatorName)
-	if err != nil {
-		return err
-	}
-	metricsPort, err := recordedPort(cp, operatorName, "--metrics-bind-address=127.0.0.1:")
-	if err != nil {
-		return err
-	}
-	hooks, err := localcluster.LocalWebhooks(webhookmanifests.Manifests, webhookPort)
-	if err != nil {
-		return err
-	}
-	if err := localcluster.EnsureWebhooks(ctx, cp.Kubeconfig, hooks); err != nil {
-		return fmt.Errorf("registering the admission webhooks: %w", err)
-	}
-	started, err := cp.EnsureAddOn(ctx, localcluster.AddOn{
-		Name: operatorName,
-		Args: []string{exe, "operator",
-			"--kubeconfig=" + cp.Kubeconfig,
-			"--leader-elect=false",
-			// Plain HTTP on loopback: this is a single-user development stack.
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false",
-			"--instance-address=pod-ip", // pod IPs are reachable from this host; cluster DNS is not
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", port),
-			fmt.Sprintf("--webhook-port=%d", webhookPort), "--webhook-host=127.0.0.1", "--webhook-ips=127.0.0.1",
-			"--webhook-namespace=default",
-		},
-		Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", port)},
+	started, err := ensureAddOnWithPorts(ctx, cp, func(fresh bool) (localcluster.AddOn, error) {
+		return operatorAddOn(cp, exe, fresh)
+	}, func(a localcluster.AddOn) error {
+		webhookPort := flagPort(a.Args, "--webhook-port=")
+		names, err := localcluster.InstallCRDs(ctx, cp.Kubeconfig, crds, webhookPort)
+		if err != nil {
+			return fmt.Errorf("installing CRDs: %w", err)
+		}
+		fmt.Fprintf(out, "  %-24s ready (%.1fs): %s\n", "CRDs", time.Since(step).Seconds(), strings.Join(names, ", "))
+		hooks, err := localcluster.LocalWebhooks(webhookmanifests.Manifests, webhookPort)
+		if err != nil {
+			return err
+		}
+		if err := localcluster.EnsureWebhooks(ctx, cp.Kubeconfig, hooks); err != nil {
+			return fmt.Errorf("registering the admission webhooks: %w", err)
+		}
+		return nil
 	})
+	if started {
+		startedAddOns = append(startedAddOns, operatorName)
+	}
 	if err != nil {
 		return fmt.Errorf("starting the operator: %w", err)
 	}
@@ -273,22 +274,66 @@ func findOrBuildBinDir(ctx context.Context, out io.Writer, explicit string) (str
 	return localcluster.FindBinDir(last)
 }
 
-// probePort keeps the recorded probe port of an add-on (operator, node), so that a healthy one is
-// reused as it is; otherwise it picks a free one.
-func probePort(cp *localcluster.ControlPlane, name string) (int, error) {
-	return recordedPort(cp, name, "--health-probe-bind-address=127.0.0.1:")
+// operatorAddOn is the operator's command line, on its recorded ports (new ones when fresh).
+func operatorAddOn(cp *localcluster.ControlPlane, exe string, fresh bool) (localcluster.AddOn, error) {
+	var ports [3]int
+	for i, flag := range []string{"--webhook-port=", "--health-probe-bind-address=127.0.0.1:", "--metrics-bind-address=127.0.0.1:"} {
+		p, err := recordedPort(cp, operatorName, flag, fresh)
+		if err != nil {
+			return localcluster.AddOn{}, err
+		}
+		ports[i] = p
+	}
+	webhookPort, probe, metrics := ports[0], ports[1], ports[2]
+	return localcluster.AddOn{
+		Name: operatorName,
+		Args: []string{exe, "operator",
+			"--kubeconfig=" + cp.Kubeconfig,
+			"--leader-elect=false",
+			// Plain HTTP on loopback: this is a single-user development stack.
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics), "--metrics-secure=false",
+			"--instance-address=pod-ip", // pod IPs are reachable from this host; cluster DNS is not
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probe),
+			fmt.Sprintf("--webhook-port=%d", webhookPort), "--webhook-host=127.0.0.1", "--webhook-ips=127.0.0.1",
+			"--webhook-namespace=default",
+		},
+		Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", probe)},
+	}, nil
 }
 
-// recordedPort keeps the port an add-on was started with (flag prefix up to the port), or
-// picks a free one.
-func recordedPort(cp *localcluster.ControlPlane, name, flagPrefix string) (int, error) {
-	if p := cp.Process(name); p != nil {
-		for _, a := range p.Args {
-			if v, ok := strings.CutPrefix(a, flagPrefix); ok {
-				if port, err := strconv.Atoi(v); err == nil && (p.Alive() || localcluster.PortFree(port)) {
-					return port, nil
-				}
+// addOnPortAttempts is how many times an add-on is started on newly chosen ports when another
+// process took one of them first.
+const addOnPortAttempts = 3
+
+// ensureAddOnWithPorts runs cp.EnsureAddOn with the add-on that build returns, after prepare
+// (when set) has installed what names its ports. When it fails because a port was taken in the
+// meantime ("address already in use": ports are chosen before the process binds them), it
+// builds the add-on again on new ports and retries, up to addOnPortAttempts times.
+func ensureAddOnWithPorts(ctx context.Context, cp *localcluster.ControlPlane, build func(fresh bool) (localcluster.AddOn, error), prepare func(localcluster.AddOn) error) (started bool, err error) {
+	for attempt := 1; ; attempt++ {
+		a, err := build(attempt > 1)
+		if err != nil {
+			return started, err
+		}
+		if prepare != nil {
+			if err := prepare(a); err != nil {
+				return started, err
 			}
+		}
+		s, err := cp.EnsureAddOn(ctx, a)
+		started = started || s
+		if err == nil || !freeport.InUse(err) || attempt == addOnPortAttempts {
+			return started, err
+		}
+	}
+}
+
+// recordedPort keeps the port an add-on was started with (flag prefix up to the port) when it
+// still runs or the port is free, unless fresh; otherwise it picks a free one.
+func recordedPort(cp *localcluster.ControlPlane, name, flagPrefix string, fresh bool) (int, error) {
+	if p := cp.Process(name); p != nil && !fresh {
+		if port := flagPort(p.Args, flagPrefix); port != 0 && (p.Alive() || localcluster.PortFree(port)) {
+			return port, nil
 		}
 	}
 	ports, err := localcluster.FreePorts(1)
@@ -296,6 +341,38 @@ func recordedPort(cp *localcluster.ControlPlane, name, flagPrefix string) (int, 
 		return 0, err
 	}
 	return ports[0], nil
+}
+
+// flagPort returns the port in the argument that starts with flagPrefix (up to the port), or 0.
+func flagPort(args []string, flagPrefix string) int {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, flagPrefix); ok {
+			if port, err := strconv.Atoi(v); err == nil {
+				return port
+			}
+		}
+	}
+	return 0
+}
+
+// undoLocalUp stops what a failed `dolphin local up` started: the whole stack when it started
+// the control plane afresh, else the add-ons it started.
+func undoLocalUp(out io.Writer, cp *localcluster.ControlPlane, startedAddOns []string) error {
+	if !cp.Reused {
+		fmt.Fprintf(out, "  stopping what this up started (the control plane was new)\n")
+		if err := cp.Stop(); err != nil {
+			return fmt.Errorf("stopping the local cluster after the failure: %w", err)
+		}
+		return nil
+	}
+	var errs []error
+	for _, name := range slices.Backward(startedAddOns) {
+		fmt.Fprintf(out, "  stopping %s (started by this up)\n", name)
+		if _, err := cp.RemoveAddOn(name); err != nil {
+			errs = append(errs, fmt.Errorf("stopping %s after the failure: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func newLocalDownCmd() *cobra.Command {

@@ -26,6 +26,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 )
 
 // Component names, also the names of their log files.
@@ -255,12 +257,34 @@ func (cp *ControlPlane) restartDead(ctx context.Context, opts Options) error {
 	return nil
 }
 
-// fresh stops whatever state.json still shows running, then starts every component.
+// pickPorts chooses new ports (FreePorts; a test replaces it to hand out a taken one).
+var pickPorts = FreePorts
+
+// portAttempts is how many times fresh chooses ports when a component finds one taken.
+const portAttempts = 3
+
+// fresh stops whatever state.json still shows running, then starts every component. A
+// component that fails because another process took one of its ports in the meantime
+// ("address already in use") is not the user's problem: everything started is stopped and
+// started again on newly chosen ports (the explicit ones in opts.Ports are kept), up to
+// portAttempts times.
 func (cp *ControlPlane) fresh(ctx context.Context, opts Options, binDir string) error {
 	if err := cp.stopProcesses(); err != nil {
 		return fmt.Errorf("stopping the previous processes: %w", err)
 	}
 	cp.state.BinDir = binDir
+	for attempt := 1; ; attempt++ {
+		err := cp.startAll(ctx, opts)
+		if err == nil || !freeport.InUse(err) || attempt == portAttempts {
+			return err
+		}
+		cp.state.Ports = Ports{} // choose them all again
+	}
+}
+
+// startAll chooses the ports and starts every component in order; on failure it stops what
+// it started.
+func (cp *ControlPlane) startAll(ctx context.Context, opts Options) error {
 	cp.state.Processes = nil
 	if err := cp.choosePorts(opts.Ports); err != nil {
 		return err
@@ -336,7 +360,7 @@ func (cp *ControlPlane) choosePorts(want Ports) error {
 		}
 		used[*cs[i]] = true
 	}
-	free, err := FreePorts(missing + len(cs))
+	free, err := pickPorts(missing + len(cs))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -271,6 +272,79 @@ func processesUsing(t *testing.T, dir string) []int {
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err == nil && strings.Contains(string(cmdline), dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestStartRetriesWhenAPortIsTaken hands kube-apiserver a port another process holds, as
+// happens when a port chosen for a component is taken before it binds it: Start stops what
+// it started and starts again on other ports, and nothing of the first attempt survives.
+func TestStartRetriesWhenAPortIsTaken(t *testing.T) {
+	binDir := binDirForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPorts = func(n int) ([]int, error) {
+		calls++
+		ports, err := FreePorts(n)
+		if err == nil && calls == 1 {
+			ports[2] = busy // EtcdClient, EtcdPeer, APIServer, …: see Ports.list
+		}
+		return ports, err
+	}
+	t.Cleanup(func() { pickPorts = FreePorts })
+
+	dir := t.TempDir()
+	cp := startForTest(t, ctx, dir, binDir, nil)
+	if calls != 2 {
+		t.Errorf("ports chosen %d times, want 2 (a first attempt with the taken port, then a retry)", calls)
+	}
+	if got := cp.Ports(); got.APIServer == busy || got.APIServer == 0 {
+		t.Errorf("kube-apiserver on port %d, the taken one was %d", got.APIServer, busy)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "logs", APIServer+".log"))
+	if err != nil || !strings.Contains(string(log), "address already in use") {
+		t.Errorf("kube-apiserver's log does not show the first attempt's bind failure (%v)", err)
+	}
+	if _, err := clientFor(t, cp.Kubeconfig).Discovery().ServerVersion(); err != nil {
+		t.Errorf("the API server on the new port does not answer: %v", err)
+	}
+	// One process per component: the first attempt's etcd was stopped, not left behind.
+	for _, name := range controlPlaneComponents {
+		if n := len(processesNaming(t, dir, name)); n != 1 {
+			t.Errorf("%d processes of %s run for %s, want 1", n, name, dir)
+		}
+	}
+}
+
+// processesNaming returns the PIDs of the processes whose command line mentions both dir and
+// the program name.
+func processesNaming(t *testing.T, dir, name string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.Contains(string(cmdline), dir) && len(args) > 0 && filepath.Base(args[0]) == name {
 			pids = append(pids, pid)
 		}
 	}

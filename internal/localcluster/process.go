@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 )
 
 // Process is one process of the local cluster: started detached (its own session, output to
@@ -180,28 +181,18 @@ func logTail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
-// FreePorts returns n distinct TCP ports on 127.0.0.1 that nothing listens on right now. The
-// listeners are held until all n are chosen, so the ports differ; another process may still
-// take one before the caller binds it (the component then fails to start and says so).
+// FreePorts returns n distinct TCP ports that nothing listens on right now, chosen outside the
+// kernel's ephemeral port range (where every outgoing connection takes its local port) and
+// reserved against other processes choosing at the same time (see package freeport). A
+// process that binds without asking may still take one before the caller binds it: the
+// component then fails with "address already in use", and Start retries with other ports.
 func FreePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Pick(n)
+	if err != nil {
+		return nil, fmt.Errorf("finding free ports: %w", err)
 	}
 	return ports, nil
 }
 
-// PortFree reports whether nothing listens on 127.0.0.1:port.
-func PortFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
-}
+// PortFree reports whether a listener can bind port on every address right now.
+func PortFree(port int) bool { return freeport.Free(port) }

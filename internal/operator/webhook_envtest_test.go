@@ -2,7 +2,6 @@ package operator_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	webhookmanifests "github.com/dolphin-operator/dolphin/config/webhook"
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 )
 
@@ -28,14 +28,15 @@ func webhookManifest(t *testing.T, port int) *admissionregistrationv1.Validating
 	return cfg
 }
 
+// freePort is a port for a server the test starts later, outside the ephemeral range that
+// the other tests' client connections take their local ports from (package freeport).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Pick(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // TestEnvtestOperatorServesWebhooks runs the operator as the binary does with --webhook-port

@@ -29,10 +29,15 @@ const (
 	noteBufResize = "resizing runs in the background after SET GLOBAL returns"
 	// Seen on 10.11.14: SET GLOBAL to a larger value leaves the size as it was
 	// (warning 1292, truncated), and SET GLOBAL … = DEFAULT above the cap
-	// crashed the server (segfault).
-	noteBufCap = "SET GLOBAL lowers it; raising it above innodb_buffer_pool_size_max (by default the size " +
-		"the server started with; recent patch levels such as 10.11.14 have it) needs a restart, and " +
-		"SET GLOBAL innodb_buffer_pool_size = DEFAULT above that cap crashed MariaDB 10.11.14"
+	// crashed the server (segfault). Seen on 10.11.19: the cap defaults to
+	// 8 TiB, SET GLOBAL raises the size up to the cap at run time and
+	// truncates a larger value to the cap (warning 1292), and DEFAULT goes
+	// past an explicit cap. Dolphin restarts for any raise, which is right on
+	// every patch level.
+	noteBufCap = "SET GLOBAL lowers it; raising it above innodb_buffer_pool_size_max (10.11.12 and later " +
+		"have it; its default is the size the server started with on 10.11.14 and 8 TiB on 10.11.19) does " +
+		"not take effect at run time, so Dolphin restarts for a raise; SET GLOBAL " +
+		"innodb_buffer_pool_size = DEFAULT above that cap crashed MariaDB 10.11.14"
 )
 
 // mariadb1011 is MariaDB 10.11 (every entry checked against a real 10.11

@@ -11,16 +11,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 )
 
 // Env is a running control plane.
@@ -61,17 +66,38 @@ func StartWithCRDs(crdDirs ...string) (*Env, error) {
 			return nil, fmt.Errorf("control-plane binary missing (run hack/control-plane.sh): %w", err)
 		}
 	}
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     crdDirs,
-		ErrorIfCRDPathMissing: true,
+	// envtest chooses ports by listening on :0, in the ephemeral range where the client
+	// connections of the tests running beside this one take their local ports: one can be
+	// taken before etcd or kube-apiserver binds it. The etcd client and API server ports come
+	// from outside that range (package freeport); etcd's peer port cannot be set, so a start
+	// that fails is stopped and tried again on new ports.
+	var errs []error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		ports, err := freeport.Pick(2)
+		if err != nil {
+			return nil, err
+		}
+		env := &envtest.Environment{
+			BinaryAssetsDirectory: assets,
+			CRDDirectoryPaths:     crdDirs,
+			ErrorIfCRDPathMissing: true,
+		}
+		env.ControlPlane.Etcd = &envtest.Etcd{URL: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}}
+		env.ControlPlane.GetAPIServer().SecurePort = ports[1]
+		cfg, err := env.Start()
+		if err == nil {
+			return &Env{Config: cfg, Environment: env}, nil
+		}
+		errs = append(errs, fmt.Errorf("attempt %d (etcd on %d, kube-apiserver on %d): %w", attempt, ports[0], ports[1], err))
+		if serr := env.Stop(); serr != nil {
+			errs = append(errs, fmt.Errorf("stopping attempt %d: %w", attempt, serr))
+		}
 	}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting envtest: %w", err)
-	}
-	return &Env{Config: cfg, Environment: env}, nil
+	return nil, fmt.Errorf("starting envtest: %w", errors.Join(errs...))
 }
+
+// startAttempts is how many times StartWithCRDs starts etcd and kube-apiserver.
+const startAttempts = 3
 
 // Stop stops the control plane.
 func (e *Env) Stop() error {

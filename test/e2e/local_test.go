@@ -82,8 +82,8 @@ func upStackFrom(t *testing.T, src string) *stack {
 		t.Fatalf("building dolphin: %v\n%s", err, out)
 	}
 	local := filepath.Join(s.dir, "local")
-	// The CRDs built into the binary (the restart below passes --crd-dir instead).
-	s.run("local", "up", "--dir", local, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	// Registered before `up`, so that a stack whose start failed part way is stopped too
+	// (`up` stops what it started when it fails; down also catches what a killed up left).
 	t.Cleanup(func() {
 		if t.Failed() || s.keepLogs {
 			for _, f := range []string{"operator.log", "node.log"} {
@@ -109,6 +109,8 @@ func upStackFrom(t *testing.T, src string) *stack {
 			t.Errorf("dolphin local down: %v\n%s", err, out)
 		}
 	})
+	// The CRDs built into the binary (the restart below passes --crd-dir instead).
+	s.run("local", "up", "--dir", local, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
 	s.dir = local
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(local, "kubeconfig"))
 	if err != nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
 
@@ -316,13 +317,21 @@ func (s *Server) Client() *s3.Client {
 	})
 }
 
+// freePort is a port for versitygw outside the ephemeral range that the other tests' client
+// connections take their local ports from (package freeport); host is where it will listen.
 func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+	for range 100 {
+		ports, err := freeport.Pick(1)
+		if err != nil {
+			return 0, err
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(ports[0])))
+		if err == nil {
+			ln.Close()
+			return ports[0], nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port on %s", host)
 }
 
 func randomSecret() string {
