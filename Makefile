@@ -72,7 +72,8 @@ test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x
 	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/...
 
 .PHONY: test
-test: control-plane mariadb versitygw vet ## Everything the README promises: unit, golden, envtest, real-MariaDB and real-S3 tests, and the CRD gate.
+test: mariadb control-plane versitygw vet ## Everything the README promises: unit, golden, envtest, real-MariaDB and real-S3 tests, and the CRD gate.
+	@echo "make test: $$($(GO) version | cut -d' ' -f3), $$(PATH=$$PATH:/usr/sbin mariadbd --version | grep -oE 'Ver [^ ]+'), control plane $$(basename $(KUBEBUILDER_ASSETS)), $$(nproc) CPUs"
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) $(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) verify-generated
 	$(MAKE) crd-gate
