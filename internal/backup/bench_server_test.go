@@ -28,6 +28,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/objectstore/s3test"
 	"github.com/dolphin-operator/dolphin/internal/restore"
@@ -535,12 +536,11 @@ func startAgentProcess(t *testing.T, bin, dataDir, socket string) *agentProcess 
 			t.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Pick(1) // the agent binds it later: outside the ephemeral range
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 
 	a := &agentProcess{done: make(chan struct{}), log: filepath.Join(dir, "agent.log"),
 		url: "https://" + addr, token: token, caPEM: caPEM}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
@@ -33,12 +34,11 @@ func TestInitScriptOperatorAccountOnMariaDB(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Pick(1) // mariadbd binds it later: outside the ephemeral range
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := ports[0]
 
 	cm, err := ConfigMap(minimal())
 	if err != nil {

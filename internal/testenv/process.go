@@ -4,20 +4,24 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dolphin-operator/dolphin/internal/freeport"
 )
 
-// FreeAddr returns a loopback address with a port that was free a moment ago.
+// FreeAddr returns a loopback address with a port for a process the test starts later:
+// free now, outside the ephemeral range the client connections of other tests take their
+// local ports from, and reserved against other callers for a while (package freeport).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Pick(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 }
 
 // AdminKubeconfig writes a kubeconfig of a system:masters user of env and returns its path,
