@@ -21,6 +21,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestServerBinlogArchiveCmd runs the real `dolphin binlog-archive` (this test binary as
@@ -62,12 +63,7 @@ func TestServerBinlogArchiveCmd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testenv.FreeAddr(t)                   // the archiver binds it
 	dead, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers: a proxy without a backend
 	if err != nil {
 		t.Fatal(err)

@@ -145,12 +145,13 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 		fmt.Fprintf(out, "  control plane already running at %s: reused\n", cp.APIServerURL())
 	}
 	// A failure from here on stops what this `up` started, so that nothing is left holding
-	// ports and memory: everything when the control plane was started afresh, else the
-	// add-ons started by this call (a stack that ran before is left as it was).
-	var startedAddOns []string
+	// ports and memory: everything when the control plane was started afresh, else every
+	// add-on that runs as another process than before this call (started, or restarted with
+	// another command line: the one it replaced is not brought back).
+	before := addOnPIDs(cp)
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, undoLocalUp(out, cp, startedAddOns))
+			err = errors.Join(err, undoLocalUp(out, cp, before))
 		}
 	}()
 
@@ -168,9 +169,6 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 			Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/readyz", nodePort)},
 		}, nil
 	}, nil)
-	if nodeStarted {
-		startedAddOns = append(startedAddOns, agentName)
-	}
 	if err != nil {
 		return fmt.Errorf("starting the local node (needs root; log in %s): %w", filepath.Join(cp.Dir, "logs", agentName+".log"), err)
 	}
@@ -182,9 +180,6 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 	if o.s3 {
 		if s3srv, err = ensureLocalS3(ctx, cp, s3Binary, s3Host, o.s3Port); err != nil {
 			return fmt.Errorf("starting the S3 server (--s3): %w", err)
-		}
-		if s3srv.Started {
-			startedAddOns = append(startedAddOns, localcluster.S3Process)
 		}
 		fmt.Fprintf(out, "  %-24s %s (%.1fs): %s, bucket %s, Secret %s/%s\n", "s3 (backups)",
 			map[bool]string{true: "ready", false: "already running"}[s3srv.Started], time.Since(step).Seconds(),
@@ -219,9 +214,6 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 		}
 		return nil
 	})
-	if started {
-		startedAddOns = append(startedAddOns, operatorName)
-	}
 	if err != nil {
 		return fmt.Errorf("starting the operator: %w", err)
 	}
@@ -355,9 +347,24 @@ func flagPort(args []string, flagPrefix string) int {
 	return 0
 }
 
+// localAddOns are the processes `dolphin local up` runs beside the control plane, in start order.
+var localAddOns = []string{agentName, localcluster.S3Process, operatorName}
+
+// addOnPIDs returns the PID of every add-on that runs now.
+func addOnPIDs(cp *localcluster.ControlPlane) map[string]int {
+	pids := map[string]int{}
+	for _, name := range localAddOns {
+		if p := cp.Process(name); p != nil && p.Alive() {
+			pids[name] = p.PID
+		}
+	}
+	return pids
+}
+
 // undoLocalUp stops what a failed `dolphin local up` started: the whole stack when it started
-// the control plane afresh, else the add-ons it started.
-func undoLocalUp(out io.Writer, cp *localcluster.ControlPlane, startedAddOns []string) error {
+// the control plane afresh, else every add-on that runs as another process than before (the
+// PIDs in before), newest first.
+func undoLocalUp(out io.Writer, cp *localcluster.ControlPlane, before map[string]int) error {
 	if !cp.Reused {
 		fmt.Fprintf(out, "  stopping what this up started (the control plane was new)\n")
 		if err := cp.Stop(); err != nil {
@@ -366,7 +373,11 @@ func undoLocalUp(out io.Writer, cp *localcluster.ControlPlane, startedAddOns []s
 		return nil
 	}
 	var errs []error
-	for _, name := range slices.Backward(startedAddOns) {
+	for _, name := range slices.Backward(localAddOns) {
+		p := cp.Process(name)
+		if p == nil || !p.Alive() || p.PID == before[name] {
+			continue
+		}
 		fmt.Fprintf(out, "  stopping %s (started by this up)\n", name)
 		if _, err := cp.RemoveAddOn(name); err != nil {
 			errs = append(errs, fmt.Errorf("stopping %s after the failure: %w", name, err))

@@ -7,8 +7,8 @@
 // takes its local port from: on a machine where other tests open thousands of MySQL client
 // connections, such a port is often taken before the new process binds it ("bind: address
 // already in use"). Pick chooses outside that range instead, at random, and reserves each port
-// it hands out for ReservationTTL with a file under the temporary folder, so that two test
-// processes running side by side do not hand out the same port. A port can still be taken by a
+// it hands out for ReservationTTL with a file under the temporary folder (changed under a file
+// lock), so that two test processes running side by side do not hand out the same port. A port can still be taken by a
 // process that binds without asking Pick; callers that start a process retry with new ports
 // when it fails with InUse.
 package freeport
@@ -45,7 +45,16 @@ const ephemeralRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 // the kernel's ephemeral port range and reserved against other callers of Pick for
 // ReservationTTL.
 func Pick(n int) ([]int, error) {
-	ranges := candidateRanges(ephemeralRange())
+	return pick(reservationDir(), candidateRanges(ephemeralRange()), n)
+}
+
+// reservationDir is the folder of the reservations, shared by every user of the machine (a
+// port is the machine's, whoever asks): world-writable and sticky, like /tmp.
+func reservationDir() string { return filepath.Join(os.TempDir(), "dolphin-ports") }
+
+// pick is Pick over the given ranges with the reservations in dir. When dir cannot be used
+// (another user's folder that this one may not write), ports are handed out unreserved.
+func pick(dir string, ranges [][2]int, n int) ([]int, error) {
 	total := 0
 	for _, r := range ranges {
 		total += r[1] - r[0] + 1
@@ -53,21 +62,21 @@ func Pick(n int) ([]int, error) {
 	if total == 0 {
 		return nil, errors.New("freeport: no ports outside the ephemeral range")
 	}
-	dir := filepath.Join(os.TempDir(), "dolphin-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return nil, fmt.Errorf("freeport: reservation folder: %w", err)
-	}
+	res := openReservations(dir)
+	defer res.close()
 	ports := make([]int, 0, n)
+	taken := map[int]bool{}
 	for tries := 0; len(ports) < n; tries++ {
 		if tries > 50*n+1000 {
-			return nil, fmt.Errorf("freeport: found only %d of %d free ports outside the ephemeral range", len(ports), n)
+			return nil, fmt.Errorf("freeport: found only %d of %d free ports in %v", len(ports), n, ranges)
 		}
 		p := nth(ranges, rand.IntN(total))
-		if !reserve(dir, p) {
+		if taken[p] || !res.claim(p) {
 			continue
 		}
+		taken[p] = true
 		if !Free(p) {
-			continue // keep the reservation: someone uses it
+			continue // the claim stays: someone uses the port
 		}
 		ports = append(ports, p)
 	}
@@ -93,22 +102,77 @@ func InUse(err error) bool {
 	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
-// reserve claims port in dir for ReservationTTL; false when another claim is younger.
-func reserve(dir string, port int) bool {
-	path := filepath.Join(dir, strconv.Itoa(port))
-	for range 2 {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
-		if err == nil {
-			_ = f.Close()
-			return true
-		}
-		st, serr := os.Stat(path)
-		if serr != nil || time.Since(st.ModTime()) < ReservationTTL {
-			return false
-		}
-		_ = os.Remove(path) // an expired claim
+// reservations are the claims in one folder, changed under an exclusive lock (flock on
+// DIR/.lock) so that two processes never both take an expired claim. A nil *reservations
+// (the folder is unusable) claims every port.
+type reservations struct {
+	dir  string
+	lock *os.File
+}
+
+// openReservations locks dir (creating it world-writable and sticky) and sweeps claims that
+// expired long ago; nil when that fails.
+func openReservations(dir string) *reservations {
+	if err := os.Mkdir(dir, 0o777|os.ModeSticky); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil
 	}
-	return false
+	_ = os.Chmod(dir, 0o777|os.ModeSticky) // the umask took bits away (fails unless ours: fine)
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		_ = lock.Close()
+		return nil
+	}
+	r := &reservations{dir: dir, lock: lock}
+	r.sweep()
+	return r
+}
+
+func (r *reservations) close() {
+	if r != nil {
+		_ = r.lock.Close() // releases the flock
+	}
+}
+
+// claim reserves port for ReservationTTL; false when a younger claim holds it.
+func (r *reservations) claim(port int) bool {
+	if r == nil {
+		return true
+	}
+	path := filepath.Join(r.dir, strconv.Itoa(port))
+	st, err := os.Stat(path)
+	if err == nil && time.Since(st.ModTime()) < ReservationTTL {
+		return false
+	}
+	now := time.Now()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o666)
+	if err != nil {
+		// Another user's expired claim (sticky folder): refresh it if allowed, else skip.
+		return os.Chtimes(path, now, now) == nil
+	}
+	_ = f.Close()
+	return os.Chtimes(path, now, now) == nil
+}
+
+// sweepAge is how old a claim must be before sweep removes it.
+const sweepAge = 10 * ReservationTTL
+
+// sweep removes claims that expired long ago, so the folder does not grow without bound.
+func (r *reservations) sweep() {
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > sweepAge {
+			_ = os.Remove(filepath.Join(r.dir, e.Name()))
+		}
+	}
 }
 
 // ephemeralRange returns the kernel's ephemeral port range (Linux's default when unreadable).

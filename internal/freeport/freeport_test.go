@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCandidateRanges(t *testing.T) {
@@ -66,19 +69,84 @@ func TestPickOutsideTheEphemeralRange(t *testing.T) {
 	}
 }
 
-// TestPickSkipsABusyPort holds a listener on a port Pick could choose and checks Free sees it.
+// TestPickSkipsABusyPort gives pick two one-port ranges, one held by a listener: it hands
+// out the other, and fails when only the busy one is left.
 func TestPickSkipsABusyPort(t *testing.T) {
-	ports, err := Pick(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports[0]))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if Free(ports[0]) {
-		t.Errorf("Free(%d) with a listener on it", ports[0])
+	busy := l.Addr().(*net.TCPAddr).Port
+	free, err := Pick(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	got, err := pick(dir, [][2]int{{busy, busy}, {free[0], free[0]}}, 1)
+	if err != nil || len(got) != 1 || got[0] != free[0] {
+		t.Fatalf("pick = %v, %v; want [%d] (port %d is busy)", got, err, free[0], busy)
+	}
+	if got, err := pick(t.TempDir(), [][2]int{{busy, busy}}, 1); err == nil {
+		t.Errorf("pick with only the busy port %d = %v, want an error", busy, got)
+	}
+	// The free port is now claimed in dir: a second pick there does not hand it out again.
+	if got, err := pick(dir, [][2]int{{free[0], free[0]}}, 1); err == nil {
+		t.Errorf("pick handed out the claimed port again: %v", got)
+	}
+}
+
+// TestReservations checks claims: a second claim of a port is refused while the first is
+// young, an expired one is taken over, old claims are swept, and an unusable folder hands
+// out ports unreserved instead of none.
+func TestReservations(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ports")
+	r := openReservations(dir)
+	if r == nil {
+		t.Fatal("openReservations failed on a new folder")
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
+		t.Errorf("reservation folder mode %v (%v), want sticky and world-writable: other users must claim too", st.Mode(), err)
+	}
+	if !r.claim(20001) {
+		t.Fatal("first claim refused")
+	}
+	if r.claim(20001) {
+		t.Error("second claim of a young reservation accepted")
+	}
+	old := time.Now().Add(-2 * ReservationTTL)
+	if err := os.Chtimes(filepath.Join(dir, "20001"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if !r.claim(20001) {
+		t.Error("an expired claim was not taken over")
+	}
+	if r.claim(20001) {
+		t.Error("the taken-over claim is not young again")
+	}
+	ancient := time.Now().Add(-2 * sweepAge)
+	if err := os.WriteFile(filepath.Join(dir, "20002"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filepath.Join(dir, "20002"), ancient, ancient); err != nil {
+		t.Fatal(err)
+	}
+	r.close()
+	r = openReservations(dir)
+	if _, err := os.Stat(filepath.Join(dir, "20002")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a claim older than %s was not swept (%v)", sweepAge, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "20001")); err != nil {
+		t.Errorf("a young claim was swept: %v", err)
+	}
+	r.close()
+
+	file := filepath.Join(t.TempDir(), "not-a-folder")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pick(filepath.Join(file, "ports"), [][2]int{{Lowest, Highest}}, 3); err != nil || len(got) != 3 {
+		t.Errorf("pick with an unusable reservation folder = %v, %v; want 3 unreserved ports", got, err)
 	}
 }
 

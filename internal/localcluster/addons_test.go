@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -38,12 +39,11 @@ func TestEnsureAddOnWaitsForALiveAddOn(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1) // the add-on binds it
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	unready := filepath.Join(dir, "unready")
 	cp := &ControlPlane{Dir: dir, state: &state{}, stopTimeout: 5 * time.Second}
 	addOn := AddOn{

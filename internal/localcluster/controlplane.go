@@ -260,6 +260,9 @@ func (cp *ControlPlane) restartDead(ctx context.Context, opts Options) error {
 // pickPorts chooses new ports (FreePorts; a test replaces it to hand out a taken one).
 var pickPorts = FreePorts
 
+// errNotStopped marks a failed start whose processes could not all be stopped.
+var errNotStopped = errors.New("stopping what was started")
+
 // portAttempts is how many times fresh chooses ports when a component finds one taken.
 const portAttempts = 3
 
@@ -275,7 +278,7 @@ func (cp *ControlPlane) fresh(ctx context.Context, opts Options, binDir string) 
 	cp.state.BinDir = binDir
 	for attempt := 1; ; attempt++ {
 		err := cp.startAll(ctx, opts)
-		if err == nil || !freeport.InUse(err) || attempt == portAttempts {
+		if err == nil || !freeport.InUse(err) || attempt == portAttempts || errors.Is(err, errNotStopped) {
 			return err
 		}
 		cp.state.Ports = Ports{} // choose them all again
@@ -297,7 +300,11 @@ func (cp *ControlPlane) startAll(ctx context.Context, opts Options) error {
 	}
 	for _, group := range [][]string{{Etcd}, {APIServer}, {ControllerManager, Scheduler}} {
 		if err := cp.startGroup(ctx, opts, group); err != nil {
-			return errors.Join(err, cp.stopLocked())
+			if serr := cp.stopLocked(); serr != nil {
+				// A process that would not stop stays recorded, for `down`: no retry.
+				return errors.Join(err, fmt.Errorf("%w: %w", errNotStopped, serr))
+			}
+			return err
 		}
 	}
 	return nil

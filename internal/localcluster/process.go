@@ -48,7 +48,7 @@ func startProcess(name string, args, env []string, logPath, workDir string) (*Pr
 		return nil, fmt.Errorf("opening log of %s: %w", name, err)
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "==== %s dolphin local: starting %s\n", time.Now().Format(time.RFC3339), strings.Join(args, " "))
+	fmt.Fprintf(f, runMarker+"%s dolphin local: starting %s\n", time.Now().Format(time.RFC3339), strings.Join(args, " "))
 	cmd := exec.Command(args[0], args[1:]...)
 	// *os.File outputs are handed to the child as they are: no copying goroutine in this
 	// process that would stop when it exits.
@@ -165,7 +165,10 @@ func (p *Process) exitError() error {
 	return fmt.Errorf("%s %s; last lines of %s:\n%s", p.Name, status, p.Log, logTail(p.Log, 15))
 }
 
-// logTail returns the last n lines of the file at path (best effort).
+// runMarker starts the line that heads each run of a process in its log.
+const runMarker = "==== "
+
+// logTail returns the last n lines that the latest run wrote to the log at path (best effort).
 func logTail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -173,6 +176,11 @@ func logTail(path string, n int) string {
 	}
 	if len(data) > 64<<10 {
 		data = data[len(data)-64<<10:]
+	}
+	// Only this run's lines: the log is appended to by every start, each headed by a marker
+	// (an earlier run's "address already in use" must not explain this one's failure).
+	if i := bytes.LastIndex(data, []byte("\n"+runMarker)); i >= 0 {
+		data = data[i+1:]
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	if len(lines) > n {

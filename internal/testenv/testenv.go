@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,12 +69,12 @@ func StartWithCRDs(crdDirs ...string) (*Env, error) {
 	}
 	// envtest chooses ports by listening on :0, in the ephemeral range where the client
 	// connections of the tests running beside this one take their local ports: one can be
-	// taken before etcd or kube-apiserver binds it. The etcd client and API server ports come
-	// from outside that range (package freeport); etcd's peer port cannot be set, so a start
-	// that fails is stopped and tried again on new ports.
+	// taken before etcd or kube-apiserver binds it. The ports come from outside that range
+	// (package freeport) instead; a start that still fails because a port was taken ("address
+	// already in use" in their output) is stopped and tried again on new ones.
 	var errs []error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		ports, err := freeport.Pick(2)
+		ports, err := freeport.Pick(3)
 		if err != nil {
 			return nil, err
 		}
@@ -82,18 +83,52 @@ func StartWithCRDs(crdDirs ...string) (*Env, error) {
 			CRDDirectoryPaths:     crdDirs,
 			ErrorIfCRDPathMissing: true,
 		}
-		env.ControlPlane.Etcd = &envtest.Etcd{URL: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}}
-		env.ControlPlane.GetAPIServer().SecurePort = ports[1]
+		var watch inUseWatcher
+		etcd := &envtest.Etcd{URL: &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}, Out: &watch, Err: &watch}
+		etcd.Configure().Set("listen-peer-urls", "http://"+net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])))
+		env.ControlPlane.Etcd = etcd
+		api := env.ControlPlane.GetAPIServer()
+		api.SecurePort, api.Out, api.Err = ports[2], &watch, &watch
 		cfg, err := env.Start()
 		if err == nil {
 			return &Env{Config: cfg, Environment: env}, nil
 		}
-		errs = append(errs, fmt.Errorf("attempt %d (etcd on %d, kube-apiserver on %d): %w", attempt, ports[0], ports[1], err))
+		errs = append(errs, fmt.Errorf("attempt %d (etcd on %d/%d, kube-apiserver on %d): %w", attempt, ports[0], ports[1], ports[2], err))
 		if serr := env.Stop(); serr != nil {
-			errs = append(errs, fmt.Errorf("stopping attempt %d: %w", attempt, serr))
+			return nil, fmt.Errorf("starting envtest: %w", errors.Join(append(errs, fmt.Errorf("stopping attempt %d: %w", attempt, serr))...))
+		}
+		if !watch.seen() && !freeport.InUse(err) {
+			break // not a port taken: trying again would fail the same way
 		}
 	}
 	return nil, fmt.Errorf("starting envtest: %w", errors.Join(errs...))
+}
+
+// inUseWatcher is the output of etcd and kube-apiserver: discarded, but whether it said
+// "address already in use" is kept.
+type inUseWatcher struct {
+	mu    sync.Mutex
+	tail  []byte // the end of the last write, for a phrase split between writes
+	found bool
+}
+
+const inUsePhrase = "address already in use"
+
+func (w *inUseWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.found {
+		buf := append(w.tail, p...)
+		w.found = bytes.Contains(buf, []byte(inUsePhrase))
+		w.tail = append(w.tail[:0], buf[max(0, len(buf)-len(inUsePhrase)):]...)
+	}
+	return len(p), nil
+}
+
+func (w *inUseWatcher) seen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.found
 }
 
 // startAttempts is how many times StartWithCRDs starts etcd and kube-apiserver.

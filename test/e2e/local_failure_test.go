@@ -14,7 +14,8 @@ import (
 // TestLocalUpFailureStopsWhatItStarted makes `dolphin local up` fail after the control plane
 // and the local node are running (the CRDs it is told to install do not parse) and checks that
 // it says so, exits non-zero, and leaves no process of its folder running: a failed start
-// must not leak an API server, a scheduler or a node holding ports and memory.
+// must not leak an API server, a scheduler or a node holding ports and memory. The same
+// failure on a stack that runs leaves every process of it running.
 func TestLocalUpFailureStopsWhatItStarted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped under -short")
@@ -61,6 +62,39 @@ func TestLocalUpFailureStopsWhatItStarted(t *testing.T) {
 	for _, h := range cp.Health(t.Context()) {
 		if h.Alive {
 			t.Errorf("state.json shows %s (pid %d) alive", h.Name, h.PID)
+		}
+	}
+
+	// A stack that runs is left as it was by an `up` that fails: same processes, all healthy.
+	if out, err := exec.Command(bin, "local", "up", "--dir", local,
+		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24").CombinedOutput(); err != nil {
+		t.Fatalf("dolphin local up: %v\n%s", err, out)
+	}
+	pids := func() map[string]int {
+		cp, err := localcluster.Open(local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for _, h := range cp.Health(t.Context()) {
+			if h.Err != nil {
+				t.Errorf("%s: %v", h.Name, h.Err)
+			}
+			m[h.Name] = h.PID
+		}
+		return m
+	}
+	running := pids()
+	out, err = exec.Command(bin, "local", "up", "--dir", local, "--crd-dir", crds,
+		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24").CombinedOutput()
+	t.Logf("dolphin local up on the running stack:\n%s", out)
+	if err == nil {
+		t.Fatal("dolphin local up with CRDs that do not parse succeeded")
+	}
+	after := pids()
+	for _, name := range []string{localcluster.Etcd, localcluster.APIServer, localcluster.ControllerManager, localcluster.Scheduler, "node", "operator"} {
+		if running[name] == 0 || after[name] != running[name] {
+			t.Errorf("%s: pid %d before the failed up, %d after: a running stack must be left as it was", name, running[name], after[name])
 		}
 	}
 }
