@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -26,7 +30,7 @@ const crdEstablishTimeout = 30 * time.Second
 
 // InstallCRDs server-side applies every CustomResourceDefinition in the *.yaml files at the
 // root of crds (config/crd.Bases(), or a folder) through kubeconfig, then waits until each is
-// Established. It returns the names of the CRDs it applied. A CRD converted by a webhook is
+// Established and every served version of it is listed by discovery. It returns the names of the CRDs it applied. A CRD converted by a webhook is
 // pointed at https://127.0.0.1:webhookPort (the operator on this host) instead of the
 // operator's Service, as the admission webhooks are (LocalWebhooks); its caBundle is the
 // operator's to write, and is kept.
@@ -70,7 +74,72 @@ func InstallCRDs(ctx context.Context, kubeconfig string, crds fs.FS, webhookPort
 			return names, err
 		}
 	}
+	// Established is not yet served: the API server's discovery follows a moment later, and
+	// an operator started in between fails to map its kinds ("no matches for kind", seen once
+	// in a make test run with the CPUs busy).
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return names, fmt.Errorf("connecting to the API server: %w", err)
+	}
+	if err := waitDiscovered(ctx, dc, objs); err != nil {
+		return names, err
+	}
 	return names, nil
+}
+
+// waitDiscovered polls discovery the way controller-runtime's REST mapper reads it (aggregated
+// discovery: every group and resource in one answer) until every served version of every CRD
+// in objs lists its resource.
+func waitDiscovered(ctx context.Context, dc *discovery.DiscoveryClient, objs []*unstructured.Unstructured) error {
+	want := map[schema.GroupVersion][]string{}
+	for _, u := range objs {
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		for _, v := range versions {
+			m, _ := v.(map[string]any)
+			name, _ := m["name"].(string)
+			if served, _ := m["served"].(bool); served && name != "" {
+				gv := schema.GroupVersion{Group: group, Version: name}
+				want[gv] = append(want[gv], plural)
+			}
+		}
+	}
+	for {
+		missing, err := undiscovered(dc, want)
+		if err == nil && missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRDs not served by discovery: %w (missing %s; last error: %v)", ctx.Err(), missing, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// undiscovered returns the first wanted resource that discovery does not list ("" when none).
+func undiscovered(dc *discovery.DiscoveryClient, want map[schema.GroupVersion][]string) (string, error) {
+	_, resources, _, err := dc.GroupsAndMaybeResources()
+	if err != nil {
+		return "", err
+	}
+	for gv, plurals := range want {
+		var listed []metav1.APIResource
+		if resources != nil {
+			if l := resources[gv]; l != nil {
+				listed = l.APIResources
+			}
+		} else if l, err := dc.ServerResourcesForGroupVersion(gv.String()); err == nil {
+			listed = l.APIResources // a server without aggregated discovery
+		}
+		for _, p := range plurals {
+			if !slices.ContainsFunc(listed, func(r metav1.APIResource) bool { return r.Name == p }) {
+				return gv.String() + " " + p, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // readCRDs decodes every CustomResourceDefinition document of *.yaml in crds, skipping other

@@ -17,9 +17,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/dolphin-operator/dolphin/config/crd"
 )
 
 // binDirForTest finds the control-plane binaries like hack/control-plane.sh --print does (or
@@ -349,4 +355,57 @@ func processesNaming(t *testing.T, dir, name string) []int {
 		}
 	}
 	return pids
+}
+
+// TestInstallCRDsServesEveryKind checks what `dolphin local up` relies on when it starts the
+// operator right after InstallCRDs: every kind of every served version maps through a fresh
+// discovery-based REST mapper at once (an operator started between Established and discovery
+// failed with "no matches for kind MySQLCluster" in a make test run).
+func TestInstallCRDsServesEveryKind(t *testing.T) {
+	binDir := binDirForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cp := startForTest(t, ctx, dir, binDir, nil)
+	names, err := InstallCRDs(ctx, cp.Kubeconfig, crd.Bases(), 9443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", cp.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	objs, err := readCRDs(crd.Bases())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := 0
+	for _, u := range objs {
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		for _, v := range versions {
+			m, _ := v.(map[string]any)
+			if served, _ := m["served"].(bool); !served {
+				continue
+			}
+			version, _ := m["name"].(string)
+			if _, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind}, version); err != nil {
+				t.Errorf("%s %s/%s right after InstallCRDs: %v", kind, group, version, err)
+			}
+			mapped++
+		}
+	}
+	if mapped < len(names) {
+		t.Errorf("mapped %d kind versions for %d CRDs", mapped, len(names))
+	}
 }
