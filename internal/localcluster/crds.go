@@ -93,16 +93,9 @@ func InstallCRDs(ctx context.Context, kubeconfig string, crds fs.FS, webhookPort
 func waitDiscovered(ctx context.Context, dc *discovery.DiscoveryClient, objs []*unstructured.Unstructured) error {
 	want := map[schema.GroupVersion][]string{}
 	for _, u := range objs {
-		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
 		plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
-		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
-		for _, v := range versions {
-			m, _ := v.(map[string]any)
-			name, _ := m["name"].(string)
-			if served, _ := m["served"].(bool); served && name != "" {
-				gv := schema.GroupVersion{Group: group, Version: name}
-				want[gv] = append(want[gv], plural)
-			}
+		for _, gv := range servedVersions(u) {
+			want[gv] = append(want[gv], plural)
 		}
 	}
 	for {
@@ -116,6 +109,21 @@ func waitDiscovered(ctx context.Context, dc *discovery.DiscoveryClient, objs []*
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// servedVersions returns the group versions the CRD u serves.
+func servedVersions(u *unstructured.Unstructured) []schema.GroupVersion {
+	group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+	var out []schema.GroupVersion
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		name, _ := m["name"].(string)
+		if served, _ := m["served"].(bool); served && name != "" {
+			out = append(out, schema.GroupVersion{Group: group, Version: name})
+		}
+	}
+	return out
 }
 
 // undiscovered returns the first wanted resource that discovery does not list ("" when none).

@@ -390,17 +390,10 @@ func TestInstallCRDsServesEveryKind(t *testing.T) {
 	}
 	mapped := 0
 	for _, u := range objs {
-		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
 		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
-		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
-		for _, v := range versions {
-			m, _ := v.(map[string]any)
-			if served, _ := m["served"].(bool); !served {
-				continue
-			}
-			version, _ := m["name"].(string)
-			if _, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind}, version); err != nil {
-				t.Errorf("%s %s/%s right after InstallCRDs: %v", kind, group, version, err)
+		for _, gv := range servedVersions(u) {
+			if _, err := mapper.RESTMapping(schema.GroupKind{Group: gv.Group, Kind: kind}, gv.Version); err != nil {
+				t.Errorf("%s %s right after InstallCRDs: %v", kind, gv, err)
 			}
 			mapped++
 		}
