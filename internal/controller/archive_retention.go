@@ -39,7 +39,7 @@ func (r *MySQLClusterReconciler) applyArchiveRetention(ctx context.Context, c *d
 	var oldest *dolphinv1.MySQLBackup
 	for i := range kept {
 		b := &kept[i]
-		if b.Status.Phase == dolphinv1.BackupSucceeded && b.Status.GTIDPosition != "" && (oldest == nil || backupEnded(b).Before(backupEnded(oldest))) {
+		if b.Status.Phase == dolphinv1.BackupSucceeded && b.Status.GTIDPosition != "" && (oldest == nil || endedLater(oldest, b)) {
 			oldest = b
 		}
 	}

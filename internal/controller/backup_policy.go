@@ -65,6 +65,18 @@ func backupEnded(b *dolphinv1.MySQLBackup) time.Time {
 	return b.CreationTimestamp.Time
 }
 
+// endedLater reports whether backup a finished after backup b. Completion and creation
+// times have one-second precision, and a backup of a small database can finish within the
+// second in which the previous one failed: a tie on completion goes to the backup created
+// later (it was asked for after the other, which had already taken its share of the second).
+func endedLater(a, b *dolphinv1.MySQLBackup) bool {
+	ea, eb := backupEnded(a), backupEnded(b)
+	if !ea.Equal(eb) {
+		return ea.After(eb)
+	}
+	return a.CreationTimestamp.After(b.CreationTimestamp.Time)
+}
+
 // expiredBackups returns the backups retention deletes. A successful backup is kept when
 // either set limit keeps it: among the newest `keep`, or needed by the window (completed
 // within it, or the newest one completed before it, which a restore to the window's start
@@ -80,7 +92,7 @@ func expiredBackups(backups []dolphinv1.MySQLBackup, r *dolphinv1.BackupRetentio
 			ok = append(ok, b)
 		}
 	}
-	sort.SliceStable(ok, func(i, j int) bool { return backupEnded(&ok[i]).After(backupEnded(&ok[j])) })
+	sort.SliceStable(ok, func(i, j int) bool { return endedLater(&ok[i], &ok[j]) })
 	keep := map[string]bool{}
 	if len(ok) > 0 {
 		keep[ok[0].Name] = true
@@ -138,11 +150,11 @@ func summarizeBackups(backups []dolphinv1.MySQLBackup) (st *dolphinv1.BackupStat
 		b := &backups[i]
 		switch b.Status.Phase {
 		case dolphinv1.BackupSucceeded:
-			if lastOK == nil || backupEnded(b).After(backupEnded(lastOK)) {
+			if lastOK == nil || endedLater(b, lastOK) {
 				lastOK = b
 			}
 		case dolphinv1.BackupFailed:
-			if lastFailed == nil || backupEnded(b).After(backupEnded(lastFailed)) {
+			if lastFailed == nil || endedLater(b, lastFailed) {
 				lastFailed = b
 			}
 		}
@@ -167,9 +179,9 @@ func summarizeBackups(backups []dolphinv1.MySQLBackup) (st *dolphinv1.BackupStat
 		st.LastSuccessTime = &t
 	}
 	switch {
-	// Completion times have one-second precision: a failure in the same second as the last
-	// success is reported (the condition errs towards saying something is wrong).
-	case lastFailed != nil && (lastOK == nil || !backupEnded(lastFailed).Before(backupEnded(lastOK))):
+	// A failure that cannot be ordered against the last success (same completion and
+	// creation second) is reported: the condition errs towards saying something is wrong.
+	case lastFailed != nil && (lastOK == nil || !endedLater(lastOK, lastFailed)):
 		st.LastFailedBackup = lastFailed.Name
 		msg := fmt.Sprintf("backup %s failed: %s", lastFailed.Name, lastFailed.Status.Error)
 		if lastOK != nil {

@@ -144,6 +144,26 @@ func TestSummarizeBackups(t *testing.T) {
 	if _, _, set := summarizeBackups(nil); set {
 		t.Fatal("a condition without any finished backup")
 	}
+
+	// Seen in a fresh-machine e2e run: a backup of a small database asked for right after a
+	// failure finished within the failure's second. The one created later is the newer.
+	failedAt := now.Add(300 * time.Millisecond).Truncate(time.Second)
+	fail := finished("unreachable", dolphinv1.BackupFailed, failedAt)
+	fail.CreationTimestamp = metav1.NewTime(failedAt.Add(-2 * time.Second))
+	fast := finished("fast", dolphinv1.BackupSucceeded, failedAt)
+	if _, cond, _ = summarizeBackups([]dolphinv1.MySQLBackup{fail, fast}); cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "fast") {
+		t.Fatalf("a success created after a failure that ended in the same second: condition %+v", cond)
+	}
+	// The other way round the failure is the newer, and with nothing to order them by the
+	// failure is reported.
+	fast.CreationTimestamp = metav1.NewTime(failedAt.Add(-3 * time.Second))
+	if _, cond, _ = summarizeBackups([]dolphinv1.MySQLBackup{fast, fail}); cond.Status != metav1.ConditionFalse {
+		t.Fatalf("a failure created after a success that ended in the same second: condition %+v", cond)
+	}
+	fast.CreationTimestamp = fail.CreationTimestamp
+	if _, cond, _ = summarizeBackups([]dolphinv1.MySQLBackup{fast, fail}); cond.Status != metav1.ConditionFalse {
+		t.Fatalf("a failure and a success that cannot be ordered: condition %+v", cond)
+	}
 }
 
 func TestHumanBytesAndManifestURL(t *testing.T) {

@@ -180,7 +180,7 @@ func (r *MySQLClusterReconciler) scheduleVerification(ctx context.Context, c *do
 		if t, err := time.Parse(time.RFC3339, strings.TrimPrefix(b.Annotations[dolphinv1.VerifyAnnotation], verifySlotPrefix)); err == nil && t.After(last) {
 			last = t
 		}
-		if b.Status.Phase == dolphinv1.BackupSucceeded && b.DeletionTimestamp == nil && (newest == nil || backupEnded(b).After(backupEnded(newest))) {
+		if b.Status.Phase == dolphinv1.BackupSucceeded && b.DeletionTimestamp == nil && (newest == nil || endedLater(b, newest)) {
 			newest = b
 		}
 	}

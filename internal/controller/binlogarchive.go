@@ -172,10 +172,10 @@ func succeededBackups(backups []dolphinv1.MySQLBackup) (newest, oldest *dolphinv
 		if b.Status.Phase != dolphinv1.BackupSucceeded || b.Status.GTIDPosition == "" {
 			continue
 		}
-		if newest == nil || backupEnded(b).After(backupEnded(newest)) {
+		if newest == nil || endedLater(b, newest) {
 			newest = b
 		}
-		if oldest == nil || backupEnded(b).Before(backupEnded(oldest)) {
+		if oldest == nil || endedLater(oldest, b) {
 			oldest = b
 		}
 	}

@@ -129,7 +129,7 @@ func chooseBase(backups []dolphinv1.MySQLBackup, pit *dolphinv1.PointInTimeTarge
 				continue
 			}
 		}
-		if best == nil || backupEnded(b).After(backupEnded(best)) {
+		if best == nil || endedLater(b, best) {
 			best = b
 		}
 	}
