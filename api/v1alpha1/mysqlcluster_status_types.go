@@ -149,15 +149,23 @@ type TopologyStatus struct {
 	// operator restarted before it removed that annotation never carries the request out twice.
 	// +optional
 	LastSwitchoverRequest string `json:"lastSwitchoverRequest,omitempty"`
-	// SemiSyncFallback is true when the primary stopped waiting for replica acknowledgements:
-	// acknowledged writes are then not guaranteed to survive a failover.
+	// SemiSyncFallback is true when the primary stopped waiting for replica acknowledgements
+	// (spec.durability Preferred): acknowledged writes are then not guaranteed to survive a
+	// failover, and acknowledgedAlone records them.
 	// +optional
 	SemiSyncFallback bool `json:"semiSyncFallback,omitempty"`
 	// NoSemiSyncReplica is true when no replica is connected to acknowledge the primary's
-	// writes: commits wait for one up to the semi-sync timeout (30 s), then the primary falls
-	// back to asynchronous replication (SemiSyncFallback).
+	// writes: commits wait until one is back (spec.durability Required), or for 30 s and
+	// then the primary acknowledges them alone (Preferred; SemiSyncFallback).
 	// +optional
 	NoSemiSyncReplica bool `json:"noSemiSyncReplica,omitempty"`
+	// AcknowledgedAlone is set while writes the primary acknowledged without any replica
+	// holding them may exist on that primary only (semi-sync fell back, or its source side
+	// was restarted to end a stall). A failover from it promotes only a replica that holds
+	// them, or waits for it, unless a person accepts the loss with the annotation
+	// mysql.dolphin.dev/failover-accept-loss=<primary>. Cleared once a replica holds them.
+	// +optional
+	AcknowledgedAlone *AcknowledgedAlone `json:"acknowledgedAlone,omitempty"`
 	// LastPromotion records the last failover or switchover.
 	// +optional
 	LastPromotion *PromotionRecord `json:"lastPromotion,omitempty"`
@@ -212,6 +220,17 @@ type FailoverTail struct {
 	HeldBy string `json:"heldBy"`
 }
 
+// AcknowledgedAlone describes writes a primary acknowledged that no replica may hold.
+type AcknowledgedAlone struct {
+	// Primary is the instance that acknowledged them.
+	Primary string `json:"primary"`
+	// UpTo is the primary's executed GTID set when it was last seen acknowledging alone:
+	// the writes at risk are in it and not in the replicas'.
+	UpTo string `json:"upTo"`
+	// Since is when the primary was first seen acknowledging alone.
+	Since metav1.Time `json:"since"`
+}
+
 // PromotionRecord describes one change of primary.
 type PromotionRecord struct {
 	// From is the previous primary.
@@ -229,6 +248,10 @@ type PromotionRecord struct {
 	Duration metav1.Duration `json:"duration,omitempty"`
 	// Time is when the new primary became writable.
 	Time metav1.Time `json:"time"`
+	// LossAccepted describes the acknowledged writes this failover gave up because a person
+	// asked for it (mysql.dolphin.dev/failover-accept-loss): the GTID range and since when.
+	// +optional
+	LossAccepted string `json:"lossAccepted,omitempty"`
 }
 
 // InstanceTopology is the engine's observation of one instance.

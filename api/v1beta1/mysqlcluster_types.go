@@ -112,6 +112,17 @@ type MySQLClusterSpec struct {
 	// +optional
 	Failover FailoverSpec `json:"failover,omitempty"`
 
+	// Durability says what the primary does when no replica acknowledges a write. Required
+	// (the default): it never acknowledges a write that no replica has received; writes wait
+	// until a replica is back, and the cluster is Degraded saying so. Preferred: after 30 s
+	// without an acknowledgement it stays writable by acknowledging writes alone
+	// (asynchronous replication); a failover while that is so waits for the old primary
+	// unless a person accepts the loss (annotation mysql.dolphin.dev/failover-accept-loss).
+	// A single instance has no replica: every write exists on one server either way.
+	// +kubebuilder:default=Required
+	// +optional
+	Durability Durability `json:"durability,omitempty"`
+
 	// Paused stops Dolphin from changing anything for this cluster (Kubernetes objects and
 	// database topology alike) until it is set back to false. Status is still reported.
 	// Use it for manual maintenance.
@@ -311,6 +322,20 @@ type PodTemplateOverrides struct {
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
+
+// Durability is what the primary does when no replica acknowledges a write.
+// +kubebuilder:validation:Enum=Required;Preferred
+type Durability string
+
+const (
+	// DurabilityRequired: the primary never acknowledges a write no replica has received
+	// (semi-sync replication never falls back to asynchronous); writes wait instead.
+	DurabilityRequired Durability = "Required"
+	// DurabilityPreferred: the primary falls back to asynchronous replication after 30 s
+	// without an acknowledgement, to stay writable; a failover then waits for it or for a
+	// person's consent.
+	DurabilityPreferred Durability = "Preferred"
+)
 
 // FailoverSpec controls automatic failover.
 type FailoverSpec struct {

@@ -366,6 +366,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		Settings: topology.Settings{
 			FailoverEnabled:   *d.Spec.Failover.Enabled,
 			DetectionAttempts: int(d.Spec.Failover.Detection.Attempts),
+			AckAlone:          d.Spec.Durability == dolphinv1.DurabilityPreferred,
 		},
 		Variables: vars,
 		Interval:  interval,
@@ -502,6 +503,13 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		// Parsed like the failover record; an unparsable one is lost the same way.
 		if g, err := dbsql.ParseGTID(dbsql.Flavor(c.Spec.Engine.Flavor), tl.Received); err == nil && !g.IsEmpty() {
 			p.Tail = &topology.FailoverTail{From: tl.From, Received: g, HeldBy: tl.HeldBy}
+		}
+	}
+	if a := t.AcknowledgedAlone; a != nil {
+		// Parsed like the failover record; an unparsable one is lost the same way.
+		g, err := dbsql.ParseGTID(dbsql.Flavor(c.Spec.Engine.Flavor), a.UpTo)
+		if err == nil {
+			p.AckedAlone = &topology.AckedAlone{Primary: a.Primary, UpTo: g, Since: a.Since.Time}
 		}
 	}
 	if sw := t.SwitchoverInProgress; sw != nil {

@@ -292,7 +292,7 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 	if p := rep.Promotion; p != nil {
 		r.promotion = &dolphinv1.PromotionRecord{
 			From: p.From, To: p.To, Planned: p.Planned, Reason: rep.Decision.Message,
-			Duration: metav1.Duration{Duration: p.Duration}, Time: metav1.Now(),
+			Duration: metav1.Duration{Duration: p.Duration}, Time: metav1.Now(), LossAccepted: rep.Decision.LossAccepted,
 		}
 	}
 	promotion := r.promotion
@@ -300,6 +300,7 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 
 	var c dolphinv1.MySQLCluster
 	var newlyErrant []string
+	var newlyAlone *dolphinv1.AcknowledgedAlone
 	written := false
 	err := retry.OnError(statusBackoff, func(err error) bool { return ctx.Err() == nil && !apierrors.IsNotFound(err) }, func() error {
 		if err := r.m.APIReader().Get(ctx, r.key, &c); err != nil {
@@ -312,7 +313,11 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 		if promotion != nil {
 			next.LastPromotion = promotion
 		}
-		newlyErrant = nil
+		newlyErrant, newlyAlone = nil, nil
+		if a := next.AcknowledgedAlone; a != nil && (c.Status.Topology == nil || c.Status.Topology.AcknowledgedAlone == nil ||
+			c.Status.Topology.AcknowledgedAlone.Primary != a.Primary) {
+			newlyAlone = a
+		}
 		if old := c.Status.Topology; old != nil {
 			for _, n := range next.ErrantInstances {
 				if !slices.Contains(old.ErrantInstances, n) {
@@ -348,6 +353,15 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 	}
 	if r.m.Recorder == nil || (!written && promotion == nil && refused == "") {
 		return nil
+	}
+	if a := newlyAlone; a != nil && written {
+		r.m.Recorder.Eventf(&c, r.podRef(a.Primary), corev1.EventTypeWarning, "AcknowledgedAlone", "Replicate",
+			"%s acknowledges writes no replica has received (semi-sync fell back, or its source side was restarted): "+
+				"a failover from it now waits for it or for your consent (status.topology.acknowledgedAlone)", a.Primary)
+	}
+	if p := promotion; p != nil && p.LossAccepted != "" {
+		r.m.Recorder.Eventf(&c, r.podRef(p.To), corev1.EventTypeWarning, "FailoverLossAccepted", "Promote",
+			"failover from %s to %s %s", p.From, p.To, p.LossAccepted)
 	}
 	if refused != "" {
 		r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "SwitchoverRefused", "Switchover", "%s", refused)
@@ -440,6 +454,12 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 	}
 	if tl := rep.Persisted.Tail; tl != nil && tl.Received != nil {
 		t.FailoverTail = &dolphinv1.FailoverTail{From: tl.From, Received: tl.Received.String(), HeldBy: tl.HeldBy}
+	}
+	if a := rep.Persisted.AckedAlone; a != nil {
+		t.AcknowledgedAlone = &dolphinv1.AcknowledgedAlone{Primary: a.Primary, Since: metav1.NewTime(a.Since)}
+		if a.UpTo != nil {
+			t.AcknowledgedAlone.UpTo = a.UpTo.String()
+		}
 	}
 	t.SwitchoverInProgress = switchoverStatus(rep.Persisted.Switchover)
 	for _, in := range rep.Instances {

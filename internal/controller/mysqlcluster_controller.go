@@ -227,7 +227,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQLCluster, stepErr error) (observation, error) {
 	d := resources.Defaulted(c)
 	o := observation{
-		Generation: c.Generation, Replicas: d.Spec.Instances, Paused: c.Spec.Paused,
+		Generation: c.Generation, Replicas: d.Spec.Instances, Paused: c.Spec.Paused, Durability: d.Spec.Durability,
 		StepErr: stepErr, Previous: c.Status,
 	}
 	var sts appsv1.StatefulSet

@@ -56,6 +56,8 @@ type observation struct {
 	ArchiveResult   archiveResult
 	// TLS is the certificate the TLS step found or issued (nil when TLS is off).
 	TLS *dolphinv1.TLSStatus
+	// Durability is spec.durability, defaulted.
+	Durability dolphinv1.Durability
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
@@ -123,7 +125,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	allReady := st.ReadyInstances == o.Replicas && len(o.Pods) == int(o.Replicas)
 	// Errant instances and a semi-sync fallback leave the cluster short of what Ready
 	// promises (every instance a usable replica; acknowledged writes on a replica).
-	topologyProblem := topologyProblem(topo)
+	topologyProblem := topologyProblem(topo, o.Durability)
 	ready := primaryReady && allReady && topologyProblem == nil && o.StepErr == nil
 	wasAvailable := meta.IsStatusConditionTrue(o.Previous.Conditions, dolphinv1.ConditionAvailable) ||
 		o.Previous.Phase == dolphinv1.PhaseRunning || o.Previous.Phase == dolphinv1.PhaseDegraded
@@ -257,19 +259,29 @@ type problem struct{ reason, message string }
 
 // topologyProblem is what the engine's record shows wrong in a cluster whose pods are all
 // fine, or nil.
-func topologyProblem(t *dolphinv1.TopologyStatus) *problem {
+func topologyProblem(t *dolphinv1.TopologyStatus, durability dolphinv1.Durability) *problem {
 	switch {
 	case t == nil:
 		return nil
+	case t.AcknowledgedAlone != nil && !t.SemiSyncFallback:
+		// Semi-sync is back, but no replica holds yet what was acknowledged alone.
+		a := t.AcknowledgedAlone
+		return &problem{"AcknowledgedAlone", fmt.Sprintf("%s acknowledged writes alone since %s (up to %s) that no replica holds yet: "+
+			"a failover from it waits for it or for your consent until one does; check that the replicas run and catch up",
+			a.Primary, a.Since.UTC().Format(time.RFC3339), a.UpTo)}
 	case len(t.ErrantInstances) > 0:
 		return &problem{"ErrantInstances", strings.Join(t.ErrantInstances, ", ") +
 			" hold transactions the primary lacks and are kept out of the topology; Dolphin re-clones them from a healthy peer, discarding those transactions (status.lastReclone says what), unless the cluster has " + RecloneAnnotation + "=manual"}
 	case t.SemiSyncFallback:
 		return &problem{"SemiSyncFallback",
-			"the primary stopped waiting for replica acknowledgements: acknowledged writes may be lost in a failover; check that the replicas run and catch up"}
-	case t.NoSemiSyncReplica:
+			"the primary acknowledges writes no replica has received (semi-sync fell back, spec.durability Preferred): " +
+				"a failover now waits for it or for your consent; check that the replicas run and catch up"}
+	case t.NoSemiSyncReplica && durability == dolphinv1.DurabilityPreferred:
 		return &problem{"NoSemiSyncReplica",
-			"no replica is connected to acknowledge writes: commits on the primary wait for one up to the semi-sync timeout (30 s), then it falls back to asynchronous replication; check why the replicas are down (status.topology.instances)"}
+			"no replica is connected to acknowledge writes: commits on the primary wait for one for 30 s, then it acknowledges them alone (spec.durability Preferred); check why the replicas are down (status.topology.instances)"}
+	case t.NoSemiSyncReplica:
+		return &problem{"WritesWaitForReplica",
+			"no replica is connected to acknowledge writes: commits on the primary wait until one is back, and none is acknowledged before (spec.durability Required); check why the replicas are down (status.topology.instances)"}
 	}
 	return nil
 }

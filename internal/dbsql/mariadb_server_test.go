@@ -213,7 +213,7 @@ func semiSyncConnected(ctx context.Context, t *testing.T, source Instance, name 
 		}
 		if ss.StalledDumps > 0 && ss.Clients == 0 {
 			t.Logf("%s: %d dump thread(s) stuck ending: restarting the semi-sync source side", name, ss.StalledDumps)
-			must(t, source.RestartSemiSyncSource(ctx))
+			must(t, source.RestartSemiSyncSource(ctx, false))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: no semi-sync replica connected after 30s: %+v", name, ss)

@@ -61,7 +61,7 @@ func TestSemiSyncStallRecovery(t *testing.T) {
 					return err
 				}
 				if ss := st.SemiSync; ss.StalledDumps > 0 && ss.Clients == 0 {
-					if err := op[0].RestartSemiSyncSource(wctx); err != nil {
+					if err := op[0].RestartSemiSyncSource(wctx, false); err != nil {
 						return err
 					}
 					restarts.Add(1)

@@ -119,9 +119,14 @@ func TestExactSQL(t *testing.T) {
 		mysql:   []string{"SET GLOBAL rpl_semi_sync_source_enabled=OFF"},
 	}, {
 		name:    "RestartSemiSyncSource",
-		run:     func(ctx context.Context, in Instance) error { return in.RestartSemiSyncSource(ctx) },
+		run:     func(ctx context.Context, in Instance) error { return in.RestartSemiSyncSource(ctx, false) },
 		mariadb: []string{"SET GLOBAL rpl_semi_sync_master_enabled=OFF", "SET GLOBAL rpl_semi_sync_master_enabled=ON"},
 		mysql:   []string{"SET GLOBAL rpl_semi_sync_source_enabled=OFF", "SET GLOBAL rpl_semi_sync_source_enabled=ON"},
+	}, {
+		name:    "SetSemiSyncTimeout",
+		run:     func(ctx context.Context, in Instance) error { return in.SetSemiSyncTimeout(ctx, 4294967295) },
+		mariadb: []string{"SET GLOBAL rpl_semi_sync_master_timeout=4294967295"},
+		mysql:   []string{"SET GLOBAL rpl_semi_sync_source_timeout=4294967295"},
 	}, {
 		name:    "SetSemiSyncReplica(true)",
 		run:     func(ctx context.Context, in Instance) error { return in.SetSemiSyncReplica(ctx, true) },

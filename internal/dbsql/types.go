@@ -195,9 +195,16 @@ type Instance interface {
 	SetSemiSyncSource(ctx context.Context, enabled bool) error
 	// RestartSemiSyncSource turns the semi-sync source side off and on again.
 	// That restarts the ack-receiver thread, which ends a stall (see
-	// SemiSyncStatus.StalledDumps); transactions waiting for an
-	// acknowledgement stop waiting, as they would at the fallback timeout.
-	RestartSemiSyncSource(ctx context.Context) error
+	// SemiSyncStatus.StalledDumps). Turning it off tells every transaction
+	// waiting for an acknowledgement that it committed, so with
+	// disconnectWaiting the connections of those transactions are closed first:
+	// their clients get an error instead (the outcome unknown to them, never
+	// "committed"). A commit that begins to wait between the two statements is
+	// still released; the caller records that risk (topology.AckedAlone).
+	RestartSemiSyncSource(ctx context.Context, disconnectWaiting bool) error
+	// SetSemiSyncTimeout sets how long the primary waits for a replica's
+	// acknowledgement before it falls back to asynchronous replication.
+	SetSemiSyncTimeout(ctx context.Context, ms int64) error
 	// SetSemiSyncReplica turns the semi-sync replica side on or off. It takes
 	// effect when the receiver thread next connects (ConfigureReplication or
 	// StartReplication after a stop).

@@ -36,7 +36,10 @@ func t(key, value string, comment ...string) setting {
 }
 
 // semiSyncTimeoutMS is how long a primary waits for a replica's ACK before it
-// falls back to asynchronous replication.
+// falls back to asynchronous replication, as a server starts. The topology engine sets
+// the value spec.durability asks for (Required: never, Preferred: 30 s) before it turns the
+// source side on (topology.Settings.SemiSyncTimeoutMS); my.cnf turns the source side off,
+// so this value is never in force on a primary.
 const semiSyncTimeoutMS = "30000"
 
 var semiSyncTimeoutWhy = []string{

@@ -49,6 +49,9 @@ func Defaulted(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
 	if s.Failover.Enabled == nil {
 		s.Failover.Enabled = ptr.To(true)
 	}
+	if s.Durability == "" {
+		s.Durability = dolphinv1.DurabilityRequired
+	}
 	if s.Failover.Detection.Interval == nil {
 		s.Failover.Detection.Interval = &metav1.Duration{Duration: DefaultDetectionInterval}
 	}

@@ -101,6 +101,13 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 			return err
 		}
 		e.recordReplication(m.Name, "")
+		if s.SemiSync {
+			// The timeout first: a primary that must never acknowledge alone must not
+			// fall back even once, before the next observation would correct it.
+			if err := in.SetSemiSyncTimeout(ctx, e.cfg.Settings.SemiSyncTimeoutMS()); err != nil {
+				return err
+			}
+		}
 		if err := in.SetSemiSyncSource(ctx, s.SemiSync); err != nil {
 			return err
 		}
@@ -117,12 +124,21 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		e.mu.Unlock()
 		return nil
 	case StepSemiSyncSource:
+		if s.SemiSync {
+			if err := in.SetSemiSyncTimeout(ctx, e.cfg.Settings.SemiSyncTimeoutMS()); err != nil {
+				return err
+			}
+		}
 		return in.SetSemiSyncSource(ctx, s.SemiSync)
+	case StepSemiSyncTimeout:
+		return in.SetSemiSyncTimeout(ctx, e.cfg.Settings.SemiSyncTimeoutMS())
 	case StepSecureTransport:
 		return in.SetRequireSecureTransport(ctx, s.Secure)
 	case StepRestartSemiSyncSource:
 		e.cfg.Log.Info("restarting the semi-sync source side: a replica connection is stuck ending", "instance", m.Name)
-		return in.RestartSemiSyncSource(ctx)
+		// Required durability: the clients of waiting commits are disconnected rather than
+		// told "committed" (docs/design/0043).
+		return in.RestartSemiSyncSource(ctx, !e.cfg.Settings.AckAlone)
 	case StepReplicate:
 		src, ok := byName[s.Source]
 		if !ok {

@@ -64,6 +64,12 @@ type Decision struct {
 	// Tail is what the last failover promoted that not every replica holds yet, to carry
 	// into the next observation (nil when none).
 	Tail *FailoverTail
+	// AckedAlone is what the primary acknowledged that no replica may hold, to carry into
+	// the next observation (nil when none).
+	AckedAlone *AckedAlone
+	// LossAccepted describes the writes a failover gave up with a person's consent ("" when
+	// none): the operator records it in status and an event.
+	LossAccepted string
 	// RestartLostPrimary names the lost primary whose pod should be restarted: the failover
 	// waits for writes that no candidate left holds, and the lost primary, restarted, keeps
 	// every one it acknowledged.
@@ -88,6 +94,7 @@ type Decision struct {
 func Decide(v ClusterView) Decision {
 	d := decide(v)
 	d.Tail = settleTail(v, d)
+	d.AckedAlone = settleAckedAlone(v, d)
 	// Run-time settings only when nothing else is to be done, so that a value the server
 	// refuses can never hold up a failover or a replica's repair; the refusal is the plan's
 	// error, reported like any other.
@@ -290,10 +297,13 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 		d.Plan = append(d.Plan, Step{Kind: StepPromote, Instance: p.Name, SemiSync: len(v.Instances) > 1})
 	} else if want := len(v.Instances) > 1; p.Status.SemiSync.SourceEnabled != want {
 		d.Plan = append(d.Plan, Step{Kind: StepSemiSyncSource, Instance: p.Name, SemiSync: want})
+	} else if ms := p.Status.SemiSync.TimeoutMS; want && ms != 0 && ms != v.Settings.SemiSyncTimeoutMS() {
+		// spec.durability changed, or a server restarted with my.cnf's value.
+		d.Plan = append(d.Plan, Step{Kind: StepSemiSyncTimeout, Instance: p.Name})
 	}
 	if p.Status.SemiSync.SourceEnabled && !p.Status.SemiSync.SourceActive && len(v.Instances) > 1 {
 		d.SemiSyncFallback = true
-		problems = append(problems, "semi-sync fell back to asynchronous replication")
+		problems = append(problems, "semi-sync fell back to asynchronous replication: "+p.Name+" acknowledges writes no replica has received")
 	}
 	if ss := p.Status.SemiSync; ss.SourceEnabled && ss.StalledDumps > 0 && ss.Clients == 0 {
 		// A MariaDB ack-receiver stall: no replica can connect until the source side
@@ -344,7 +354,12 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 	if ss := p.Status.SemiSync; ss.SourceEnabled && ss.SourceActive && ss.Clients == 0 && len(v.Instances) > 1 &&
 		!slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepReplicate || s.Kind == StepStartReplication }) {
 		d.NoSemiSyncReplica = true
-		problems = append(problems, "no replica acknowledges "+p.Name+"'s writes: commits wait for one (up to the semi-sync timeout), then fall back to asynchronous replication")
+		if v.Settings.AckAlone {
+			problems = append(problems, "no replica acknowledges "+p.Name+"'s writes: commits wait for one up to "+SemiSyncFallbackTimeout.String()+
+				", then "+p.Name+" acknowledges them alone (spec.durability Preferred)")
+		} else {
+			problems = append(problems, "no replica acknowledges "+p.Name+"'s writes: commits wait until one is back (spec.durability Required)")
+		}
 	}
 	secure := secureTransportWanted(v)
 	for _, in := range v.Instances {

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
@@ -112,7 +113,22 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	}
 	b, _ := v.instance(best)
 	short, lossAccepted := !holds(received(b), record.Received), ""
+	// Writes the lost primary acknowledged alone (semi-sync had fallen back) may be on it only.
+	alone := v.AckedAlone != nil && v.AckedAlone.Primary == lost.Name && !holds(received(b), v.AckedAlone.UpTo)
 	switch {
+	case alone && v.AcceptLossFrom == lost.Name:
+		lossAccepted = fmt.Sprintf(", giving up what %s acknowledged alone since %s (up to %s; %s has %s) as requested",
+			lost.Name, v.AckedAlone.Since.UTC().Format(time.RFC3339), v.AckedAlone.UpTo, best, received(b))
+	case alone:
+		// Not even the candidate that received the most holds what the lost primary told
+		// clients was committed while no replica acknowledged: only the lost primary does.
+		d.State = StatePrimaryLost
+		d.RestartLostPrimary = lost.Name
+		d.Message = fmt.Sprintf("failover from %s waits: it acknowledged writes alone since %s (semi-sync had fallen back; up to %s), "+
+			"and the best candidate, %s, has %s; Dolphin restarts %s (which keeps them) and waits for it "+
+			"(to promote %s anyway and give them up, annotate the cluster with mysql.dolphin.dev/failover-accept-loss=%s)",
+			lost.Name, v.AckedAlone.Since.UTC().Format(time.RFC3339), v.AckedAlone.UpTo, best, received(b), lost.Name, best, lost.Name)
+		return d
 	case short && v.AcceptLossFrom == lost.Name:
 		// A user chose a primary over those writes (Engine.AcceptFailoverLoss).
 		lossAccepted = fmt.Sprintf(", giving up what only %s had received (up to %s; %s has %s) as requested",
@@ -157,6 +173,7 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	d.Primary, d.PromotedFrom, d.Failover, d.Switchover = best, lost.Name, nil, nil
 	d.Tail = &FailoverTail{From: lost.Name, Received: received(b), HeldBy: best}
 	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best) + lossAccepted
+	d.LossAccepted = strings.TrimPrefix(lossAccepted, ", ")
 	return d
 }
 

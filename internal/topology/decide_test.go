@@ -106,12 +106,6 @@ func steps(d Decision) []string {
 }
 
 func TestDecide(t *testing.T) {
-	healthy3 := func() ClusterView {
-		return cluster("db-0",
-			inst(0).writable().executed("0-1-10"),
-			inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
-			inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
-	}
 	cases := []struct {
 		name    string
 		view    func() ClusterView

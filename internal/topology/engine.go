@@ -94,6 +94,9 @@ type Persisted struct {
 	// Tail is what the last failover promoted that not every replica holds yet (nil when
 	// none): persisted so that a restarted operator still refuses to promote less.
 	Tail *FailoverTail
+	// AckedAlone is what the primary acknowledged that no replica may hold (nil when none):
+	// persisted so that a restarted operator still refuses to fail over without it.
+	AckedAlone *AckedAlone
 	// Switchover is the switchover requested and not finished yet (nil when none). It is
 	// persisted as soon as it is accepted, so that an operator restarted in the middle of it
 	// resumes it instead of leaving a fenced primary or a forgotten request.
@@ -350,7 +353,8 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.mu.Lock()
 	view := ClusterView{
 		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant),
-		Failover: e.state.Failover, Tail: e.state.Tail, Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
+		Failover: e.state.Failover, Tail: e.state.Tail, AckedAlone: e.state.AckedAlone, Now: observed,
+		Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
 		TLSRequired: e.cfg.TLSRequired,
 	}
@@ -409,6 +413,11 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		}
 	} else if d.FailoverOnStepError != nil {
 		e.state.Failover = d.FailoverOnStepError
+	}
+	// What was seen acknowledged alone is kept even when a step failed; only a successful
+	// plan may drop the record (a promotion that happened, a replica that holds it).
+	if err == nil || d.AckedAlone != nil {
+		e.state.AckedAlone = d.AckedAlone
 	}
 	if f := e.state.Failover; f == nil || f.From != e.acceptLoss {
 		e.acceptLoss = "" // the failover it was given for is over

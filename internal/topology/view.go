@@ -59,6 +59,45 @@ type Settings struct {
 	// DetectionAttempts is how many consecutive observations must miss the primary before
 	// it is declared lost.
 	DetectionAttempts int
+	// AckAlone allows the primary to acknowledge writes no replica has received once no
+	// replica acknowledged for SemiSyncFallbackTimeout (spec.durability Preferred). When
+	// false (Required) semi-sync never falls back: writes wait for a replica.
+	AckAlone bool
+	// FallbackAfter replaces SemiSyncFallbackTimeout when AckAlone (zero: that default).
+	FallbackAfter time.Duration
+}
+
+// SemiSyncFallbackTimeout is how long a primary that may acknowledge writes alone (Settings.
+// AckAlone) waits for a replica's acknowledgement before it does.
+const SemiSyncFallbackTimeout = 30 * time.Second
+
+// semiSyncNeverMS is the largest semi-sync timeout both flavors accept, in milliseconds:
+// about 49.7 days, which for a write waiting on a replica is never.
+const semiSyncNeverMS = 4294967295
+
+// SemiSyncTimeoutMS is the semi-sync timeout the primary runs with under these settings.
+func (s Settings) SemiSyncTimeoutMS() int64 {
+	if s.AckAlone {
+		if s.FallbackAfter > 0 {
+			return s.FallbackAfter.Milliseconds()
+		}
+		return SemiSyncFallbackTimeout.Milliseconds()
+	}
+	return semiSyncNeverMS
+}
+
+// AckedAlone records writes a primary acknowledged while no replica had received them:
+// semi-sync had fallen back to asynchronous replication (Settings.AckAlone), or its source
+// side was restarted to end a stall (docs/design/0010). Until a replica holds UpTo, those
+// writes may exist on that primary only, so a failover from it promotes only a candidate
+// that holds them, or waits for it, unless a person accepts the loss (docs/design/0043).
+type AckedAlone struct {
+	// Primary is the instance that acknowledged them.
+	Primary string
+	// UpTo is the primary's executed set the last time it was seen acknowledging alone.
+	UpTo dbsql.GTIDSet
+	// Since is when it was first seen doing so.
+	Since time.Time
 }
 
 // FailoverProgress is persisted while a failover runs, so that a restarted operator resumes
@@ -123,6 +162,10 @@ type ClusterView struct {
 	// Tail is what the last failover promoted that not every replica holds yet, nil
 	// otherwise.
 	Tail *FailoverTail
+	// AckedAlone is what a primary acknowledged that no replica may hold, nil otherwise.
+	AckedAlone *AckedAlone
+	// Now is the time of the observation.
+	Now time.Time
 	// AcceptLossFrom names the lost primary whose waiting failover may promote a candidate
 	// holding less than was received (Engine.AcceptFailoverLoss): a user chose a primary over
 	// the writes only the lost primary still holds.
@@ -196,6 +239,8 @@ const (
 	// StepRestartSemiSyncSource turns the semi-sync source side off and on again, which
 	// ends a MariaDB ack-receiver stall (see dbsql.SemiSyncStatus.StalledDumps).
 	StepRestartSemiSyncSource StepKind = "RestartSemiSyncSource"
+	// StepSemiSyncTimeout sets the primary's semi-sync timeout to Settings.SemiSyncTimeoutMS.
+	StepSemiSyncTimeout StepKind = "SemiSyncTimeout"
 )
 
 // Step is one action of a plan.

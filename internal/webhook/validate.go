@@ -128,7 +128,16 @@ func (v ClusterValidator) ValidateCreate(ctx context.Context, c *dolphinv1.MySQL
 	w, terr := v.certificate(ctx, c)
 	sw, serr := storeWarnings(ctx, v.secrets.reader, c)
 	errs := append([]error{err, terr, serr, schedule.CheckRetention(c.Spec.Backup, time.Now())}, schedule.Check(c.Spec.Backup)...)
-	return append(append(append(warnings, w...), sw...), retentionWarnings(c.Spec.Backup)...), errors.Join(errs...)
+	return append(append(append(append(warnings, w...), sw...), retentionWarnings(c.Spec.Backup)...), durabilityWarnings(c)...), errors.Join(errs...)
+}
+
+// durabilityWarnings warns that spec.durability Preferred chooses nothing for a single
+// instance: with no replica, every write exists on one server only, whatever is chosen.
+func durabilityWarnings(c *dolphinv1.MySQLCluster) admission.Warnings {
+	if c.Spec.Durability == dolphinv1.DurabilityPreferred && c.Spec.Instances == 1 {
+		return admission.Warnings{"spec.durability Preferred has no effect with one instance: with no replica, every write exists on one server only; it applies once spec.instances is 2 or more"}
+	}
+	return nil
 }
 
 // retentionWarnings warns about a schedule without retention: every backup is then kept.
@@ -157,6 +166,9 @@ func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.
 	if !slices.Equal(storeUses(old), storeUses(c)) {
 		w, err := storeWarnings(ctx, v.secrets.reader, c)
 		warnings, errs = w, append(errs, err)
+	}
+	if old.Spec.Durability != c.Spec.Durability || old.Spec.Instances != c.Spec.Instances {
+		warnings = append(warnings, durabilityWarnings(c)...)
 	}
 	if old.Spec.TLS == c.Spec.TLS {
 		return warnings, errors.Join(errs...)

@@ -89,3 +89,23 @@ func TestClusterValidatorRetentionBound(t *testing.T) {
 		t.Errorf("a schedule without retention: warnings %q, %v; want admitted with a warning", warnings, err)
 	}
 }
+
+// Preferred durability on a single instance is admitted with a warning that it chooses
+// nothing; Required (the default) and Preferred with replicas get none.
+func TestDurabilityWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		durability dolphinv1.Durability
+		instances  int32
+		warn       bool
+	}{
+		{dolphinv1.DurabilityPreferred, 1, true},
+		{dolphinv1.DurabilityRequired, 1, false},
+		{dolphinv1.DurabilityPreferred, 3, false},
+	} {
+		c := &dolphinv1.MySQLCluster{Spec: dolphinv1.MySQLClusterSpec{Durability: tc.durability, Instances: tc.instances}}
+		w := durabilityWarnings(c)
+		if got := len(w) == 1 && strings.Contains(w[0], "no effect with one instance"); got != tc.warn {
+			t.Errorf("%s with %d instance(s): warnings %q", tc.durability, tc.instances, w)
+		}
+	}
+}

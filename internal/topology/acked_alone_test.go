@@ -1,0 +1,160 @@
+package topology
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSemiSyncTimeoutFollowsDurability: the primary's semi-sync timeout is set to what
+// spec.durability asks for, whatever the server started with.
+func TestSemiSyncTimeoutFollowsDurability(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ackAlone bool
+		has      int64
+		want     []string
+	}{
+		{"Required, started with my.cnf's 30 s", false, 30000, []string{"SemiSyncTimeout(db-0)"}},
+		{"Required, already never", false, semiSyncNeverMS, nil},
+		{"Preferred, 30 s", true, 30000, nil},
+		{"Preferred after Required", true, semiSyncNeverMS, []string{"SemiSyncTimeout(db-0)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := healthy3()
+			v.Settings.AckAlone = tc.ackAlone
+			v.Instances[0].Status.SemiSync.TimeoutMS = tc.has
+			if d := Decide(v); !slices.Equal(steps(d), tc.want) {
+				t.Fatalf("plan %v, want %v (%s)", steps(d), tc.want, d.Message)
+			}
+		})
+	}
+	if got := (Settings{}).SemiSyncTimeoutMS(); got != 4294967295 {
+		t.Fatalf("Required timeout %d ms", got)
+	}
+	if got := (Settings{AckAlone: true}).SemiSyncTimeoutMS(); got != 30000 {
+		t.Fatalf("Preferred timeout %d ms", got)
+	}
+}
+
+// TestAckedAloneIsRecordedAndHeldUntilAReplicaHasIt follows a fallback: recorded with the
+// primary's position, moved forward while it lasts, kept after semi-sync is back until a
+// replica holds it.
+func TestAckedAloneIsRecordedAndHeldUntilAReplicaHasIt(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
+	fallback := func(primaryAt, replicasAt string) ClusterView {
+		v := cluster("db-0", inst(0).writable().executed(primaryAt),
+			inst(1).executed(replicasAt).replicaOf(0, replicasAt), inst(2).executed(replicasAt).replicaOf(0, replicasAt))
+		v.Instances[0].Status.SemiSync.SourceActive = false
+		v.Settings.AckAlone = true
+		v.Now = t0
+		return v
+	}
+	d := Decide(fallback("0-1-20", "0-1-10"))
+	a := d.AckedAlone
+	if a == nil || a.Primary != "db-0" || !gtid("0-1-20").Equal(a.UpTo) || !a.Since.Equal(t0) || !d.SemiSyncFallback {
+		t.Fatalf("fallback: record %+v, fallback %v", a, d.SemiSyncFallback)
+	}
+	if !strings.Contains(d.Message, "acknowledges writes no replica has received") {
+		t.Fatalf("message %q", d.Message)
+	}
+	// Still falling back later: the record moves forward, keeping its start.
+	later := fallback("0-1-30", "0-1-10")
+	later.AckedAlone, later.Now = a, t0.Add(time.Minute)
+	a = Decide(later).AckedAlone
+	if a == nil || !gtid("0-1-30").Equal(a.UpTo) || !a.Since.Equal(t0) {
+		t.Fatalf("later: record %+v", a)
+	}
+	// Semi-sync active again, the replicas still behind: kept.
+	back := cluster("db-0", inst(0).writable().executed("0-1-31"),
+		inst(1).executed("0-1-25").replicaOf(0, "0-1-25"), inst(2).down())
+	back.AckedAlone = a
+	if b := Decide(back).AckedAlone; b != a {
+		t.Fatalf("replicas behind: record %+v, want it kept", b)
+	}
+	// A replica received everything: dropped.
+	caught := cluster("db-0", inst(0).writable().executed("0-1-31"),
+		inst(1).executed("0-1-25").replicaOf(0, "0-1-31"), inst(2).down())
+	caught.AckedAlone = a
+	if b := Decide(caught).AckedAlone; b != nil {
+		t.Fatalf("a replica holds it: record %+v, want none", b)
+	}
+	// The primary does not answer: kept, whatever the replicas show.
+	lost := cluster("db-0", inst(0).down(), inst(1).executed("0-1-10").replicaOf(0, "0-1-10"), inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+	lost.AckedAlone = a
+	if b := Decide(lost).AckedAlone; b != a {
+		t.Fatalf("primary lost: record %+v, want it kept", b)
+	}
+	// A single instance acknowledges alone by nature: no record.
+	one := cluster("db-0", inst(0).writable().executed("0-1-5"))
+	one.Instances[0].Status.SemiSync.SourceEnabled, one.Instances[0].Status.SemiSync.SourceActive = false, false
+	if b := Decide(one).AckedAlone; b != nil {
+		t.Fatalf("single instance: record %+v", b)
+	}
+}
+
+// TestStallRestartRecordsAckedAlone: restarting the source side to end a stall may release a
+// commit that began to wait in between, so it is recorded like a fallback.
+func TestStallRestartRecordsAckedAlone(t *testing.T) {
+	v := healthy3()
+	v.Instances[0].Status.Executed = gtid("0-1-7")
+	ss := &v.Instances[0].Status.SemiSync
+	ss.Clients, ss.StalledDumps = 0, 1
+	d := Decide(v)
+	if !slices.Contains(steps(d), "RestartSemiSyncSource(db-0)") || d.AckedAlone == nil || !gtid("0-1-7").Equal(d.AckedAlone.UpTo) {
+		t.Fatalf("plan %v, record %+v", steps(d), d.AckedAlone)
+	}
+}
+
+// TestFailoverWaitsForWritesAcknowledgedAlone: a lost primary that acknowledged writes alone
+// is waited for (and restarted) while no candidate holds them; a person's consent promotes the
+// best candidate, and the loss is described; a candidate that holds them is promoted at once.
+func TestFailoverWaitsForWritesAcknowledgedAlone(t *testing.T) {
+	since := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
+	record := &AckedAlone{Primary: "db-0", UpTo: gtid("0-1-20"), Since: since}
+	fenced := func(received string) ClusterView {
+		v := cluster("db-0", inst(0).down(),
+			inst(1).executed("0-1-10").replicaOf(0, received).ioStopped(), inst(2).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
+		v.PrimaryMisses = 5
+		v.Failover = &FailoverProgress{From: "db-0", Fenced: true, Received: gtid(received), ReceivedBy: "db-1"}
+		v.AckedAlone = record
+		return v
+	}
+	d := Decide(fenced("0-1-12"))
+	if d.State != StatePrimaryLost || len(d.Plan) != 0 || d.RestartLostPrimary != "db-0" || d.Primary != "db-0" {
+		t.Fatalf("waits: %s plan %v restart %q primary %s (%s)", d.State, steps(d), d.RestartLostPrimary, d.Primary, d.Message)
+	}
+	for _, want := range []string{"acknowledged writes alone since 2026-12-05T01:00:00Z", "0-1-20", "mysql.dolphin.dev/failover-accept-loss=db-0"} {
+		if !strings.Contains(d.Message, want) {
+			t.Fatalf("message %q lacks %q", d.Message, want)
+		}
+	}
+	if d.AckedAlone != record {
+		t.Fatalf("record %+v, want it kept while waiting", d.AckedAlone)
+	}
+
+	consent := fenced("0-1-12")
+	consent.AcceptLossFrom = "db-0"
+	d = Decide(consent)
+	if d.Primary != "db-1" || !slices.Contains(steps(d), "Promote(db-1 semisync=true)") {
+		t.Fatalf("consent: primary %s plan %v (%s)", d.Primary, steps(d), d.Message)
+	}
+	if !strings.Contains(d.LossAccepted, "acknowledged alone since 2026-12-05T01:00:00Z (up to 0-1-20; db-1 has 0-1-12)") || d.AckedAlone != nil {
+		t.Fatalf("consent: loss %q, record %+v", d.LossAccepted, d.AckedAlone)
+	}
+
+	holder := fenced("0-1-20")
+	d = Decide(holder)
+	if d.Primary != "db-1" || d.LossAccepted != "" || d.AckedAlone != nil {
+		t.Fatalf("a candidate holds it: primary %s loss %q record %+v (%s)", d.Primary, d.LossAccepted, d.AckedAlone, d.Message)
+	}
+}
+
+// healthy3 is a primary and two replicas that hold everything.
+func healthy3() ClusterView {
+	return cluster("db-0",
+		inst(0).writable().executed("0-1-10"),
+		inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
+		inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+}
