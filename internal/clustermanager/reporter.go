@@ -508,6 +508,8 @@ func (r *reporter) metrics(rep topology.Report) {
 		fallback = 1
 	}
 	metrics.SemiSyncFallback.WithLabelValues(ns, name).Set(fallback)
+	metrics.WritesAtRisk.WithLabelValues(ns, name).Set(boolGauge(rep.Persisted.AckedAlone != nil))
+	metrics.WritesWaiting.WithLabelValues(ns, name).Set(boolGauge(rep.Decision.NoSemiSyncReplica))
 	for _, in := range rep.Instances {
 		if in.Status != nil && in.Status.Replica != nil && in.Status.Replica.SecondsBehindSource != nil {
 			metrics.ReplicationLag.WithLabelValues(ns, name, in.Name).Set(float64(*in.Status.Replica.SecondsBehindSource))
@@ -522,4 +524,12 @@ func (r *reporter) metrics(rep topology.Report) {
 		}
 		metrics.PromotionsTotal.WithLabelValues(ns, name, kind).Inc()
 	}
+}
+
+// boolGauge is a gauge's value for a condition: 1 or 0.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -60,6 +60,17 @@ var (
 		Name: "mysql_cluster_semisync_fallback",
 		Help: "1 while the primary no longer waits for replica acknowledgements (semi-sync fell back to async).",
 	}, []string{"namespace", "name"})
+	// WritesAtRisk is 1 while writes the primary acknowledged may exist on one server only
+	// (status.topology.acknowledgedAlone), and WritesWaiting 1 while its commits wait for a
+	// replica that is not there (spec.durability Required).
+	WritesAtRisk = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_acknowledged_writes_on_one_server",
+		Help: "1 while writes the primary acknowledged may exist on that server only (no replica holds them yet).",
+	}, []string{"namespace", "name"})
+	WritesWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_writes_waiting_for_replica",
+		Help: "1 while no replica is connected to acknowledge the primary's writes, so commits wait (or, with durability Preferred, are acknowledged alone after 30 s).",
+	}, []string{"namespace", "name"})
 
 	// BackupLastSuccess is the completion time of the cluster's newest successful backup.
 	BackupLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -101,7 +112,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, EngineErrors,
+	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, WritesAtRisk, WritesWaiting, EngineErrors,
 		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures, ArchiveLag, ArchiveLastUpload, ArchiveUp, CertificateExpiry)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
@@ -112,6 +123,8 @@ func init() {
 func ForgetCluster(namespace, name string) {
 	ClusterHealth.DeleteLabelValues(namespace, name)
 	SemiSyncFallback.DeleteLabelValues(namespace, name)
+	WritesAtRisk.DeleteLabelValues(namespace, name)
+	WritesWaiting.DeleteLabelValues(namespace, name)
 	FailoverDuration.DeleteLabelValues(namespace, name)
 	match := map[string]string{"namespace": namespace, "name": name}
 	PromotionsTotal.DeletePartialMatch(match)
