@@ -131,6 +131,13 @@ type TopologyStatus struct {
 	// +listType=set
 	// +optional
 	ErrantInstances []string `json:"errantInstances,omitempty"`
+	// ReplacedPrimaries are primaries an unplanned failover replaced that have not rejoined
+	// cleanly since. One of them found errant may hold the only copy of writes it
+	// acknowledged: Dolphin never re-clones it by itself, only once the cluster is annotated
+	// mysql.dolphin.dev/reclone-approved=<instance>.
+	// +listType=set
+	// +optional
+	ReplacedPrimaries []string `json:"replacedPrimaries,omitempty"`
 	// FailoverInProgress is set while a failover runs, so that a restarted operator resumes it.
 	// +optional
 	FailoverInProgress *FailoverProgress `json:"failoverInProgress,omitempty"`

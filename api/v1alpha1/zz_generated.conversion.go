@@ -2506,6 +2506,7 @@ func autoConvert_v1alpha1_TopologyStatus_To_v1beta1_TopologyStatus(in *TopologyS
 	out.Message = in.Message
 	out.Primary = in.Primary
 	out.ErrantInstances = in.ErrantInstances
+	out.ReplacedPrimaries = in.ReplacedPrimaries
 	if in.FailoverInProgress != nil {
 		in, out := &in.FailoverInProgress, &out.FailoverInProgress
 		*out = new(v1beta1.FailoverProgress)
@@ -2579,6 +2580,7 @@ func autoConvert_v1beta1_TopologyStatus_To_v1alpha1_TopologyStatus(in *v1beta1.T
 	out.Message = in.Message
 	out.Primary = in.Primary
 	out.ErrantInstances = in.ErrantInstances
+	out.ReplacedPrimaries = in.ReplacedPrimaries
 	if in.FailoverInProgress != nil {
 		in, out := &in.FailoverInProgress, &out.FailoverInProgress
 		*out = new(FailoverProgress)

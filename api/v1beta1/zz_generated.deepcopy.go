@@ -1325,6 +1325,11 @@ func (in *TopologyStatus) DeepCopyInto(out *TopologyStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.ReplacedPrimaries != nil {
+		in, out := &in.ReplacedPrimaries, &out.ReplacedPrimaries
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.FailoverInProgress != nil {
 		in, out := &in.FailoverInProgress, &out.FailoverInProgress
 		*out = new(FailoverProgress)

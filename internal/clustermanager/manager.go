@@ -490,6 +490,12 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 	for _, n := range t.ErrantInstances {
 		p.Errant[n] = true
 	}
+	if len(t.ReplacedPrimaries) > 0 {
+		p.Replaced = map[string]bool{}
+		for _, n := range t.ReplacedPrimaries {
+			p.Replaced[n] = true
+		}
+	}
 	if f := t.FailoverInProgress; f != nil {
 		p.Failover = &topology.FailoverProgress{From: f.From, Fenced: f.Fenced, ReceivedBy: f.ReceivedBy}
 		// Written by topologyStatus from a set the engine parsed: it parses again. Were it

@@ -446,6 +446,12 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 		}
 	}
 	slices.Sort(t.ErrantInstances)
+	for n, yes := range rep.Persisted.Replaced {
+		if yes {
+			t.ReplacedPrimaries = append(t.ReplacedPrimaries, n)
+		}
+	}
+	slices.Sort(t.ReplacedPrimaries)
 	if f := rep.Persisted.Failover; f != nil {
 		t.FailoverInProgress = &dolphinv1.FailoverProgress{From: f.From, Fenced: f.Fenced, ReceivedBy: f.ReceivedBy}
 		if f.Received != nil {

@@ -126,5 +126,12 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting %s to re-clone it: %w", pod.Name, err)
 	}
+	if c.Annotations[RecloneApprovedAnnotation] == plan.Instance {
+		// Used: a later errant state of the same instance asks again.
+		patch := []byte(`{"metadata":{"annotations":{"` + RecloneApprovedAnnotation + `":null}}}`)
+		if err := r.Client.Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("removing %s after use: %w", RecloneApprovedAnnotation, err)
+		}
+	}
 	return nil
 }

@@ -15,6 +15,20 @@ import (
 // value, or none, is the automatic default.
 const RecloneAnnotation = "mysql.dolphin.dev/reclone"
 
+// RecloneApprovedAnnotation on a MySQLCluster names an errant instance that Dolphin may
+// re-clone although an unplanned failover replaced it as the primary (status.topology.
+// replacedPrimaries): such an instance may hold the only copy of writes it acknowledged, so
+// it is held out until a person, having looked, says so. Removed once the re-clone began.
+const RecloneApprovedAnnotation = "mysql.dolphin.dev/reclone-approved"
+
+// heldForConsent reports whether in is an errant former primary that waits for a person's
+// consent before it is re-cloned.
+func heldForConsent(c *dolphinv1.MySQLCluster, in string) bool {
+	t := c.Status.Topology
+	return t != nil && slices.Contains(t.ErrantInstances, in) && slices.Contains(t.ReplacedPrimaries, in) &&
+		c.Annotations[RecloneApprovedAnnotation] != in
+}
+
 // reclonePlan is an instance to discard and re-seed from a healthy peer.
 type reclonePlan struct {
 	Instance string
@@ -23,7 +37,8 @@ type reclonePlan struct {
 }
 
 // decideReclone picks at most one instance to re-clone (pure): an errant replica (it holds
-// transactions the primary lacks), or one whose replication stopped because the primary no
+// transactions the primary lacks) — an errant former primary only with the user's consent
+// (RecloneApprovedAnnotation) — or one whose replication stopped because the primary no
 // longer has the binlogs it needs (error 1236). Never the primary, never during a failover or
 // while another instance is being seeded, and only when a healthy peer other than it can serve
 // the clone.
@@ -50,6 +65,9 @@ func decideReclone(c *dolphinv1.MySQLCluster, pods []corev1.Pod) (reclonePlan, b
 			continue
 		}
 		switch {
+		case heldForConsent(c, in.Name):
+			// A former primary replaced by a failover: what it holds beyond the primary may
+			// be writes it acknowledged alone. Never discarded without consent.
 		case slices.Contains(t.ErrantInstances, in.Name):
 			plans = append(plans, reclonePlan{Instance: in.Name, Reason: "it holds transactions the primary does not have (errant)",
 				Discarded: fmt.Sprintf("its position %s beyond the primary's %s", orNone(in.GTIDExecuted), orNone(primaryPos))})

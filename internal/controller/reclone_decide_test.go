@@ -27,6 +27,12 @@ func TestDecideReclone(t *testing.T) {
 	seeding.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: resources.ContainerSeed, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 	manual := cluster([]string{"db-2"}, healthy("db-1"), errant)
 	manual.Annotations = map[string]string{RecloneAnnotation: "manual"}
+	formerPrimary := cluster([]string{"db-2"}, healthy("db-1"), errant)
+	formerPrimary.Status.Topology.ReplacedPrimaries = []string{"db-2"}
+	approved := formerPrimary.DeepCopy()
+	approved.Annotations = map[string]string{RecloneApprovedAnnotation: "db-2"}
+	approvedOther := formerPrimary.DeepCopy()
+	approvedOther.Annotations = map[string]string{RecloneApprovedAnnotation: "db-1"}
 	failing := cluster([]string{"db-2"}, healthy("db-1"), errant)
 	failing.Status.Topology.FailoverInProgress = &dolphinv1.FailoverProgress{From: "db-0"}
 	for _, tc := range []struct {
@@ -40,6 +46,9 @@ func TestDecideReclone(t *testing.T) {
 		{"purged binlogs", cluster(nil, healthy("db-1"), purged), pods, "db-2", "error 1236"},
 		{"healthy cluster", cluster(nil, healthy("db-1"), healthy("db-2")), pods, "", ""},
 		{"manual policy", manual, pods, "", ""},
+		{"an errant former primary waits for consent", formerPrimary, pods, "", ""},
+		{"an errant former primary with consent", approved, pods, "db-2", "0-1002-12 beyond the primary's 0-1-10"},
+		{"consent for another instance", approvedOther, pods, "", ""},
 		{"during a failover", failing, pods, "", ""},
 		{"while another is seeded", cluster([]string{"db-2"}, healthy("db-1"), errant), append(pods, seeding), "", ""},
 		{"the primary only as source", cluster([]string{"db-2"}, errant), []corev1.Pod{sourcePod("db-0", true, true), sourcePod("db-2", true, true)}, "db-2", ""},

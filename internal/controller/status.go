@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -270,8 +271,33 @@ func topologyProblem(t *dolphinv1.TopologyStatus, durability dolphinv1.Durabilit
 			"a failover from it waits for it or for your consent until one does; check that the replicas run and catch up",
 			a.Primary, a.Since.UTC().Format(time.RFC3339), a.UpTo)}
 	case len(t.ErrantInstances) > 0:
-		return &problem{"ErrantInstances", strings.Join(t.ErrantInstances, ", ") +
-			" hold transactions the primary lacks and are kept out of the topology; Dolphin re-clones them from a healthy peer, discarding those transactions (status.lastReclone says what), unless the cluster has " + RecloneAnnotation + "=manual"}
+		var held, others []string
+		for _, n := range t.ErrantInstances {
+			if slices.Contains(t.ReplacedPrimaries, n) {
+				held = append(held, n)
+			} else {
+				others = append(others, n)
+			}
+		}
+		var msgs []string
+		for _, n := range held {
+			pos := ""
+			if i := slices.IndexFunc(t.Instances, func(in dolphinv1.InstanceTopology) bool { return in.Name == n }); i >= 0 && t.Instances[i].GTIDExecuted != "" {
+				pos = " (its position " + t.Instances[i].GTIDExecuted + ")"
+			}
+			msgs = append(msgs, n+" was the primary before an unplanned failover and holds transactions the primary lacks"+pos+
+				": they may be writes it acknowledged, so Dolphin keeps it out of the topology and never re-clones it by itself; "+
+				"save what you need from it, then annotate the cluster "+RecloneApprovedAnnotation+"="+n+" to re-clone it")
+		}
+		if len(others) > 0 {
+			msgs = append(msgs, strings.Join(others, ", ")+
+				" hold transactions the primary lacks and are kept out of the topology; Dolphin re-clones them from a healthy peer, discarding those transactions (status.lastReclone says what), unless the cluster has "+RecloneAnnotation+"=manual")
+		}
+		reason := "ErrantInstances"
+		if len(held) > 0 {
+			reason = "ErrantFormerPrimary"
+		}
+		return &problem{reason, strings.Join(msgs, "; ")}
 	case t.SemiSyncFallback:
 		return &problem{"SemiSyncFallback",
 			"the primary acknowledges writes no replica has received (semi-sync fell back, spec.durability Preferred): " +

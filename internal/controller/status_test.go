@@ -103,6 +103,11 @@ func TestComputeStatus(t *testing.T) {
 			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "", true), pod("c-2", "", true)},
 				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", ErrantInstances: []string{"c-1", "c-2"}})},
 			want{dolphinv1.PhaseDegraded, F, T, F, T, "ErrantInstances", "c-0", 3}},
+		{"an errant former primary is named as held for consent",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "", true), pod("c-2", "", true)},
+				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", ErrantInstances: []string{"c-1", "c-2"},
+					ReplacedPrimaries: []string{"c-2"}})},
+			want{dolphinv1.PhaseDegraded, F, T, F, T, "ErrantFormerPrimary", "c-0", 3}},
 		{"a semi-sync fallback makes a cluster Degraded",
 			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "replica", true), pod("c-2", "replica", true)},
 				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", SemiSyncFallback: true})},
@@ -200,5 +205,18 @@ func TestComputeStatusSaysWhyNoPrimary(t *testing.T) {
 	st = computeStatus(obs, metav1.NewTime(time.Unix(1000, 0)))
 	if c := meta.FindStatusCondition(st.Conditions, "Ready"); c == nil || strings.Contains(c.Message, why) {
 		t.Errorf("a failover under way is not a primary that cannot be replaced: %+v", c)
+	}
+}
+
+// An errant former primary is named with its position and the annotation that lets Dolphin
+// re-clone it; other errant instances keep the automatic repair's message.
+func TestTopologyProblemNamesTheHeldFormerPrimary(t *testing.T) {
+	p := topologyProblem(&dolphinv1.TopologyStatus{Primary: "c-0", ErrantInstances: []string{"c-1", "c-2"}, ReplacedPrimaries: []string{"c-2"},
+		Instances: []dolphinv1.InstanceTopology{{Name: "c-2", GTIDExecuted: "0-1-12"}}}, dolphinv1.DurabilityRequired)
+	for _, want := range []string{"c-2 was the primary before an unplanned failover", "(its position 0-1-12)", RecloneApprovedAnnotation + "=c-2",
+		"c-1 hold transactions the primary lacks", "Dolphin re-clones them"} {
+		if !strings.Contains(p.message, want) {
+			t.Errorf("message %q lacks %q", p.message, want)
+		}
 	}
 }

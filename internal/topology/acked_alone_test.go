@@ -158,3 +158,34 @@ func healthy3() ClusterView {
 		inst(1).executed("0-1-10").replicaOf(0, "0-1-10"),
 		inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
 }
+
+// TestReplacedPrimaryIsRememberedUntilItRejoins: an unplanned failover remembers the primary it
+// replaced; back errant it stays remembered (the operator then holds it for consent), back as
+// a clean replica it is forgotten.
+func TestReplacedPrimaryIsRememberedUntilItRejoins(t *testing.T) {
+	v := cluster("db-0", inst(0).down(),
+		inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped(), inst(2).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
+	v.PrimaryMisses = 5
+	v.Failover = &FailoverProgress{From: "db-0", Fenced: true, Received: gtid("0-1-10"), ReceivedBy: "db-1"}
+	d := Decide(v)
+	if d.Primary == "db-0" || !d.Replaced["db-0"] {
+		t.Fatalf("failover: primary %s, replaced %v (%s)", d.Primary, d.Replaced, d.Message)
+	}
+	// db-0 back with a write db-1 lacks: errant, still remembered.
+	back := cluster("db-1", inst(0).executed("0-1-11"), inst(1).writable().executed("0-1-10"), inst(2).executed("0-1-10").replicaOf(1, "0-1-10"))
+	back.Replaced = d.Replaced
+	d = Decide(back)
+	if !d.Errant["db-0"] || !d.Replaced["db-0"] {
+		t.Fatalf("errant former primary: errant %v replaced %v (%s)", d.Errant, d.Replaced, d.Message)
+	}
+	// db-0 back clean, replicating from db-1: forgotten.
+	clean := cluster("db-1", inst(0).executed("0-1-10").replicaOf(1, "0-1-10"), inst(1).writable().executed("0-1-10"), inst(2).executed("0-1-10").replicaOf(1, "0-1-10"))
+	clean.Replaced = map[string]bool{"db-0": true}
+	if d = Decide(clean); d.Replaced["db-0"] {
+		t.Fatalf("rejoined: replaced %v", d.Replaced)
+	}
+	// A planned switchover replaces nobody.
+	if len(Decide(healthy3()).Replaced) != 0 {
+		t.Fatal("a healthy cluster remembers a replaced primary")
+	}
+}

@@ -54,6 +54,9 @@ type Decision struct {
 	// Errant are the instances holding transactions the primary lacks (never promoted,
 	// never replicated into the topology until re-cloned).
 	Errant map[string]bool
+	// Replaced are the primaries an unplanned failover replaced that have not rejoined
+	// cleanly since (ClusterView.Replaced), to carry forward.
+	Replaced map[string]bool
 	// Failover and Switchover are the progress to carry into the next observation.
 	Failover   *FailoverProgress
 	Switchover *SwitchoverRequest
@@ -109,9 +112,12 @@ func Decide(v ClusterView) Decision {
 }
 
 func decide(v ClusterView) Decision {
-	d := Decision{Primary: v.Primary, Errant: maps.Clone(v.Errant), Failover: v.Failover, Switchover: v.Switchover, Tail: v.Tail}
+	d := Decision{Primary: v.Primary, Errant: maps.Clone(v.Errant), Replaced: maps.Clone(v.Replaced), Failover: v.Failover, Switchover: v.Switchover, Tail: v.Tail}
 	if d.Errant == nil {
 		d.Errant = map[string]bool{}
+	}
+	if d.Replaced == nil {
+		d.Replaced = map[string]bool{}
 	}
 	// A freshly initialised instance needs Dolphin's accounts before anything else.
 	for _, in := range v.Instances {
@@ -293,6 +299,7 @@ func decideWithoutPrimary(v ClusterView, d Decision) Decision {
 // from it, and keeps errant instances out.
 func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 	var problems []string
+	delete(d.Replaced, p.Name) // the primary again: what it holds is the history
 	if p.Status.ReadOnly {
 		d.Plan = append(d.Plan, Step{Kind: StepPromote, Instance: p.Name, SemiSync: len(v.Instances) > 1})
 	} else if want := len(v.Instances) > 1; p.Status.SemiSync.SourceEnabled != want {
@@ -332,6 +339,9 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 			continue
 		}
 		delete(d.Errant, r.Name)
+		if rs := r.Status.Replica; rs != nil && rs.IORunning && rs.SQLRunning && rs.SourceHost == p.Host && rs.SourcePort == p.Port {
+			delete(d.Replaced, r.Name) // rejoined: it holds nothing the primary lacks
+		}
 		d.Plan = append(d.Plan, semiSyncSourceOff(r)...)
 		rs := r.Status.Replica
 		switch {

@@ -171,6 +171,7 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	// A switchover pending on the lost primary is moot once another one is promoted. What
 	// the promoted one received and the others did not is guarded until they fetch it.
 	d.Primary, d.PromotedFrom, d.Failover, d.Switchover = best, lost.Name, nil, nil
+	d.Replaced[lost.Name] = true
 	d.Tail = &FailoverTail{From: lost.Name, Received: received(b), HeldBy: best}
 	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best) + lossAccepted
 	d.LossAccepted = strings.TrimPrefix(lossAccepted, ", ")

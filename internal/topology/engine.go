@@ -88,8 +88,11 @@ type Config struct {
 // Persisted is the engine state kept outside the process (in the MySQLCluster status), so a
 // restarted operator continues where the last one stopped.
 type Persisted struct {
-	Primary  string
-	Errant   map[string]bool
+	Primary string
+	Errant  map[string]bool
+	// Replaced are the primaries an unplanned failover replaced that have not rejoined
+	// cleanly since (ClusterView.Replaced).
+	Replaced map[string]bool
 	Failover *FailoverProgress
 	// Tail is what the last failover promoted that not every replica holds yet (nil when
 	// none): persisted so that a restarted operator still refuses to promote less.
@@ -113,7 +116,7 @@ type Persisted struct {
 }
 
 func (p Persisted) clone() Persisted {
-	p.Errant, p.Instances, p.Variables = maps.Clone(p.Errant), maps.Clone(p.Instances), maps.Clone(p.Variables)
+	p.Errant, p.Replaced, p.Instances, p.Variables = maps.Clone(p.Errant), maps.Clone(p.Replaced), maps.Clone(p.Instances), maps.Clone(p.Variables)
 	if p.Switchover != nil {
 		sw := *p.Switchover
 		p.Switchover = &sw
@@ -352,7 +355,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 
 	e.mu.Lock()
 	view := ClusterView{
-		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant),
+		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant), Replaced: maps.Clone(e.state.Replaced),
 		Failover: e.state.Failover, Tail: e.state.Tail, AckedAlone: e.state.AckedAlone, Now: observed,
 		Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
@@ -405,7 +408,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 			rep.Promotion = &Promotion{From: d.PromotedFrom, To: d.Primary, Planned: planned, Duration: time.Since(start)}
 			e.misses, e.lostSince = 0, time.Time{}
 		}
-		e.state.Primary, e.state.Failover, e.state.Tail = d.Primary, d.Failover, d.Tail
+		e.state.Primary, e.state.Failover, e.state.Tail, e.state.Replaced = d.Primary, d.Failover, d.Tail, d.Replaced
 		if e.switchover == view.Switchover {
 			// Only carry the decision's switchover progress forward when no new request
 			// arrived during this cycle.

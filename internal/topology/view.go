@@ -155,6 +155,10 @@ type ClusterView struct {
 	PrimaryMisses int
 	// Errant are instances previously found to hold transactions the primary lacks.
 	Errant map[string]bool
+	// Replaced are the primaries an unplanned failover replaced that have not rejoined
+	// cleanly since: one that comes back errant may hold the only copy of writes it
+	// acknowledged, and is not re-cloned without consent (docs/design/0043).
+	Replaced map[string]bool
 	// Failover is the progress of a running failover, nil otherwise.
 	Failover *FailoverProgress
 	// Switchover is a pending planned switchover, nil otherwise.
