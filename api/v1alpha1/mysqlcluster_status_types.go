@@ -166,6 +166,11 @@ type TopologyStatus struct {
 	// then the primary acknowledges them alone (Preferred; SemiSyncFallback).
 	// +optional
 	NoSemiSyncReplica bool `json:"noSemiSyncReplica,omitempty"`
+	// CommitsWaiting is true when commits on the primary have waited 2 s or more for a
+	// replica's acknowledgement (also while the primary still counts replicas that no
+	// longer answer): clients feel a write stall.
+	// +optional
+	CommitsWaiting bool `json:"commitsWaiting,omitempty"`
 	// AcknowledgedAlone is set while writes the primary acknowledged without any replica
 	// holding them may exist on that primary only (semi-sync fell back, or its source side
 	// was restarted to end a stall). A failover from it promotes only a replica that holds

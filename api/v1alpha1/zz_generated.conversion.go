@@ -2537,6 +2537,7 @@ func autoConvert_v1alpha1_TopologyStatus_To_v1beta1_TopologyStatus(in *TopologyS
 	out.LastSwitchoverRequest = in.LastSwitchoverRequest
 	out.SemiSyncFallback = in.SemiSyncFallback
 	out.NoSemiSyncReplica = in.NoSemiSyncReplica
+	out.CommitsWaiting = in.CommitsWaiting
 	if in.AcknowledgedAlone != nil {
 		in, out := &in.AcknowledgedAlone, &out.AcknowledgedAlone
 		*out = new(v1beta1.AcknowledgedAlone)
@@ -2611,6 +2612,7 @@ func autoConvert_v1beta1_TopologyStatus_To_v1alpha1_TopologyStatus(in *v1beta1.T
 	out.LastSwitchoverRequest = in.LastSwitchoverRequest
 	out.SemiSyncFallback = in.SemiSyncFallback
 	out.NoSemiSyncReplica = in.NoSemiSyncReplica
+	out.CommitsWaiting = in.CommitsWaiting
 	if in.AcknowledgedAlone != nil {
 		in, out := &in.AcknowledgedAlone, &out.AcknowledgedAlone
 		*out = new(AcknowledgedAlone)

@@ -431,7 +431,7 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 	d := rep.Decision
 	t := &dolphinv1.TopologyStatus{
 		State: string(d.State), Message: d.Message, Primary: rep.Persisted.Primary,
-		SemiSyncFallback: d.SemiSyncFallback, NoSemiSyncReplica: d.NoSemiSyncReplica,
+		SemiSyncFallback: d.SemiSyncFallback, NoSemiSyncReplica: d.NoSemiSyncReplica, CommitsWaiting: d.CommitsWaiting,
 		CredentialsGeneration: rep.CredentialsGeneration, LastSwitchoverRequest: rep.Persisted.LastSwitchoverRequest,
 	}
 	if rep.Err != nil {
@@ -515,7 +515,7 @@ func (r *reporter) metrics(rep topology.Report) {
 	}
 	metrics.SemiSyncFallback.WithLabelValues(ns, name).Set(fallback)
 	metrics.WritesAtRisk.WithLabelValues(ns, name).Set(boolGauge(rep.Persisted.AckedAlone != nil))
-	metrics.WritesWaiting.WithLabelValues(ns, name).Set(boolGauge(rep.Decision.NoSemiSyncReplica))
+	metrics.WritesWaiting.WithLabelValues(ns, name).Set(boolGauge(rep.Decision.NoSemiSyncReplica || rep.Decision.CommitsWaiting))
 	for _, in := range rep.Instances {
 		if in.Status != nil && in.Status.Replica != nil && in.Status.Replica.SecondsBehindSource != nil {
 			metrics.ReplicationLag.WithLabelValues(ns, name, in.Name).Set(float64(*in.Status.Replica.SecondsBehindSource))

@@ -152,7 +152,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		set(dolphinv1.ConditionReady, false, "ReconcileError", "applying the spec failed: "+o.StepErr.Error())
 	case !primaryReady:
 		set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", instances+"; no writable primary"+whyNoPrimary(topo))
-	case topo != nil && topo.NoSemiSyncReplica:
+	case topo != nil && (topo.NoSemiSyncReplica || topo.CommitsWaiting):
 		// Said before the instances that are not ready: what clients feel is the stall.
 		set(dolphinv1.ConditionReady, false, topologyProblem.reason, instances+"; "+topologyProblem.message)
 	case !allReady:
@@ -220,7 +220,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 			set(dolphinv1.ConditionDegraded, true, "MultiplePrimaries", "more than one pod is labeled primary")
 		case wasAvailable && !primaryReady:
 			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances+whyNoPrimary(topo))
-		case topo != nil && topo.NoSemiSyncReplica:
+		case topo != nil && (topo.NoSemiSyncReplica || topo.CommitsWaiting):
 			set(dolphinv1.ConditionDegraded, true, topologyProblem.reason, instances+"; "+topologyProblem.message)
 		case st.Phase == dolphinv1.PhaseDegraded && !allReady:
 			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
@@ -302,12 +302,12 @@ func topologyProblem(t *dolphinv1.TopologyStatus, durability dolphinv1.Durabilit
 		return &problem{"SemiSyncFallback",
 			"the primary acknowledges writes no replica has received (semi-sync fell back, spec.durability Preferred): " +
 				"a failover now waits for it or for your consent; check that the replicas run and catch up"}
-	case t.NoSemiSyncReplica && durability == dolphinv1.DurabilityPreferred:
+	case (t.NoSemiSyncReplica || t.CommitsWaiting) && durability == dolphinv1.DurabilityPreferred:
 		return &problem{"NoSemiSyncReplica",
-			"no replica is connected to acknowledge writes: commits on the primary wait for one for 30 s, then it acknowledges them alone (spec.durability Preferred); check why the replicas are down (status.topology.instances)"}
-	case t.NoSemiSyncReplica:
+			"no replica acknowledges writes: commits on the primary wait for one for 30 s, then it acknowledges them alone (spec.durability Preferred); check why the replicas are down (status.topology.instances)"}
+	case t.NoSemiSyncReplica || t.CommitsWaiting:
 		return &problem{"WritesWaitForReplica",
-			"no replica is connected to acknowledge writes: commits on the primary wait until one is back, and none is acknowledged before (spec.durability Required); check why the replicas are down (status.topology.instances)"}
+			"no replica acknowledges writes: commits on the primary wait until one does, and none is acknowledged before (spec.durability Required); check why the replicas are down or behind (status.topology.instances)"}
 	}
 	return nil
 }

@@ -57,6 +57,9 @@ type dialect struct {
 	// stalledDumps counts dump threads stuck ending (see
 	// SemiSyncStatus.StalledDumps); "" where the flavor has no such state.
 	stalledDumps string
+	// waitingCommits counts sessions waiting for a semi-sync acknowledgement for 2 s or
+	// more (SemiSyncStatus.WaitingCommits); the probe has it as waiting_commits.
+	waitingCommits string
 
 	replicationPrivileges string
 	monitorPrivileges     string
@@ -112,6 +115,11 @@ const (
 	flushSSL = "FLUSH SSL"
 )
 
+// waitingCommitsQuery counts the sessions whose commit has waited 2 s or more for a semi-sync
+// acknowledgement (MariaDB: "Waiting for semi-sync ACK from slave", MySQL: "… from replica").
+const waitingCommitsQuery = "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
+	"WHERE STATE LIKE 'Waiting for semi-sync ACK from %' AND TIME >= 2"
+
 // HeartbeatPeriodMariaDB is the heartbeat period (seconds) MariaDB replicas ask their source
 // for: an idle source sends one this often, so a receiver that got nothing for longer is
 // hearing nothing from a hung or cut-off source (docs/design/0035).
@@ -127,7 +135,8 @@ var mariadbDialect = &dialect{
 		"@@rpl_semi_sync_master_enabled AS rpl_semi_sync_master_enabled, @@rpl_semi_sync_slave_enabled AS rpl_semi_sync_slave_enabled, " +
 		"@@rpl_semi_sync_master_wait_point AS rpl_semi_sync_master_wait_point, @@rpl_semi_sync_master_timeout AS rpl_semi_sync_master_timeout, " +
 		"st.rpl_semi_sync_master_status, st.rpl_semi_sync_master_clients, st.uptime, " +
-		"(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'Waiting to finalize termination' AND TIME >= 2) AS stalled_dumps " +
+		"(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'Waiting to finalize termination' AND TIME >= 2) AS stalled_dumps, " +
+		"(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for semi-sync ACK from %' AND TIME >= 2) AS waiting_commits " +
 		"FROM (SELECT MAX(IF(VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_STATUS', VARIABLE_VALUE, NULL)) AS rpl_semi_sync_master_status, " +
 		"MAX(IF(VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS', VARIABLE_VALUE, NULL)) AS rpl_semi_sync_master_clients, " +
 		"MAX(IF(VARIABLE_NAME = 'UPTIME', VARIABLE_VALUE, NULL)) AS uptime " +
@@ -172,6 +181,7 @@ var mariadbDialect = &dialect{
 	readOnlyOff:       []string{"SET GLOBAL read_only=OFF"},
 	seedGTIDForRejoin: []string{"STOP SLAVE", "SET GLOBAL gtid_slave_pos=@@GLOBAL.gtid_binlog_pos"},
 	processList:       "SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()",
+	waitingCommits:    waitingCommitsQuery,
 	stalledDumps: "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
 		"WHERE STATE = 'Waiting to finalize termination' AND TIME >= 2",
 	// BINLOG MONITOR and REPLICATION SLAVE ADMIN let the account run the
@@ -187,6 +197,7 @@ var mariadbDialect = &dialect{
 
 var mysqlDialect = &dialect{
 	flavor:             FlavorMySQL,
+	waitingCommits:     waitingCommitsQuery,
 	parseGTID:          ParseMySQLGTID,
 	sessionInit:        []string{sqlLogBinOff},
 	statusQuery:        "SELECT @@server_id, @@version, @@read_only, @@super_read_only, @@GLOBAL.gtid_executed, @@require_secure_transport",

@@ -217,6 +217,17 @@ func (in *instance) readSemiSync(ctx context.Context, s *Status) error {
 	if err := in.setSemiSync(s, vars, status); err != nil {
 		return err
 	}
+	if s.SemiSync.SourceEnabled && in.d.waitingCommits != "" {
+		rows, err := in.queryRows(ctx, in.d.waitingCommits)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 1 {
+			if s.SemiSync.WaitingCommits, err = atoi(rows[0], "n"); err != nil {
+				return fmt.Errorf("dbsql: commits waiting for an acknowledgement: %w", err)
+			}
+		}
+	}
 	if s.SemiSync.SourceEnabled && in.d.stalledDumps != "" {
 		rows, err := in.queryRows(ctx, in.d.stalledDumps)
 		if err != nil {

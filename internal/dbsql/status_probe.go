@@ -55,6 +55,9 @@ func (in *instance) statusFromProbe(row map[string]string, replicas []map[string
 		if s.SemiSync.StalledDumps, err = atoi(row, "stalled_dumps"); err != nil {
 			return nil, fmt.Errorf("dbsql: status probe: %w", err)
 		}
+		if s.SemiSync.WaitingCommits, err = atoi(row, "waiting_commits"); err != nil {
+			return nil, fmt.Errorf("dbsql: status probe: %w", err)
+		}
 	}
 	if s.Replica, err = in.replicaFromRows(replicas, s.Executed); err != nil {
 		return nil, fmt.Errorf("dbsql: %s: %w", in.d.replicaStatusQuery, err)

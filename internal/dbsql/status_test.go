@@ -77,7 +77,7 @@ func TestStatusMariaDBOneTrip(t *testing.T) {
 			"rpl_semi_sync_master_enabled", "1", "rpl_semi_sync_slave_enabled", "0",
 			"rpl_semi_sync_master_wait_point", "AFTER_SYNC", "rpl_semi_sync_master_timeout", "10000",
 			"rpl_semi_sync_master_status", "ON", "rpl_semi_sync_master_clients", "2", "uptime", "75",
-			"stalled_dumps", "1"}, kv...)...)
+			"stalled_dumps", "1", "waiting_commits", "3"}, kv...)...)
 		rep := replicaRow(
 			"Master_Host", "127.0.0.11", "Master_Port", "3306",
 			"Slave_IO_Running", "Yes", "Slave_SQL_Running", "No",
@@ -101,7 +101,7 @@ func TestStatusMariaDBOneTrip(t *testing.T) {
 		rep.SQLRunning || rep.LastSQLErrno != 1062 || rep.Received.String() != "0-1-100" {
 		t.Errorf("replica: %+v", rep)
 	}
-	want := SemiSyncStatus{SourceEnabled: true, SourceActive: true, Clients: 2, WaitPoint: "AFTER_SYNC", TimeoutMS: 10000, StalledDumps: 1}
+	want := SemiSyncStatus{SourceEnabled: true, SourceActive: true, Clients: 2, WaitPoint: "AFTER_SYNC", TimeoutMS: 10000, StalledDumps: 1, WaitingCommits: 3}
 	if s.SemiSync != want {
 		t.Errorf("semi-sync %+v, want %+v", s.SemiSync, want)
 	}
@@ -182,15 +182,16 @@ func TestStatusStalledDumps(t *testing.T) {
 	r.results[semiSyncVariablesQuery] = variables("rpl_semi_sync_master_enabled", "ON")
 	r.results[semiSyncStatusQuery] = variables("Rpl_semi_sync_master_status", "ON", "Rpl_semi_sync_master_clients", "0")
 	r.results[d.stalledDumps] = row("n", "1")
+	r.results[d.waitingCommits] = row("n", "2")
 	s, err := r.open(t, FlavorMariaDB).statusInSteps(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.SemiSync.StalledDumps != 1 || !s.SemiSync.SourceEnabled {
-		t.Errorf("semi-sync %+v, want SourceEnabled and StalledDumps 1", s.SemiSync)
+	if s.SemiSync.StalledDumps != 1 || s.SemiSync.WaitingCommits != 2 || !s.SemiSync.SourceEnabled {
+		t.Errorf("semi-sync %+v, want SourceEnabled, StalledDumps 1 and WaitingCommits 2", s.SemiSync)
 	}
 	if diff := diffLines(r.statements(t), []string{d.statusQuery, d.replicaStatusQuery,
-		semiSyncVariablesQuery, semiSyncStatusQuery, d.stalledDumps}); diff != "" {
+		semiSyncVariablesQuery, semiSyncStatusQuery, d.waitingCommits, d.stalledDumps}); diff != "" {
 		t.Error(diff)
 	}
 }

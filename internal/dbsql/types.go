@@ -109,6 +109,10 @@ type SemiSyncStatus struct {
 	// replicates until the source side is restarted (RestartSemiSyncSource).
 	// Always 0 on MySQL, which does not show it.
 	StalledDumps int
+	// WaitingCommits counts client sessions whose commit has waited at least two
+	// seconds for a replica's acknowledgement: what the clients feel when no replica
+	// acknowledges, also while the primary still counts replicas that no longer answer.
+	WaitingCommits int
 }
 
 // Source is where a replica replicates from.

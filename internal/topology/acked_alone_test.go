@@ -189,3 +189,17 @@ func TestReplacedPrimaryIsRememberedUntilItRejoins(t *testing.T) {
 		t.Fatal("a healthy cluster remembers a replaced primary")
 	}
 }
+
+// TestCommitsWaitingAreReported: commits waiting for an acknowledgement are a problem of their
+// own, seen even while the primary still counts its replicas as connected.
+func TestCommitsWaitingAreReported(t *testing.T) {
+	v := healthy3()
+	v.Instances[0].Status.SemiSync.WaitingCommits = 2
+	d := Decide(v)
+	if !d.CommitsWaiting || d.NoSemiSyncReplica || d.State != StateDegraded || !strings.Contains(d.Message, "2 commit(s) on db-0 have waited") {
+		t.Fatalf("waiting %v, no replica %v, %s (%s)", d.CommitsWaiting, d.NoSemiSyncReplica, d.State, d.Message)
+	}
+	if d := Decide(healthy3()); d.CommitsWaiting {
+		t.Fatal("a healthy cluster reports waiting commits")
+	}
+}

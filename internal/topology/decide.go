@@ -86,6 +86,10 @@ type Decision struct {
 	// replica is connected to give them: its commits stall until one connects or the
 	// semi-sync timeout makes it fall back.
 	NoSemiSyncReplica bool
+	// CommitsWaiting is true when commits on the primary have waited 2 s or more for an
+	// acknowledgement: the clients feel a write stall (also while the primary still counts
+	// replicas that no longer answer, which NoSemiSyncReplica does not see).
+	CommitsWaiting bool
 	// SwitchoverRefused says why a requested switchover was dropped without a promotion
 	// ("" when none was): the operator reports it as an event.
 	SwitchoverRefused string
@@ -359,6 +363,10 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 		case !rs.IORunning || !rs.SQLRunning:
 			d.Plan = append(d.Plan, Step{Kind: StepStartReplication, Instance: r.Name})
 		}
+	}
+	if ss := p.Status.SemiSync; ss.SourceEnabled && ss.SourceActive && ss.WaitingCommits > 0 && len(v.Instances) > 1 {
+		d.CommitsWaiting = true
+		problems = append(problems, fmt.Sprintf("%d commit(s) on %s have waited 2 s or more for a replica's acknowledgement", ss.WaitingCommits, p.Name))
 	}
 	// No replica connected to acknowledge, and none about to be by this plan: commits stall.
 	if ss := p.Status.SemiSync; ss.SourceEnabled && ss.SourceActive && ss.Clients == 0 && len(v.Instances) > 1 &&

@@ -67,8 +67,8 @@ func TestServerDurabilityRequiredNeverAcknowledgesAlone(t *testing.T) {
 		d, _ = h.e.Cycle(context.Background())
 		restarted = restarted || slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepRestartSemiSyncSource })
 	}
-	if !d.NoSemiSyncReplica || d.SemiSyncFallback || !strings.Contains(d.Message, "commits wait until one is back (spec.durability Required)") {
-		t.Fatalf("after 35 s: no replica %v, fallback %v, message %q", d.NoSemiSyncReplica, d.SemiSyncFallback, d.Message)
+	if !d.NoSemiSyncReplica || !d.CommitsWaiting || d.SemiSyncFallback || !strings.Contains(d.Message, "commits wait until one is back (spec.durability Required)") {
+		t.Fatalf("after 35 s: no replica %v, commits waiting %v, fallback %v, message %q", d.NoSemiSyncReplica, d.CommitsWaiting, d.SemiSyncFallback, d.Message)
 	}
 	if got := h.globalString(0, "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'"); got != "ON" {
 		t.Fatalf("Rpl_semi_sync_master_status=%s after 35 s: the primary fell back", got)
