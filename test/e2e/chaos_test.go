@@ -40,6 +40,10 @@ type chaosFault struct {
 	inject func(s *stack, key client.ObjectKey) (heal func())
 }
 
+// chaosStalls are the write stalls fault kinds cause on purpose before the primary is lost;
+// the client-view limit (sysbench committing again) starts after it.
+var chaosStalls = map[string]time.Duration{"replicas-lost-then-primary": replicasLostFor}
+
 // chaosFaults are the fault kinds, each injected with the real tool.
 var chaosFaults = []chaosFault{
 	{"kill9", func(s *stack, key client.ObjectKey) func() {
@@ -137,6 +141,7 @@ var chaosFaults = []chaosFault{
 	}},
 	{"pod-delete-during-failover", podDeleteDuringFailover},
 	{"disk-full-replica", diskFullReplica},
+	{"replicas-lost-then-primary", replicasLostThenPrimary},
 	{"apiserver-restart", func(s *stack, key client.ObjectKey) func() {
 		s.restartLocalProcess("kube-apiserver")
 		return func() { s.waitWatchersBack(key) }
@@ -239,7 +244,7 @@ func TestChaos(t *testing.T) {
 				return nil
 			})
 			heal()
-			rec, ok := sb.recovery(at, 30*time.Second)
+			rec, ok := sb.recovery(at, 30*time.Second+chaosStalls[f.name])
 			if !ok {
 				t.Errorf("round %d (%s): sysbench did not commit again within 30 s of the fault (the checker's writers' longest gap %.2fs):\n%s\n%s",
 					r, f.name, checker.Outage(at, time.Now()).Seconds(), sb.lastLines(15), s.primaryServiceState("chaos"))
