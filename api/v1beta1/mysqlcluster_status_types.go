@@ -131,10 +131,10 @@ type TopologyStatus struct {
 	// +listType=set
 	// +optional
 	ErrantInstances []string `json:"errantInstances,omitempty"`
-	// ReplacedPrimaries are primaries an unplanned failover replaced that have not rejoined
-	// cleanly since. One of them found errant may hold the only copy of writes it
-	// acknowledged: Dolphin never re-clones it by itself, only once the cluster is annotated
-	// mysql.dolphin.dev/reclone-approved=<instance>.
+	// ReplacedPrimaries are primaries an unplanned failover replaced that have not been the
+	// primary again since. One of them found errant, or unable to replicate (error 1236), may
+	// hold the only copy of writes it acknowledged: Dolphin never re-clones it by itself,
+	// only once the cluster is annotated mysql.dolphin.dev/reclone-approved=<instance>.
 	// +listType=set
 	// +optional
 	ReplacedPrimaries []string `json:"replacedPrimaries,omitempty"`

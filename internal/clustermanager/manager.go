@@ -515,7 +515,9 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		// Parsed like the failover record; an unparsable one is lost the same way.
 		g, err := dbsql.ParseGTID(dbsql.Flavor(c.Spec.Engine.Flavor), a.UpTo)
 		if err == nil {
-			p.AckedAlone = &topology.AckedAlone{Primary: a.Primary, UpTo: g, Since: a.Since.Time}
+			// Refresh: a restart of the source side just before the operator restarted may
+			// have released a commit beyond upTo; the first observation takes it in.
+			p.AckedAlone = &topology.AckedAlone{Primary: a.Primary, UpTo: g, Since: a.Since.Time, Refresh: true}
 		}
 	}
 	if sw := t.SwitchoverInProgress; sw != nil {

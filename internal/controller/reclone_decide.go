@@ -21,12 +21,11 @@ const RecloneAnnotation = "mysql.dolphin.dev/reclone"
 // it is held out until a person, having looked, says so. Removed once the re-clone began.
 const RecloneApprovedAnnotation = "mysql.dolphin.dev/reclone-approved"
 
-// heldForConsent reports whether in is an errant former primary that waits for a person's
-// consent before it is re-cloned.
+// heldForConsent reports whether in is a former primary (status.topology.replacedPrimaries)
+// that waits for a person's consent before it is re-cloned, whatever the reason to re-clone.
 func heldForConsent(c *dolphinv1.MySQLCluster, in string) bool {
 	t := c.Status.Topology
-	return t != nil && slices.Contains(t.ErrantInstances, in) && slices.Contains(t.ReplacedPrimaries, in) &&
-		c.Annotations[RecloneApprovedAnnotation] != in
+	return t != nil && slices.Contains(t.ReplacedPrimaries, in) && c.Annotations[RecloneApprovedAnnotation] != in
 }
 
 // reclonePlan is an instance to discard and re-seed from a healthy peer.
@@ -67,7 +66,8 @@ func decideReclone(c *dolphinv1.MySQLCluster, pods []corev1.Pod) (reclonePlan, b
 		switch {
 		case heldForConsent(c, in.Name):
 			// A former primary replaced by a failover: what it holds beyond the primary may
-			// be writes it acknowledged alone. Never discarded without consent.
+			// be writes it acknowledged alone — also when it shows as error 1236 (a diverged
+			// history whose sequence numbers look behind). Never discarded without consent.
 		case slices.Contains(t.ErrantInstances, in.Name):
 			plans = append(plans, reclonePlan{Instance: in.Name, Reason: "it holds transactions the primary does not have (errant)",
 				Discarded: fmt.Sprintf("its position %s beyond the primary's %s", orNone(in.GTIDExecuted), orNone(primaryPos))})

@@ -33,6 +33,8 @@ func TestDecideReclone(t *testing.T) {
 	approved.Annotations = map[string]string{RecloneApprovedAnnotation: "db-2"}
 	approvedOther := formerPrimary.DeepCopy()
 	approvedOther.Annotations = map[string]string{RecloneApprovedAnnotation: "db-1"}
+	purgedFormerPrimary := cluster(nil, healthy("db-1"), purged)
+	purgedFormerPrimary.Status.Topology.ReplacedPrimaries = []string{"db-2"}
 	failing := cluster([]string{"db-2"}, healthy("db-1"), errant)
 	failing.Status.Topology.FailoverInProgress = &dolphinv1.FailoverProgress{From: "db-0"}
 	for _, tc := range []struct {
@@ -49,6 +51,7 @@ func TestDecideReclone(t *testing.T) {
 		{"an errant former primary waits for consent", formerPrimary, pods, "", ""},
 		{"an errant former primary with consent", approved, pods, "db-2", "0-1002-12 beyond the primary's 0-1-10"},
 		{"consent for another instance", approvedOther, pods, "", ""},
+		{"a former primary meeting error 1236 waits for consent too", purgedFormerPrimary, pods, "", ""},
 		{"during a failover", failing, pods, "", ""},
 		{"while another is seeded", cluster([]string{"db-2"}, healthy("db-1"), errant), append(pods, seeding), "", ""},
 		{"the primary only as source", cluster([]string{"db-2"}, errant), []corev1.Pod{sourcePod("db-0", true, true), sourcePod("db-2", true, true)}, "db-2", ""},

@@ -154,7 +154,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", instances+"; no writable primary"+whyNoPrimary(topo))
 	case topo != nil && (topo.NoSemiSyncReplica || topo.CommitsWaiting):
 		// Said before the instances that are not ready: what clients feel is the stall.
-		set(dolphinv1.ConditionReady, false, topologyProblem.reason, instances+"; "+topologyProblem.message)
+		stall := stallProblem(o.Durability)
+		set(dolphinv1.ConditionReady, false, stall.reason, instances+"; "+stall.message)
 	case !allReady:
 		set(dolphinv1.ConditionReady, false, "InstancesNotReady", instances)
 	default:
@@ -221,7 +222,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		case wasAvailable && !primaryReady:
 			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances+whyNoPrimary(topo))
 		case topo != nil && (topo.NoSemiSyncReplica || topo.CommitsWaiting):
-			set(dolphinv1.ConditionDegraded, true, topologyProblem.reason, instances+"; "+topologyProblem.message)
+			stall := stallProblem(o.Durability)
+			set(dolphinv1.ConditionDegraded, true, stall.reason, instances+"; "+stall.message)
 		case st.Phase == dolphinv1.PhaseDegraded && !allReady:
 			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
 		case topologyProblem != nil:
@@ -270,13 +272,18 @@ func topologyProblem(t *dolphinv1.TopologyStatus, durability dolphinv1.Durabilit
 		return &problem{"AcknowledgedAlone", fmt.Sprintf("%s acknowledged writes alone since %s (up to %s) that no replica holds yet: "+
 			"a failover from it waits for it or for your consent until one does; check that the replicas run and catch up",
 			a.Primary, a.Since.UTC().Format(time.RFC3339), a.UpTo)}
-	case len(t.ErrantInstances) > 0:
+	case len(t.ErrantInstances) > 0 || len(diverged1236(t)) > 0:
 		var held, others []string
 		for _, n := range t.ErrantInstances {
 			if slices.Contains(t.ReplacedPrimaries, n) {
 				held = append(held, n)
 			} else {
 				others = append(others, n)
+			}
+		}
+		for _, n := range diverged1236(t) {
+			if !slices.Contains(held, n) {
+				held = append(held, n)
 			}
 		}
 		var msgs []string
@@ -302,14 +309,36 @@ func topologyProblem(t *dolphinv1.TopologyStatus, durability dolphinv1.Durabilit
 		return &problem{"SemiSyncFallback",
 			"the primary acknowledges writes no replica has received (semi-sync fell back, spec.durability Preferred): " +
 				"a failover now waits for it or for your consent; check that the replicas run and catch up"}
-	case (t.NoSemiSyncReplica || t.CommitsWaiting) && durability == dolphinv1.DurabilityPreferred:
-		return &problem{"NoSemiSyncReplica",
-			"no replica acknowledges writes: commits on the primary wait for one for 30 s, then it acknowledges them alone (spec.durability Preferred); check why the replicas are down (status.topology.instances)"}
 	case t.NoSemiSyncReplica || t.CommitsWaiting:
-		return &problem{"WritesWaitForReplica",
-			"no replica acknowledges writes: commits on the primary wait until one does, and none is acknowledged before (spec.durability Required); check why the replicas are down or behind (status.topology.instances)"}
+		return stallProblem(durability)
 	}
 	return nil
+}
+
+// diverged1236 are the former primaries (status.topology.replacedPrimaries) that cannot
+// replicate because the primary lacks the binary logs they ask for (error 1236): with
+// MariaDB's sequence-number comparison, a history that diverged can show so rather than as
+// errant. They are held like errant ones.
+func diverged1236(t *dolphinv1.TopologyStatus) []string {
+	var out []string
+	for _, in := range t.Instances {
+		if slices.Contains(t.ReplacedPrimaries, in.Name) && !slices.Contains(t.ErrantInstances, in.Name) && strings.Contains(in.Error, "1236") {
+			out = append(out, in.Name)
+		}
+	}
+	return out
+}
+
+// stallProblem says that commits wait for a replica's acknowledgement, and what follows under
+// spec.durability. The Ready and Degraded conditions put it before any other problem: it is
+// what clients feel.
+func stallProblem(durability dolphinv1.Durability) *problem {
+	if durability == dolphinv1.DurabilityPreferred {
+		return &problem{"NoSemiSyncReplica",
+			"no replica acknowledges writes: commits on the primary wait for one for 30 s, then it acknowledges them alone (spec.durability Preferred); check why the replicas are down (status.topology.instances)"}
+	}
+	return &problem{"WritesWaitForReplica",
+		"no replica acknowledges writes: commits on the primary wait until one does, and none is acknowledged before (spec.durability Required); check why the replicas are down or behind (status.topology.instances)"}
 }
 
 // statefulSetSettled reports whether the StatefulSet controller has rolled out the current

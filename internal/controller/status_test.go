@@ -122,6 +122,12 @@ func TestComputeStatus(t *testing.T) {
 				Durability: dolphinv1.DurabilityPreferred,
 				Previous:   withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", NoSemiSyncReplica: true})},
 			want{dolphinv1.PhaseDegraded, F, T, F, T, "NoSemiSyncReplica", "c-0", 1}},
+		{"writes that wait are said before writes acknowledged alone (a stall restart with the replicas still down)",
+			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "replica", false), pod("c-2", "replica", false)},
+				Durability: dolphinv1.DurabilityRequired,
+				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", CommitsWaiting: true,
+					AcknowledgedAlone: &dolphinv1.AcknowledgedAlone{Primary: "c-0", UpTo: "0-1-9"}})},
+			want{dolphinv1.PhaseDegraded, F, T, F, T, "WritesWaitForReplica", "c-0", 1}},
 		{"writes acknowledged alone that no replica holds yet keep a cluster Degraded after semi-sync is back",
 			observation{Replicas: 3, StatefulSet: settledSTS(3), Pods: []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "replica", true), pod("c-2", "replica", true)},
 				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0",
@@ -218,5 +224,14 @@ func TestTopologyProblemNamesTheHeldFormerPrimary(t *testing.T) {
 		if !strings.Contains(p.message, want) {
 			t.Errorf("message %q lacks %q", p.message, want)
 		}
+	}
+}
+
+// A former primary that cannot replicate (error 1236) is held like an errant one.
+func TestTopologyProblemNamesAFormerPrimaryMeeting1236(t *testing.T) {
+	p := topologyProblem(&dolphinv1.TopologyStatus{Primary: "c-0", ReplacedPrimaries: []string{"c-2"},
+		Instances: []dolphinv1.InstanceTopology{{Name: "c-2", Error: "Got fatal error 1236 from master"}}}, dolphinv1.DurabilityRequired)
+	if p == nil || p.reason != "ErrantFormerPrimary" || !strings.Contains(p.message, RecloneApprovedAnnotation+"=c-2") {
+		t.Fatalf("problem %+v", p)
 	}
 }

@@ -61,12 +61,12 @@ var (
 		Help: "1 while the primary no longer waits for replica acknowledgements (semi-sync fell back to async).",
 	}, []string{"namespace", "name"})
 	// WritesAtRisk is 1 while writes the primary acknowledged may exist on one server only
-	// (status.topology.acknowledgedAlone), and WritesWaiting 1 while its commits wait for a
-	// replica that is not there (spec.durability Required).
+	// (status.topology.acknowledgedAlone).
 	WritesAtRisk = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mysql_cluster_acknowledged_writes_on_one_server",
 		Help: "1 while writes the primary acknowledged may exist on that server only (no replica holds them yet).",
 	}, []string{"namespace", "name"})
+	// WritesWaiting is 1 while the primary's commits wait for a replica's acknowledgement.
 	WritesWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mysql_cluster_writes_waiting_for_replica",
 		Help: "1 while no replica is connected to acknowledge the primary's writes, so commits wait (or, with durability Preferred, are acknowledged alone after 30 s).",

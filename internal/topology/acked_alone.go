@@ -15,11 +15,14 @@ import "slices"
 //     reported).
 func settleAckedAlone(v ClusterView, d Decision) *AckedAlone {
 	a := v.AckedAlone
+	if len(v.Instances) < 2 {
+		return nil // no replica: every write is on one server by nature, nothing to wait for
+	}
 	if a != nil && d.Primary != a.Primary {
 		return nil
 	}
 	p, ok := v.instance(d.Primary)
-	if !ok || !p.Reachable() || len(v.Instances) < 2 {
+	if !ok || !p.Reachable() {
 		return a
 	}
 	ss := p.Status.SemiSync
@@ -31,12 +34,20 @@ func settleAckedAlone(v ClusterView, d Decision) *AckedAlone {
 		}
 		upTo := p.Status.Executed
 		if a != nil && !holds(upTo, a.UpTo) {
-			upTo = a.UpTo // never backwards (an executed set read from a restarted server)
+			upTo = a.UpTo // never backwards while it may still acknowledge alone
 		}
-		return &AckedAlone{Primary: p.Name, UpTo: upTo, Since: since}
+		// A restart releases a commit that begins to wait between its two statements: that
+		// commit is beyond this observation, so the next one moves UpTo to it.
+		return &AckedAlone{Primary: p.Name, UpTo: upTo, Since: since, Refresh: restarting}
 	}
 	if a == nil {
 		return nil
+	}
+	if a.Refresh || !holds(p.Status.Executed, a.UpTo) {
+		// The primary is authoritative about what it committed: a commit released by a
+		// restart is in its executed set now, and one it rolled back when it restarted
+		// (--init-rpl-role=SLAVE: waiting, never acknowledged) is not.
+		a = &AckedAlone{Primary: a.Primary, UpTo: p.Status.Executed, Since: a.Since}
 	}
 	for _, r := range v.Instances {
 		if r.Name != p.Name && r.Reachable() && !r.Fresh && !d.Errant[r.Name] && holds(received(r), a.UpTo) {

@@ -86,9 +86,17 @@ func TestAckedAloneIsRecordedAndHeldUntilAReplicaHasIt(t *testing.T) {
 	if b := Decide(lost).AckedAlone; b != a {
 		t.Fatalf("primary lost: record %+v, want it kept", b)
 	}
-	// A single instance acknowledges alone by nature: no record.
+	// The primary restarted and rolled back a tail nobody acknowledged: UpTo follows it down.
+	rolled := cluster("db-0", inst(0).writable().executed("0-1-28"),
+		inst(1).executed("0-1-25").replicaOf(0, "0-1-25"), inst(2).down())
+	rolled.AckedAlone = a
+	if b := Decide(rolled).AckedAlone; b == nil || !gtid("0-1-28").Equal(b.UpTo) {
+		t.Fatalf("rolled back: record %+v, want up to 0-1-28", b)
+	}
+	// Scaled to a single instance: it acknowledges alone by nature, the record goes.
 	one := cluster("db-0", inst(0).writable().executed("0-1-5"))
 	one.Instances[0].Status.SemiSync.SourceEnabled, one.Instances[0].Status.SemiSync.SourceActive = false, false
+	one.AckedAlone = a
 	if b := Decide(one).AckedAlone; b != nil {
 		t.Fatalf("single instance: record %+v", b)
 	}
@@ -98,12 +106,29 @@ func TestAckedAloneIsRecordedAndHeldUntilAReplicaHasIt(t *testing.T) {
 // commit that began to wait in between, so it is recorded like a fallback.
 func TestStallRestartRecordsAckedAlone(t *testing.T) {
 	v := healthy3()
-	v.Instances[0].Status.Executed = gtid("0-1-7")
+	v.Instances[0].Status.Executed = gtid("0-1-11")
 	ss := &v.Instances[0].Status.SemiSync
 	ss.Clients, ss.StalledDumps = 0, 1
 	d := Decide(v)
-	if !slices.Contains(steps(d), "RestartSemiSyncSource(db-0)") || d.AckedAlone == nil || !gtid("0-1-7").Equal(d.AckedAlone.UpTo) {
+	if !slices.Contains(steps(d), "RestartSemiSyncSource(db-0)") || d.AckedAlone == nil || !gtid("0-1-11").Equal(d.AckedAlone.UpTo) || !d.AckedAlone.Refresh {
 		t.Fatalf("plan %v, record %+v", steps(d), d.AckedAlone)
+	}
+	// The restart released 0-1-12, which no replica has yet: the next observation takes it in
+	// and keeps the record, although the replicas hold the old UpTo.
+	next := healthy3()
+	next.Instances[0].Status.Executed = gtid("0-1-12")
+	next.Instances[1].Status.Replica.Received, next.Instances[2].Status.Replica.Received = gtid("0-1-11"), gtid("0-1-11")
+	next.AckedAlone = d.AckedAlone
+	b := Decide(next).AckedAlone
+	if b == nil || !gtid("0-1-12").Equal(b.UpTo) || b.Refresh {
+		t.Fatalf("after the restart: record %+v, want up to 0-1-12", b)
+	}
+	// A replica received it: dropped.
+	caught := healthy3()
+	caught.Instances[0].Status.Executed, caught.Instances[1].Status.Replica.Received = gtid("0-1-12"), gtid("0-1-12")
+	caught.AckedAlone = b
+	if c := Decide(caught).AckedAlone; c != nil {
+		t.Fatalf("a replica holds it: record %+v", c)
 	}
 }
 
@@ -159,10 +184,10 @@ func healthy3() ClusterView {
 		inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
 }
 
-// TestReplacedPrimaryIsRememberedUntilItRejoins: an unplanned failover remembers the primary it
-// replaced; back errant it stays remembered (the operator then holds it for consent), back as
-// a clean replica it is forgotten.
-func TestReplacedPrimaryIsRememberedUntilItRejoins(t *testing.T) {
+// TestReplacedPrimaryIsRememberedUntilPrimaryAgain: an unplanned failover remembers the primary
+// it replaced — back errant, or back replicating (MariaDB compares sequence numbers: a diverged
+// history can replicate until error 1236), it stays remembered; primary again, it is forgotten.
+func TestReplacedPrimaryIsRememberedUntilPrimaryAgain(t *testing.T) {
 	v := cluster("db-0", inst(0).down(),
 		inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped(), inst(2).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped())
 	v.PrimaryMisses = 5
@@ -178,15 +203,17 @@ func TestReplacedPrimaryIsRememberedUntilItRejoins(t *testing.T) {
 	if !d.Errant["db-0"] || !d.Replaced["db-0"] {
 		t.Fatalf("errant former primary: errant %v replaced %v (%s)", d.Errant, d.Replaced, d.Message)
 	}
-	// db-0 back clean, replicating from db-1: forgotten.
-	clean := cluster("db-1", inst(0).executed("0-1-10").replicaOf(1, "0-1-10"), inst(1).writable().executed("0-1-10"), inst(2).executed("0-1-10").replicaOf(1, "0-1-10"))
-	clean.Replaced = map[string]bool{"db-0": true}
-	if d = Decide(clean); d.Replaced["db-0"] {
-		t.Fatalf("rejoined: replaced %v", d.Replaced)
+	// db-0 replicating from db-1: still remembered.
+	replicating := cluster("db-1", inst(0).executed("0-1-10").replicaOf(1, "0-1-10"), inst(1).writable().executed("0-1-10"), inst(2).executed("0-1-10").replicaOf(1, "0-1-10"))
+	replicating.Replaced = map[string]bool{"db-0": true}
+	if d = Decide(replicating); !d.Replaced["db-0"] {
+		t.Fatalf("replicating: replaced %v", d.Replaced)
 	}
-	// A planned switchover replaces nobody.
-	if len(Decide(healthy3()).Replaced) != 0 {
-		t.Fatal("a healthy cluster remembers a replaced primary")
+	// db-0 the primary again: forgotten.
+	again := cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10"), inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+	again.Replaced = map[string]bool{"db-0": true}
+	if d = Decide(again); d.Replaced["db-0"] {
+		t.Fatalf("primary again: replaced %v", d.Replaced)
 	}
 }
 

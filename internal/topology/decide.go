@@ -54,8 +54,8 @@ type Decision struct {
 	// Errant are the instances holding transactions the primary lacks (never promoted,
 	// never replicated into the topology until re-cloned).
 	Errant map[string]bool
-	// Replaced are the primaries an unplanned failover replaced that have not rejoined
-	// cleanly since (ClusterView.Replaced), to carry forward.
+	// Replaced are the primaries an unplanned failover replaced that have not been the
+	// primary again since (ClusterView.Replaced), to carry forward.
 	Replaced map[string]bool
 	// Failover and Switchover are the progress to carry into the next observation.
 	Failover   *FailoverProgress
@@ -343,9 +343,6 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 			continue
 		}
 		delete(d.Errant, r.Name)
-		if rs := r.Status.Replica; rs != nil && rs.IORunning && rs.SQLRunning && rs.SourceHost == p.Host && rs.SourcePort == p.Port {
-			delete(d.Replaced, r.Name) // rejoined: it holds nothing the primary lacks
-		}
 		d.Plan = append(d.Plan, semiSyncSourceOff(r)...)
 		rs := r.Status.Replica
 		switch {

@@ -119,6 +119,9 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	case alone && v.AcceptLossFrom == lost.Name:
 		lossAccepted = fmt.Sprintf(", giving up what %s acknowledged alone since %s (up to %s; %s has %s) as requested",
 			lost.Name, v.AckedAlone.Since.UTC().Format(time.RFC3339), v.AckedAlone.UpTo, best, received(b))
+		if short {
+			lossAccepted += fmt.Sprintf(", and what only %s had received (up to %s)", record.ReceivedBy, record.Received)
+		}
 	case alone:
 		// Not even the candidate that received the most holds what the lost primary told
 		// clients was committed while no replica acknowledged: only the lost primary does.

@@ -90,8 +90,8 @@ type Config struct {
 type Persisted struct {
 	Primary string
 	Errant  map[string]bool
-	// Replaced are the primaries an unplanned failover replaced that have not rejoined
-	// cleanly since (ClusterView.Replaced).
+	// Replaced are the primaries an unplanned failover replaced that have not been the
+	// primary again since (ClusterView.Replaced).
 	Replaced map[string]bool
 	Failover *FailoverProgress
 	// Tail is what the last failover promoted that not every replica holds yet (nil when
@@ -417,10 +417,25 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	} else if d.FailoverOnStepError != nil {
 		e.state.Failover = d.FailoverOnStepError
 	}
-	// What was seen acknowledged alone is kept even when a step failed; only a successful
-	// plan may drop the record (a promotion that happened, a replica that holds it).
-	if err == nil || d.AckedAlone != nil {
+	// What was seen acknowledged alone is kept even when a step failed; a record dropped
+	// because another instance became the primary is dropped only once that promotion
+	// succeeded. One dropped because a replica holds it (or the cluster has one instance)
+	// goes whatever the plan did: a replica whose step keeps failing must not pin it.
+	if err == nil || d.AckedAlone != nil || d.Primary == view.Primary {
 		e.state.AckedAlone = d.AckedAlone
+	}
+	if err != nil {
+		// A failover whose plan failed after its promotion is adopted at the next cycle,
+		// which does not know which primary it replaced: remember it now (a spurious entry
+		// only asks for consent before a re-clone of that instance).
+		for n, yes := range d.Replaced {
+			if yes && !e.state.Replaced[n] {
+				if e.state.Replaced == nil {
+					e.state.Replaced = map[string]bool{}
+				}
+				e.state.Replaced[n] = true
+			}
+		}
 	}
 	if f := e.state.Failover; f == nil || f.From != e.acceptLoss {
 		e.acceptLoss = "" // the failover it was given for is over

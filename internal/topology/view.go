@@ -98,6 +98,9 @@ type AckedAlone struct {
 	UpTo dbsql.GTIDSet
 	// Since is when it was first seen doing so.
 	Since time.Time
+	// Refresh asks the next observation to move UpTo to the primary's executed set: its
+	// source side was restarted after this one, which may have released a commit beyond it.
+	Refresh bool
 }
 
 // FailoverProgress is persisted while a failover runs, so that a restarted operator resumes
@@ -155,9 +158,11 @@ type ClusterView struct {
 	PrimaryMisses int
 	// Errant are instances previously found to hold transactions the primary lacks.
 	Errant map[string]bool
-	// Replaced are the primaries an unplanned failover replaced that have not rejoined
-	// cleanly since: one that comes back errant may hold the only copy of writes it
-	// acknowledged, and is not re-cloned without consent (docs/design/0043).
+	// Replaced are the primaries an unplanned failover replaced that have not been the
+	// primary again since: one that comes back errant (or meets error 1236: MariaDB compares
+	// GTID sequence numbers, so a diverged history can look like a position behind) may hold
+	// the only copy of writes it acknowledged, and is not re-cloned without consent
+	// (docs/design/0043). Replicating again is no proof it holds nothing the primary lacks.
 	Replaced map[string]bool
 	// Failover is the progress of a running failover, nil otherwise.
 	Failover *FailoverProgress
