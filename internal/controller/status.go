@@ -156,6 +156,10 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		// Said before the instances that are not ready: what clients feel is the stall.
 		stall := stallProblem(o.Durability)
 		set(dolphinv1.ConditionReady, false, stall.reason, instances+"; "+stall.message)
+	case riskProblem(topo) != nil:
+		// Then acknowledged writes that exist on one server only: what a failover could lose.
+		risk := riskProblem(topo)
+		set(dolphinv1.ConditionReady, false, risk.reason, instances+"; "+risk.message)
 	case !allReady:
 		set(dolphinv1.ConditionReady, false, "InstancesNotReady", instances)
 	default:
@@ -224,6 +228,9 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		case topo != nil && (topo.NoSemiSyncReplica || topo.CommitsWaiting):
 			stall := stallProblem(o.Durability)
 			set(dolphinv1.ConditionDegraded, true, stall.reason, instances+"; "+stall.message)
+		case riskProblem(topo) != nil:
+			risk := riskProblem(topo)
+			set(dolphinv1.ConditionDegraded, true, risk.reason, instances+"; "+risk.message)
 		case st.Phase == dolphinv1.PhaseDegraded && !allReady:
 			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
 		case topologyProblem != nil:
@@ -327,6 +334,16 @@ func diverged1236(t *dolphinv1.TopologyStatus) []string {
 		}
 	}
 	return out
+}
+
+// riskProblem is the problem of acknowledged writes that may exist on one server only (a
+// semi-sync fallback, or writes acknowledged alone that no replica holds yet), or nil. The
+// Ready and Degraded conditions say it before instances that are not ready.
+func riskProblem(t *dolphinv1.TopologyStatus) *problem {
+	if t == nil || (!t.SemiSyncFallback && t.AcknowledgedAlone == nil) {
+		return nil
+	}
+	return topologyProblem(&dolphinv1.TopologyStatus{SemiSyncFallback: t.SemiSyncFallback, AcknowledgedAlone: t.AcknowledgedAlone}, "")
 }
 
 // stallProblem says that commits wait for a replica's acknowledgement, and what follows under
