@@ -509,11 +509,7 @@ func onlyVolatileChanged(a, b *dolphinv1.TopologyStatus) bool {
 
 func (r *reporter) metrics(rep topology.Report) {
 	ns, name := r.key.Namespace, r.key.Name
-	fallback := 0.0
-	if rep.Decision.SemiSyncFallback {
-		fallback = 1
-	}
-	metrics.SemiSyncFallback.WithLabelValues(ns, name).Set(fallback)
+	metrics.SemiSyncFallback.WithLabelValues(ns, name).Set(boolGauge(rep.Decision.SemiSyncFallback))
 	metrics.WritesAtRisk.WithLabelValues(ns, name).Set(boolGauge(rep.Persisted.AckedAlone != nil))
 	metrics.WritesWaiting.WithLabelValues(ns, name).Set(boolGauge(rep.Decision.NoSemiSyncReplica || rep.Decision.CommitsWaiting))
 	for _, in := range rep.Instances {

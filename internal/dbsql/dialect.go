@@ -115,10 +115,13 @@ const (
 	flushSSL = "FLUSH SSL"
 )
 
+// waitingForAckState matches the sessions whose commit waits for a semi-sync acknowledgement
+// (MariaDB: "Waiting for semi-sync ACK from slave", MySQL: "… from replica").
+const waitingForAckState = "STATE LIKE 'Waiting for semi-sync ACK from %'"
+
 // waitingCommitsQuery counts the sessions whose commit has waited 2 s or more for a semi-sync
-// acknowledgement (MariaDB: "Waiting for semi-sync ACK from slave", MySQL: "… from replica").
-const waitingCommitsQuery = "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST " +
-	"WHERE STATE LIKE 'Waiting for semi-sync ACK from %' AND TIME >= 2"
+// acknowledgement.
+const waitingCommitsQuery = "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE " + waitingForAckState + " AND TIME >= 2"
 
 // HeartbeatPeriodMariaDB is the heartbeat period (seconds) MariaDB replicas ask their source
 // for: an idle source sends one this often, so a receiver that got nothing for longer is
@@ -136,7 +139,7 @@ var mariadbDialect = &dialect{
 		"@@rpl_semi_sync_master_wait_point AS rpl_semi_sync_master_wait_point, @@rpl_semi_sync_master_timeout AS rpl_semi_sync_master_timeout, " +
 		"st.rpl_semi_sync_master_status, st.rpl_semi_sync_master_clients, st.uptime, " +
 		"(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'Waiting to finalize termination' AND TIME >= 2) AS stalled_dumps, " +
-		"(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for semi-sync ACK from %' AND TIME >= 2) AS waiting_commits " +
+		"(SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE " + waitingForAckState + " AND TIME >= 2) AS waiting_commits " +
 		"FROM (SELECT MAX(IF(VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_STATUS', VARIABLE_VALUE, NULL)) AS rpl_semi_sync_master_status, " +
 		"MAX(IF(VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS', VARIABLE_VALUE, NULL)) AS rpl_semi_sync_master_clients, " +
 		"MAX(IF(VARIABLE_NAME = 'UPTIME', VARIABLE_VALUE, NULL)) AS uptime " +

@@ -226,7 +226,13 @@ const receiverEndGrace = 50 * time.Millisecond
 // killReceivers kills the replication receiver threads (an unknown thread, one that ended
 // meanwhile, is not an error) and says how many it killed.
 func (in *instance) killReceivers(ctx context.Context) (int, error) {
-	rows, err := in.queryRows(ctx, in.d.receiverThreads)
+	return in.killThreads(ctx, in.d.receiverThreads)
+}
+
+// killThreads kills the connections whose IDs query selects (column ID); one that ended
+// meanwhile is not an error. It says how many it killed.
+func (in *instance) killThreads(ctx context.Context, query string) (int, error) {
+	rows, err := in.queryRows(ctx, query)
 	if err != nil {
 		return 0, err
 	}
@@ -234,7 +240,7 @@ func (in *instance) killReceivers(ctx context.Context) (int, error) {
 	for _, r := range rows {
 		id, err := strconv.ParseInt(r["ID"], 10, 64)
 		if err != nil {
-			return killed, fmt.Errorf("dbsql: receiver thread id %q: %w", r["ID"], err)
+			return killed, fmt.Errorf("dbsql: thread id %q: %w", r["ID"], err)
 		}
 		err = in.exec(ctx, in.db, st(killConn, id))
 		var me *mysql.MySQLError
@@ -285,39 +291,15 @@ func (in *instance) RestartSemiSyncSource(ctx context.Context, disconnectWaiting
 }
 
 // waitingForAck selects the connections whose transaction waits for a semi-sync
-// acknowledgement (both flavors name the state so; MariaDB: "Waiting for semi-sync ACK from
-// slave", MySQL: "Waiting for semi-sync ACK from replica").
-const waitingForAck = "SELECT ID FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for semi-sync ACK from %'"
+// acknowledgement.
+const waitingForAck = "SELECT ID FROM information_schema.PROCESSLIST WHERE " + waitingForAckState
 
 // killWaitingForAck closes the connections of transactions waiting for an acknowledgement.
 // KILL CONNECTION, not KILL QUERY: a killed query is answered "committed" (measured on
 // MariaDB 10.11.19, docs/research/semisync-required-mariadb.md), a closed connection is not.
 func (in *instance) killWaitingForAck(ctx context.Context) error {
-	rows, err := in.db.QueryContext(ctx, waitingForAck)
-	if err != nil {
-		return fmt.Errorf("dbsql: listing transactions waiting for an acknowledgement: %w", err)
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return fmt.Errorf("dbsql: listing transactions waiting for an acknowledgement: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("dbsql: listing transactions waiting for an acknowledgement: %w", err)
-	}
-	for _, id := range ids {
-		err := in.exec(ctx, in.db, st(killConn, id))
-		var me *mysql.MySQLError
-		if err != nil && !(errors.As(err, &me) && me.Number == errUnknownThread) {
-			return err
-		}
-	}
-	return nil
+	_, err := in.killThreads(ctx, waitingForAck)
+	return err
 }
 
 // SetSemiSyncTimeout implements Instance.

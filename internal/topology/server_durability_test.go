@@ -27,6 +27,16 @@ func (h *harness) appInsert(t *testing.T, id int) <-chan error {
 	return done
 }
 
+// appTable creates table app.rows on db-0 and the application account, and waits until
+// every instance has them.
+func (h *harness) appTable() {
+	h.t.Helper()
+	mustExec(h.t, h.sqlDB(0), "CREATE DATABASE app")
+	mustExec(h.t, h.sqlDB(0), "CREATE TABLE app.rows (id INT PRIMARY KEY)")
+	h.createAppAccount()
+	h.waitSameRows("db-0", "db-1", "db-2")
+}
+
 // globalString reads the value of a SHOW GLOBAL VARIABLES or STATUS query on db-i.
 func (h *harness) globalString(i int, query string) string {
 	h.t.Helper()
@@ -47,10 +57,7 @@ func TestServerDurabilityRequiredNeverAcknowledgesAlone(t *testing.T) {
 	if got := h.globalString(0, "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_master_timeout'"); got != "4294967295" {
 		t.Fatalf("the primary's semi-sync timeout is %s ms, want 4294967295 (never)", got)
 	}
-	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
-	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id INT PRIMARY KEY)")
-	h.createAppAccount()
-	h.waitSameRows("db-0", "db-1", "db-2")
+	h.appTable()
 
 	h.db.Instances[1].Stop(t)
 	h.db.Instances[2].Stop(t)
@@ -130,10 +137,7 @@ func TestServerDurabilityPreferredWaitsForConsent(t *testing.T) {
 	if got := h.globalString(0, "SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_master_timeout'"); got != "2000" {
 		t.Fatalf("the primary's semi-sync timeout is %s ms, want 2000", got)
 	}
-	mustExec(t, h.sqlDB(0), "CREATE DATABASE app")
-	mustExec(t, h.sqlDB(0), "CREATE TABLE app.rows (id INT PRIMARY KEY)")
-	h.createAppAccount()
-	h.waitSameRows("db-0", "db-1", "db-2")
+	h.appTable()
 
 	h.db.Instances[1].Stop(t)
 	h.db.Instances[2].Stop(t)
