@@ -147,20 +147,7 @@ func readManifest(ctx context.Context, store objectstore.Store, key string) (*Ma
 
 // writeManifest stores m as indented JSON under prefix + its manifest key.
 func writeManifest(ctx context.Context, store objectstore.Store, prefix string, m *Manifest) error {
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	up, err := store.Create(ctx, prefix+manifestKey(m.Epoch, m.Number))
-	if err != nil {
-		return err
-	}
-	if _, err := up.Write(b); err != nil {
-		return errors.Join(err, up.Abort())
-	}
-	_, err = up.Commit()
-	return err
+	return writeJSON(ctx, store, prefix+manifestKey(m.Epoch, m.Number), m)
 }
 
 // hashCounter counts and hashes what passes through it to w.
@@ -241,8 +228,17 @@ func (w *segmentWriter) abort() {
 // against the manifest, then decompresses it into path. A mismatch, or data that does not
 // decompress, is an error wrapping ErrCorrupt that names the object. The compressed copy is
 // always removed, path on any error.
-func fetchSegment(ctx context.Context, store objectstore.Store, prefix string, m *Manifest, path string) (err error) {
-	where := objectstore.Locate(store, prefix+m.Object)
+func fetchSegment(ctx context.Context, store objectstore.Store, prefix string, m *Manifest, path string) error {
+	if err := fetchObject(ctx, store, prefix+m.Object, m.StoredBytes, m.SHA256, m.RawBytes, path); err != nil {
+		return fmt.Errorf("segment %s: %w", m.Name(), err)
+	}
+	return nil
+}
+
+// fetchObject is fetchSegment for any zstd object whose stored size, sha256 and raw size are
+// known.
+func fetchObject(ctx context.Context, store objectstore.Store, key string, stored int64, sha string, raw int64, path string) (err error) {
+	where := objectstore.Locate(store, key)
 	zpath := path + ".zst"
 	defer os.Remove(zpath)
 	defer func() {
@@ -250,22 +246,22 @@ func fetchSegment(ctx context.Context, store objectstore.Store, prefix string, m
 			os.Remove(path)
 		}
 	}()
-	if err := download(ctx, store, prefix+m.Object, zpath, m); err != nil {
-		return fmt.Errorf("segment %s: %w", m.Name(), err)
+	if err := download(ctx, store, key, zpath, stored, sha); err != nil {
+		return err
 	}
 	zf, err := os.Open(zpath)
 	if err != nil {
-		return fmt.Errorf("segment %s: %w", m.Name(), err)
+		return err
 	}
 	defer zf.Close()
 	dec, err := zstd.NewReader(zf, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderLowmem(true))
 	if err != nil {
-		return fmt.Errorf("segment %s: %w: %s: %w", m.Name(), ErrCorrupt, where, err)
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, where, err)
 	}
 	defer dec.Close()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("segment %s: %w (TmpDir must be writable and empty of segment files)", m.Name(), err)
+		return fmt.Errorf("%w (TmpDir must be writable and empty of segment files)", err)
 	}
 	n, err := io.Copy(f, dec)
 	if cerr := f.Close(); err == nil {
@@ -274,19 +270,18 @@ func fetchSegment(ctx context.Context, store objectstore.Store, prefix string, m
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) && pe.Path == path {
-			return fmt.Errorf("segment %s: writing %s: %w", m.Name(), path, err)
+			return fmt.Errorf("writing %s: %w", path, err)
 		}
-		return fmt.Errorf("segment %s: %w: %s matches its sha256 but does not decompress: %w", m.Name(), ErrCorrupt, where, err)
+		return fmt.Errorf("%w: %s matches its sha256 but does not decompress: %w", ErrCorrupt, where, err)
 	}
-	if n != m.RawBytes {
-		return fmt.Errorf("segment %s: %w: %s decompresses to %d bytes, the manifest says %d", m.Name(), ErrCorrupt, where, n, m.RawBytes)
+	if n != raw {
+		return fmt.Errorf("%w: %s decompresses to %d bytes, the manifest says %d", ErrCorrupt, where, n, raw)
 	}
 	return nil
 }
 
-// download copies the object key into the new file path and checks its size and sha256
-// against m.
-func download(ctx context.Context, store objectstore.Store, key, path string, m *Manifest) (err error) {
+// download copies the object key into the new file path and checks its size and sha256.
+func download(ctx context.Context, store objectstore.Store, key, path string, stored int64, sha string) (err error) {
 	where := objectstore.Locate(store, key)
 	rc, err := store.Open(ctx, key)
 	if err != nil {
@@ -308,9 +303,9 @@ func download(ctx context.Context, store objectstore.Store, key, path string, m 
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if sum := hex.EncodeToString(in.h.Sum(nil)); in.n != m.StoredBytes || sum != m.SHA256 {
+	if sum := hex.EncodeToString(in.h.Sum(nil)); in.n != stored || sum != sha {
 		return fmt.Errorf("%w: %s has %d bytes with sha256 %s, the manifest says %d bytes with sha256 %s",
-			ErrCorrupt, where, in.n, sum, m.StoredBytes, m.SHA256)
+			ErrCorrupt, where, in.n, sum, stored, sha)
 	}
 	return nil
 }
