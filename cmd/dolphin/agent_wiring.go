@@ -17,6 +17,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/restore"
 )
@@ -103,5 +104,50 @@ func (w *agentWiring) reseedFunc() agent.ReseedFunc {
 			return fmt.Errorf("writing %s: %w", file, err)
 		}
 		return nil
+	}
+}
+
+// binlogIndex is the binary log index file in the data directory.
+const binlogIndex = "binlog.index" // mycnf's log_bin_index
+
+// keepFunc keeps the copy in the data directory's root (restore.KeptPrefix), on the
+// instance's volume: it survives the re-clone that follows.
+func (w *agentWiring) keepFunc() agent.KeepFunc {
+	return func(ctx context.Context, req agent.KeepRequest) (*agent.KeepResponse, error) {
+		if w.flavor != "mariadb" {
+			return nil, fmt.Errorf("flavor %q: kept copies are implemented for mariadb only", w.flavor)
+		}
+		state, err := binlog.ParseServerState(req.PrimaryState)
+		if err != nil {
+			return nil, fmt.Errorf("the primary's state: %w", err)
+		}
+		store, err := objectstore.NewDirectory(w.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		cp, err := binlog.Keep(ctx, binlog.KeepOptions{
+			BinlogIndex: filepath.Join(w.dataDir, binlogIndex), Primary: state,
+			Store: store, Prefix: restore.KeptPrefix, Name: req.Name,
+			Instance: req.Instance, PrimaryName: req.Primary, Reason: req.Reason,
+		})
+		if err != nil {
+			return nil, err
+		}
+		resp := &agent.KeepResponse{Copy: *cp}
+		if cp.Transactions > 0 {
+			resp.Location = objectstore.Locate(store, restore.KeptPrefix+cp.Object)
+		}
+		return resp, nil
+	}
+}
+
+// gtidStateFunc reads the local server's @@gtid_binlog_state with the caller's account.
+func (w *agentWiring) gtidStateFunc() agent.GTIDStateFunc {
+	return func(ctx context.Context, db agent.DBConn) (string, error) {
+		socket := db.Socket
+		if socket == "" && db.Host == "" {
+			socket = w.socket
+		}
+		return backup.GTIDBinlogState(ctx, backup.StreamOptions{Socket: socket, Host: db.Host, Port: db.Port, User: db.User, Password: db.Password})
 	}
 }

@@ -20,6 +20,10 @@
 //	                         again; 409 while an instruction runs; 422 when this instance
 //	                         cannot seed that way); only on `dolphin seed` (ServerOptions.Seed)
 //	GET    /v1/seed          → 200 SeedStatus (Waiting, Running, Succeeded or Failed)
+//	POST   /v1/keep          KeepRequest → 200 KeepResponse: a copy of the transactions the
+//	                         instance holds and the primary lacks (422 code binlogs-purged,
+//	                         503 code binlog-being-written); only on `dolphin agent`
+//	POST   /v1/gtid-state    GTIDStateRequest → 200 GTIDStateResponse (@@gtid_binlog_state)
 //	GET    /healthz          → 200 "ok", no token needed
 //
 // Errors are an ErrorResponse with a 4xx/5xx status.
@@ -174,6 +178,9 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 	// RunningID names the running backup on a 409.
 	RunningID string `json:"runningID,omitempty"`
+	// Code says which known condition the error is, for the client to match (e.g.
+	// "binlogs-purged" from /v1/keep).
+	Code string `json:"code,omitempty"`
 }
 
 // validID reports whether id is 1 to 128 characters of [A-Za-z0-9._-].

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/binlog"
 )
 
 // DefaultClientTimeout bounds each API call, and the wait for a clone's first byte, when
@@ -70,7 +72,8 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("agent %s: %s: %d %s: %s", e.Agent, e.Op, e.StatusCode, http.StatusText(e.StatusCode), e.Message)
 }
 
-// Unwrap returns ErrUnknownBackup, ErrBackupRunning or nil.
+// Unwrap returns ErrUnknownBackup, ErrBackupRunning, binlog.ErrBinlogsPurged,
+// binlog.ErrBinlogBeingWritten or nil.
 func (e *StatusError) Unwrap() error { return e.kind }
 
 // NewClient checks the options and builds a client; it does not contact the agent.
@@ -260,6 +263,12 @@ func (c *Client) statusError(op string, resp *http.Response) *StatusError {
 	var er ErrorResponse
 	if json.Unmarshal(b, &er) == nil && er.Error != "" {
 		e.Message, e.RunningID = er.Error, er.RunningID
+		switch er.Code {
+		case codePurged:
+			e.kind = binlog.ErrBinlogsPurged
+		case codeBeingWritten:
+			e.kind = binlog.ErrBinlogBeingWritten
+		}
 	} else {
 		e.Message = strings.TrimSpace(string(b))
 	}

@@ -55,6 +55,10 @@ type ServerOptions struct {
 	SeedDone func(SeedStatus, error)
 	// Reseed, when set, enables POST /v1/reseed (ReseedFunc).
 	Reseed ReseedFunc
+	// Keep, when set, enables POST /v1/keep (KeepFunc).
+	Keep KeepFunc
+	// GTIDState, when set, enables POST /v1/gtid-state (GTIDStateFunc).
+	GTIDState GTIDStateFunc
 	// Logger receives the agent's log; passwords and store configurations never reach it.
 	Logger logr.Logger
 	// ShutdownTimeout bounds the graceful shutdown (DefaultShutdownTimeout when zero).
@@ -176,6 +180,12 @@ func (s *Server) handler() http.Handler {
 	}
 	if s.opts.Reseed != nil {
 		api.HandleFunc("POST /v1/reseed", s.reseed)
+	}
+	if s.opts.Keep != nil {
+		api.HandleFunc("POST /v1/keep", s.keep)
+	}
+	if s.opts.GTIDState != nil {
+		api.HandleFunc("POST /v1/gtid-state", s.gtidState)
 	}
 	if s.opts.Seed != nil {
 		api.HandleFunc("POST /v1/seed", s.startSeed)

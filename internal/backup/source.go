@@ -324,3 +324,19 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 	res.report.GTID = exact
 	return res, nil
 }
+
+// GTIDBinlogState reads the server's @@gtid_binlog_state (MariaDB) with the connection
+// parameters of o: what a copy of transactions beyond this server is measured against
+// (binlog.Keep).
+func GTIDBinlogState(ctx context.Context, o StreamOptions) (string, error) {
+	db, addr, err := o.openDB()
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var v string
+	if err := db.QueryRowContext(ctx, "SELECT @@gtid_binlog_state").Scan(&v); err != nil {
+		return "", fmt.Errorf("SELECT @@gtid_binlog_state on %s: %w", addr, err)
+	}
+	return v, nil
+}

@@ -116,7 +116,7 @@ func describe(m *backup.Manifest) string {
 }
 
 // ClearUninitialized empties dataDir of what a failed attempt at seeding it left (every
-// entry but lost+found), and returns the names removed; a missing dataDir is no error. It
+// entry but lost+found and kept copies), and returns the names removed; a missing dataDir is no error. It
 // refuses a dataDir that holds InitializedMarker: that one holds an instance's data. Run it
 // before initialising an uninitialised data directory some other way (the install script).
 func ClearUninitialized(dataDir string) ([]string, error) {
@@ -132,7 +132,8 @@ func ClearUninitialized(dataDir string) ([]string, error) {
 	return removeLeftovers(dataDir)
 }
 
-// removeLeftovers removes every entry of dataDir but lost+found, and returns their names.
+// removeLeftovers removes every entry of dataDir but lost+found and the kept copies
+// (KeptPrefix: what a re-clone must never discard), and returns their names.
 // It is called only when dataDir has neither marker: no restore into it completed and no
 // server ever ran on it, so what it holds is what a failed attempt left.
 func removeLeftovers(dataDir string) ([]string, error) {
@@ -142,7 +143,7 @@ func removeLeftovers(dataDir string) ([]string, error) {
 	}
 	var removed []string
 	for _, e := range ents {
-		if e.Name() == lostAndFound {
+		if e.Name() == lostAndFound || (strings.HasPrefix(e.Name(), KeptPrefix) && e.Type().IsRegular()) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dataDir, e.Name())); err != nil {

@@ -53,7 +53,8 @@ func TestFromPeerRefusesMySQLAndMissingOptions(t *testing.T) {
 
 func TestClearUninitialized(t *testing.T) {
 	dir := t.TempDir()
-	for _, p := range []string{"lost+found/x", "ibdata1", StagingDir + "/y"} {
+	kept := KeptPrefix + "db-0-20261205T000000Z.binlog.zst"
+	for _, p := range []string{"lost+found/x", "ibdata1", StagingDir + "/y", kept, KeptPrefix + "dir/z"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o750); err != nil {
 			t.Fatal(err)
 		}
@@ -62,10 +63,11 @@ func TestClearUninitialized(t *testing.T) {
 		}
 	}
 	removed, err := ClearUninitialized(dir)
-	if err != nil || !slices.Equal(removed, []string{StagingDir, "ibdata1"}) {
+	if err != nil || !slices.Equal(removed, []string{StagingDir, KeptPrefix + "dir", "ibdata1"}) {
 		t.Errorf("ClearUninitialized = %q, %v", removed, err)
 	}
-	if ents := dirEntries(t, dir); !slices.Equal(ents, []string{lostAndFound}) {
+	// A kept copy (a file) is never discarded: it is what a re-clone keeps of the old data.
+	if ents := dirEntries(t, dir); !slices.Equal(ents, []string{kept, lostAndFound}) {
 		t.Errorf("left %q", ents)
 	}
 	if removed, err := ClearUninitialized(filepath.Join(dir, "missing")); err != nil || len(removed) != 0 {
@@ -77,7 +79,7 @@ func TestClearUninitialized(t *testing.T) {
 	if _, err := ClearUninitialized(dir); err == nil || !strings.Contains(err.Error(), "is initialised") {
 		t.Errorf("ClearUninitialized of an initialised directory: %v", err)
 	}
-	if ents := dirEntries(t, dir); len(ents) != 2 {
+	if ents := dirEntries(t, dir); len(ents) != 3 {
 		t.Errorf("an initialised directory was touched: %q", ents)
 	}
 }

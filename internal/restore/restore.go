@@ -39,6 +39,11 @@ const (
 	// data (an errant replica, one whose primary purged the binlogs it needs), makes the next
 	// seed container treat the directory as uninitialised: it is emptied and seeded again.
 	ReseedMarker = ".dolphin-reseed"
+	// KeptPrefix begins the names of the copies of transactions kept before a re-clone
+	// (binlog.Keep), files in the data directory's root: the server does not take them for
+	// databases, backups and clones do not copy them, and emptying the directory for a
+	// re-clone or a restore leaves them (docs/design/0044).
+	KeptPrefix = "dolphin-kept-"
 	// StagingDir is where the backup is extracted and prepared, inside the data volume so
 	// that moving the result into place is a rename.
 	StagingDir = ".dolphin-restore"
