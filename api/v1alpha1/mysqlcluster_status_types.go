@@ -100,6 +100,37 @@ type MySQLClusterStatus struct {
 	// what was discarded.
 	// +optional
 	LastReclone *RecloneRecord `json:"lastReclone,omitempty"`
+
+	// KeptTransactions are the copies Dolphin kept of transactions an instance held and the
+	// primary lacked before it discarded that instance's data (a re-clone), newest last (the
+	// last 10). Review one and put it back on the primary with `dolphin kept`; see
+	// docs/mysqlcluster.md, "Kept transactions".
+	// +listType=atomic
+	// +optional
+	KeptTransactions []KeptTransactions `json:"keptTransactions,omitempty"`
+}
+
+// KeptTransactions describes one kept copy of transactions.
+type KeptTransactions struct {
+	// Name of the copy.
+	Name string `json:"name"`
+	// Instance the transactions were taken from, before its data was discarded.
+	Instance string `json:"instance"`
+	// Primary is the primary the instance had diverged from.
+	Primary string `json:"primary"`
+	// GTIDs are the kept transactions' original GTIDs, as runs ("0-1-91..100").
+	GTIDs string `json:"gtids"`
+	// Transactions is how many the copy holds.
+	Transactions int64 `json:"transactions"`
+	// FirstCommit and LastCommit are when the first and the last were committed.
+	// +optional
+	FirstCommit *metav1.Time `json:"firstCommit,omitempty"`
+	// +optional
+	LastCommit *metav1.Time `json:"lastCommit,omitempty"`
+	// Location is where the copy is: a file in the root of the instance's data volume.
+	Location string `json:"location"`
+	// Time the copy was made.
+	Time metav1.Time `json:"time"`
 }
 
 // RecloneRecord describes one re-clone of an instance.
@@ -110,6 +141,10 @@ type RecloneRecord struct {
 	Reason string `json:"reason"`
 	// Discarded is what was thrown away (its GTID position beyond the primary's).
 	Discarded string `json:"discarded"`
+	// Kept names the copy of the transactions the primary lacked (status.keptTransactions),
+	// when there were any.
+	// +optional
+	Kept string `json:"kept,omitempty"`
 	// Time the re-clone was decided.
 	Time metav1.Time `json:"time"`
 }

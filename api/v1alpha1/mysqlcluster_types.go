@@ -357,4 +357,19 @@ type FailoverSpec struct {
 	// +kubebuilder:validation:Maximum=60
 	// +optional
 	DetectionAttempts int32 `json:"detectionAttempts,omitempty"`
+
+	// ErrantFormerPrimary is what Dolphin does with an instance an unplanned failover
+	// replaced that comes back holding transactions the new primary lacks (writes it may
+	// have acknowledged). Hold (default): it is kept out of the topology until the cluster
+	// is annotated mysql.dolphin.dev/reclone-approved=<instance>. RecloneAfterCopy: Dolphin
+	// re-clones it by itself once a copy of those transactions is kept
+	// (status.keptTransactions); when no copy can be made (its binary logs are purged) it
+	// still waits for the annotation.
+	// +kubebuilder:validation:Enum=Hold;RecloneAfterCopy
+	// +kubebuilder:default=Hold
+	// +optional
+	ErrantFormerPrimary ErrantFormerPrimaryPolicy `json:"errantFormerPrimary,omitempty"`
 }
+
+// ErrantFormerPrimaryPolicy is spec.failover.errantFormerPrimary.
+type ErrantFormerPrimaryPolicy string

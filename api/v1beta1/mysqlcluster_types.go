@@ -349,7 +349,28 @@ type FailoverSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Detection DetectionSpec `json:"detection,omitempty"`
+
+	// ErrantFormerPrimary is what Dolphin does with an instance an unplanned failover
+	// replaced that comes back holding transactions the new primary lacks (writes it may
+	// have acknowledged). Hold (default): it is kept out of the topology until the cluster
+	// is annotated mysql.dolphin.dev/reclone-approved=<instance>. RecloneAfterCopy: Dolphin
+	// re-clones it by itself once a copy of those transactions is kept
+	// (status.keptTransactions); when no copy can be made (its binary logs are purged) it
+	// still waits for the annotation.
+	// +kubebuilder:validation:Enum=Hold;RecloneAfterCopy
+	// +kubebuilder:default=Hold
+	// +optional
+	ErrantFormerPrimary ErrantFormerPrimaryPolicy `json:"errantFormerPrimary,omitempty"`
 }
+
+// ErrantFormerPrimaryPolicy is spec.failover.errantFormerPrimary.
+type ErrantFormerPrimaryPolicy string
+
+// The values of spec.failover.errantFormerPrimary.
+const (
+	ErrantFormerPrimaryHold             ErrantFormerPrimaryPolicy = "Hold"
+	ErrantFormerPrimaryRecloneAfterCopy ErrantFormerPrimaryPolicy = "RecloneAfterCopy"
+)
 
 // DetectionSpec is the budget for declaring a primary lost: each probe has a deadline of
 // half the interval; a primary that missed one is probed every half interval, and failover

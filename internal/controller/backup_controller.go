@@ -64,6 +64,10 @@ type InstanceAgent interface {
 	SeedAgent
 	// Reseed marks the instance's data to be discarded and seeded again at its next start.
 	Reseed(ctx context.Context, reason string) error
+	// Keep keeps a copy of what the instance holds beyond the primary (agent.Client.Keep).
+	Keep(ctx context.Context, req agent.KeepRequest) (*agent.KeepResponse, error)
+	// GTIDState reads the instance's @@gtid_binlog_state.
+	GTIDState(ctx context.Context, db agent.DBConn) (string, error)
 }
 
 // AgentConnector reaches the agent of one instance pod of a cluster.

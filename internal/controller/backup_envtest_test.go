@@ -20,6 +20,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/resources"
@@ -37,6 +38,9 @@ type fakeAgent struct {
 	cancelled []string
 	seeds     []agent.SeedRequest
 	reseeds   []string
+	keeps     []agent.KeepRequest
+	keepResp  *agent.KeepResponse // nil: nothing to keep
+	keepErr   error
 }
 
 func (f *fakeAgent) Agent(_ context.Context, _ *dolphinv1.MySQLCluster, pod *corev1.Pod) (InstanceAgent, error) {
@@ -84,6 +88,24 @@ func (f *fakeAgent) Reseed(_ context.Context, reason string) error {
 	f.reseeds = append(f.reseeds, reason)
 	return nil
 }
+
+func (f *fakeAgent) Keep(_ context.Context, req agent.KeepRequest) (*agent.KeepResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keeps = append(f.keeps, req)
+	if f.keepErr != nil {
+		return nil, f.keepErr
+	}
+	if f.keepResp == nil {
+		return &agent.KeepResponse{Copy: binlog.KeptCopy{Name: req.Name, Instance: req.Instance, Primary: req.Primary}}, nil
+	}
+	r := *f.keepResp
+	r.Copy.Name, r.Copy.Instance, r.Copy.Primary = req.Name, req.Instance, req.Primary
+	return &r, nil
+}
+
+// GTIDState answers as every instance's server: the test's primary state.
+func (f *fakeAgent) GTIDState(context.Context, agent.DBConn) (string, error) { return "0-1000-10", nil }
 
 func (f *fakeAgent) SeedStatus(context.Context) (agent.SeedStatus, error) {
 	return agent.SeedStatus{Phase: agent.SeedWaiting}, nil

@@ -256,6 +256,7 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 	o.Bootstrap = c.Spec.Bootstrap != nil
 	o.Archiving = archiving(c) != nil
 	o.ArchiveResult, o.ArchiveObserved = r.archives.result(client.ObjectKeyFromObject(c))
+	o.RecloneWait = r.reclones.waiting(c.Namespace + "/" + c.Name)
 	if d.Spec.Storage.Size != nil {
 		o.VolumeSize = *d.Spec.Storage.Size
 	}

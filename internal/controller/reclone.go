@@ -27,10 +27,33 @@ const recloneCooldown = 2 * time.Minute
 // observed after the primary wrote more), and discarding a healthy replica is costly.
 const recloneConfirmation = 15 * time.Second
 
-// recloneWatch remembers since when each instance has been a re-clone candidate.
+// recloneWatch remembers since when each instance has been a re-clone candidate, and why a
+// cluster's re-clone waits (no copy could be kept).
 type recloneWatch struct {
 	mu    sync.Mutex
 	since map[string]time.Time
+	waits map[string]string
+}
+
+// wait records why the cluster's re-clone waits; "" clears it.
+func (w *recloneWatch) wait(cluster, why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waits == nil {
+		w.waits = map[string]string{}
+	}
+	if why == "" {
+		delete(w.waits, cluster)
+		return
+	}
+	w.waits[cluster] = why
+}
+
+// waiting says why the cluster's re-clone waits, or "".
+func (w *recloneWatch) waiting(cluster string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waits[cluster]
 }
 
 // confirmed records that key is a candidate now and says whether it has been one for d; keys
@@ -55,10 +78,11 @@ func (w *recloneWatch) confirmed(cluster, instance string, now time.Time, d time
 	return now.Sub(first) >= d
 }
 
-// forget drops the cluster's candidates.
+// forget drops the cluster's candidates and its wait.
 func (w *recloneWatch) forget(cluster string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	delete(w.waits, cluster)
 	for k := range w.since {
 		if strings.HasPrefix(k, cluster+"/") {
 			delete(w.since, k)
@@ -108,11 +132,31 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 	if err != nil {
 		return fmt.Errorf("reaching the agent of %s to re-clone it: %w", pod.Name, err)
 	}
+	kept, err := r.keepBeforeReclone(ctx, c, pods.Items, a, plan)
+	if err != nil {
+		r.reclones.wait(clusterKey, fmt.Sprintf("%s is to be re-cloned (%s), but %v", plan.Instance, plan.Reason, err))
+		requeueAfter(ctx, 30*time.Second)
+		return nil
+	}
+	r.reclones.wait(clusterKey, "")
 	reason := plan.Reason + "; discarding " + plan.Discarded
+	rec := dolphinv1.RecloneRecord{Instance: plan.Instance, Reason: plan.Reason, Discarded: plan.Discarded, Time: metav1.Now()}
+	switch {
+	case kept != nil && kept.Transactions > 0:
+		// Recorded before anything is marked for discarding.
+		if err := r.recordKept(ctx, c, pod, *kept); err != nil {
+			return err
+		}
+		rec.Kept = kept.Name
+		reason += fmt.Sprintf(" after keeping a copy of the %d transactions the primary lacks (%s) as %s", kept.Transactions, kept.GTIDs, kept.Name)
+	case kept != nil:
+		reason += " (it holds nothing the primary lacks)"
+	default:
+		reason += " without a copy, as " + RecloneApprovedAnnotation + " allows"
+	}
 	if err := a.Reseed(ctx, reason); err != nil {
 		return fmt.Errorf("marking %s for re-cloning: %w", pod.Name, err)
 	}
-	rec := dolphinv1.RecloneRecord{Instance: plan.Instance, Reason: plan.Reason, Discarded: plan.Discarded, Time: metav1.Now()}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"lastReclone": rec}})
 	if err != nil {
 		return fmt.Errorf("encoding status.lastReclone: %w", err)

@@ -59,6 +59,9 @@ type observation struct {
 	TLS *dolphinv1.TLSStatus
 	// Durability is spec.durability, defaulted.
 	Durability dolphinv1.Durability
+	// RecloneWait says why an instance to re-clone waits (no copy of what it holds beyond
+	// the primary could be kept), or "".
+	RecloneWait string
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
@@ -75,8 +78,9 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		Topology: o.Previous.Topology.DeepCopy(),
 		// The bootstrap step owns this part (bootstrap.go).
 		RestoredFrom: o.Previous.RestoredFrom.DeepCopy(),
-		// The re-clone step owns this part (reclone.go).
-		LastReclone: o.Previous.LastReclone.DeepCopy(),
+		// The re-clone step owns these parts (reclone.go, reclone_keep.go).
+		LastReclone:      o.Previous.LastReclone.DeepCopy(),
+		KeptTransactions: append([]dolphinv1.KeptTransactions(nil), o.Previous.KeptTransactions...),
 		// The TLS step's (tls.go).
 		TLS: o.TLS.DeepCopy(),
 	}
@@ -127,6 +131,10 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	// Errant instances and a semi-sync fallback leave the cluster short of what Ready
 	// promises (every instance a usable replica; acknowledged writes on a replica).
 	topologyProblem := topologyProblem(topo, o.Durability)
+	if o.RecloneWait != "" {
+		// More precise than the errant instance it is about: what Dolphin waits for.
+		topologyProblem = &problem{"RecloneWaits", o.RecloneWait}
+	}
 	ready := primaryReady && allReady && topologyProblem == nil && o.StepErr == nil
 	wasAvailable := meta.IsStatusConditionTrue(o.Previous.Conditions, dolphinv1.ConditionAvailable) ||
 		o.Previous.Phase == dolphinv1.PhaseRunning || o.Previous.Phase == dolphinv1.PhaseDegraded
@@ -300,12 +308,13 @@ func topologyProblem(t *dolphinv1.TopologyStatus, durability dolphinv1.Durabilit
 				pos = " (its position " + t.Instances[i].GTIDExecuted + ")"
 			}
 			msgs = append(msgs, n+" was the primary before an unplanned failover and holds transactions the primary lacks"+pos+
-				": they may be writes it acknowledged, so Dolphin keeps it out of the topology and never re-clones it by itself; "+
-				"save what you need from it, then annotate the cluster "+RecloneApprovedAnnotation+"="+n+" to re-clone it")
+				": they may be writes it acknowledged, so Dolphin keeps it out of the topology and does not re-clone it by itself "+
+				"(spec.failover.errantFormerPrimary Hold); annotate the cluster "+RecloneApprovedAnnotation+"="+n+" to re-clone it: "+
+				"Dolphin first keeps a copy of those transactions (status.keptTransactions) to review and put back with `dolphin kept`")
 		}
 		if len(others) > 0 {
 			msgs = append(msgs, strings.Join(others, ", ")+
-				" hold transactions the primary lacks and are kept out of the topology; Dolphin re-clones them from a healthy peer, discarding those transactions (status.lastReclone says what), unless the cluster has "+RecloneAnnotation+"=manual")
+				" hold transactions the primary lacks and are kept out of the topology; Dolphin keeps a copy of those transactions (status.keptTransactions), then re-clones them from a healthy peer (status.lastReclone says what), unless the cluster has "+RecloneAnnotation+"=manual")
 		}
 		reason := "ErrantInstances"
 		if len(held) > 0 {

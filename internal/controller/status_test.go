@@ -226,7 +226,7 @@ func TestTopologyProblemNamesTheHeldFormerPrimary(t *testing.T) {
 	p := topologyProblem(&dolphinv1.TopologyStatus{Primary: "c-0", ErrantInstances: []string{"c-1", "c-2"}, ReplacedPrimaries: []string{"c-2"},
 		Instances: []dolphinv1.InstanceTopology{{Name: "c-2", GTIDExecuted: "0-1-12"}}}, dolphinv1.DurabilityRequired)
 	for _, want := range []string{"c-2 was the primary before an unplanned failover", "(its position 0-1-12)", RecloneApprovedAnnotation + "=c-2",
-		"c-1 hold transactions the primary lacks", "Dolphin re-clones them"} {
+		"c-1 hold transactions the primary lacks", "then re-clones them", "keeps a copy of those transactions"} {
 		if !strings.Contains(p.message, want) {
 			t.Errorf("message %q lacks %q", p.message, want)
 		}

@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/binlog"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// maxKeptRecords is how many kept copies status.keptTransactions lists (the newest).
+const maxKeptRecords = 10
+
+// keptCopy is a kept copy's manifest and where it is.
+type keptCopy struct {
+	binlog.KeptCopy
+	Location string
+}
+
+// keepBeforeReclone asks the instance's agent to keep a copy of what it holds beyond the
+// primary (binlog.Keep, measured against the primary's @@gtid_binlog_state read through the
+// primary's agent) before its data is discarded. It returns the copy's manifest
+// (Transactions 0: nothing to keep), or nil with no error when no copy can be made but a
+// person consented to the re-clone (plan.Consented). Any other failure is an error that says
+// why the re-clone waits.
+func (r *MySQLClusterReconciler) keepBeforeReclone(ctx context.Context, c *dolphinv1.MySQLCluster, pods []corev1.Pod, a InstanceAgent, plan reclonePlan) (*keptCopy, error) {
+	primary := c.Status.Topology.Primary
+	var primaryPod *corev1.Pod
+	for i := range pods {
+		if pods[i].Name == primary {
+			primaryPod = &pods[i]
+		}
+	}
+	if primaryPod == nil || !containerReady(primaryPod, resources.ContainerAgent) {
+		return nil, fmt.Errorf("the agent of the primary %s is not ready: Dolphin reads the primary's GTID state from it to keep a copy of what %s holds beyond it first", primary, plan.Instance)
+	}
+	pa, err := r.Agents.Agent(ctx, c, primaryPod)
+	if err != nil {
+		return nil, fmt.Errorf("reaching the agent of the primary %s: %w", primary, err)
+	}
+	password, err := r.operatorPasswordFor(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	state, err := pa.GTIDState(ctx, agent.DBConn{User: resources.OperatorUser, Password: password})
+	if err != nil {
+		return nil, fmt.Errorf("reading the primary's GTID state: %w", err)
+	}
+	resp, err := a.Keep(ctx, agent.KeepRequest{
+		Name: plan.Instance + "-" + time.Now().UTC().Format("20060102T150405Z"), Instance: plan.Instance,
+		Primary: primary, PrimaryState: state, Reason: plan.Reason,
+	})
+	switch {
+	case err == nil:
+		return &keptCopy{KeptCopy: resp.Copy, Location: resp.Location}, nil
+	case errors.Is(err, binlog.ErrBinlogsPurged) && plan.Consented:
+		return nil, nil
+	case errors.Is(err, binlog.ErrBinlogsPurged):
+		return nil, fmt.Errorf("no copy of what it holds beyond the primary can be made (%w); Dolphin never discards it without one: "+
+			"save what you need from it, then annotate the cluster %s=%s to re-clone it without a copy", err, RecloneApprovedAnnotation, plan.Instance)
+	default:
+		return nil, fmt.Errorf("keeping a copy of what it holds beyond the primary failed, so the re-clone waits: %w", err)
+	}
+}
+
+// recordKept adds the copy to status.keptTransactions and says so in a Warning event.
+func (r *MySQLClusterReconciler) recordKept(ctx context.Context, c *dolphinv1.MySQLCluster, pod *corev1.Pod, cp keptCopy) error {
+	list := appendKept(c.Status.KeptTransactions, cp)
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"keptTransactions": list}})
+	if err != nil {
+		return fmt.Errorf("encoding status.keptTransactions: %w", err)
+	}
+	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("recording status.keptTransactions: %w", err)
+	}
+	c.Status.KeptTransactions = list
+	r.eventAbout(c, pod, corev1.EventTypeWarning, "KeptTransactions", "Reclone",
+		"kept a copy of the %d transactions %s holds and the primary %s lacks (%s, committed %s to %s) as %s at %s before re-cloning it: review it and put it back with `dolphin kept`",
+		cp.Transactions, cp.Instance, cp.Primary, cp.GTIDs, cp.FirstCommit.Format(time.RFC3339), cp.LastCommit.Format(time.RFC3339), cp.Name, cp.Location)
+	return nil
+}
+
+// appendKept is list with cp's record added, the newest maxKeptRecords kept.
+func appendKept(list []dolphinv1.KeptTransactions, cp keptCopy) []dolphinv1.KeptTransactions {
+	rec := dolphinv1.KeptTransactions{
+		Name: cp.Name, Instance: cp.Instance, Primary: cp.Primary, GTIDs: cp.GTIDs, Transactions: cp.Transactions,
+		Location: cp.Location, Time: metav1.NewTime(cp.Created),
+	}
+	if cp.Created.IsZero() {
+		rec.Time = metav1.Now()
+	}
+	if !cp.FirstCommit.IsZero() {
+		t := metav1.NewTime(cp.FirstCommit)
+		rec.FirstCommit = &t
+	}
+	if !cp.LastCommit.IsZero() {
+		t := metav1.NewTime(cp.LastCommit)
+		rec.LastCommit = &t
+	}
+	out := append(append([]dolphinv1.KeptTransactions(nil), list...), rec)
+	if len(out) > maxKeptRecords {
+		out = out[len(out)-maxKeptRecords:]
+	}
+	return out
+}
