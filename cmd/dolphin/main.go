@@ -22,6 +22,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(cli.NewVersionCmd("dolphin"), cli.NewOperatorCmd("operator"), newLocalCmd(), newAgentCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(), newStoreServerCmd(), newBinlogArchiveCmd(), newMigrateStorageCmd())
+	root.AddCommand(cli.NewVersionCmd("dolphin"), cli.NewOperatorCmd("operator"), newLocalCmd(), newAgentCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(), newStoreServerCmd(), newBinlogArchiveCmd(), newMigrateStorageCmd(), newKeptCmd())
 	return root
 }

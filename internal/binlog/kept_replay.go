@@ -84,6 +84,9 @@ type KeptReplayOptions struct {
 	// BINLOG statements (BINLOG REPLAY) and of setting session variables (SUPER or the
 	// narrower ones of the server version).
 	MySQLArgs []string
+	// After, an original GTID of the copy, replays only the transactions after it: the rest
+	// of a replay that stopped at a conflict, once resolved.
+	After string
 	// TmpDir receives the copy while it is replayed; os.TempDir() when empty.
 	TmpDir string
 	// MariaDBBinlog and MariaDB are the tools; found on PATH when empty.
@@ -138,7 +141,14 @@ func ReplayKept(ctx context.Context, opts KeptReplayOptions) (*KeptReplayResult,
 		return nil, err
 	}
 	res := &KeptReplayResult{Before: before.String(), Transactions: m.Transactions}
-	applyErr := pipeFiltered(ctx, exec.CommandContext(ctx, binlogTool, file),
+	dumpArgs := []string{file}
+	if opts.After != "" {
+		if _, err := ParseGTID(opts.After); err != nil {
+			return nil, fmt.Errorf("after: %w", err)
+		}
+		dumpArgs = []string{"--start-position=" + opts.After, file}
+	}
+	applyErr := pipeFiltered(ctx, exec.CommandContext(ctx, binlogTool, dumpArgs...),
 		exec.CommandContext(ctx, client, append(append([]string{}, opts.MySQLArgs...), "--binary-mode")...))
 	after, err := targetPosition(ctx, client, opts.MySQLArgs)
 	if err != nil {
@@ -146,7 +156,7 @@ func ReplayKept(ctx context.Context, opts KeptReplayOptions) (*KeptReplayResult,
 	}
 	res.After = after.String()
 	if applyErr != nil {
-		return res, fmt.Errorf("replaying kept copy %s (%d transactions, %s) stopped: %w; the primary moved from %s to %s: the transactions before the failing one are committed",
+		return res, fmt.Errorf("replaying kept copy %s (%d transactions, %s) stopped: %w; the primary moved from %s to %s: the transactions before the failing one are committed (resolve the conflict, then replay with --after <the original GTID of the last one applied>)",
 			m.Name, m.Transactions, m.GTIDs, applyErr, res.Before, res.After)
 	}
 	return res, nil

@@ -94,8 +94,9 @@ func TestServerKeepAndReplayDivergedPrimary(t *testing.T) {
 	}
 
 	// The person resolves the conflict (here: the new primary's row goes) and replays the
-	// copy again after removing what was applied: the remaining transaction goes in.
-	newP.exec("DELETE FROM app.k WHERE id BETWEEN 1001 AND 1009", "DELETE FROM app.k WHERE id = 2005")
+	// rest: the transactions after the last one applied.
+	newP.exec("DELETE FROM app.k WHERE id = 2005")
+	opts.After = fmt.Sprintf("0-%d-%d", oldP.inst.ServerID(), d.Seq-1)
 	res, err = ReplayKept(ctx30(t), opts)
 	if err != nil {
 		t.Fatal(err)
