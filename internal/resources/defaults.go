@@ -55,6 +55,9 @@ func Defaulted(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
 	if s.Failover.Detection.Interval == nil {
 		s.Failover.Detection.Interval = &metav1.Duration{Duration: DefaultDetectionInterval}
 	}
+	if s.Failover.ErrantFormerPrimary == "" {
+		s.Failover.ErrantFormerPrimary = dolphinv1.ErrantFormerPrimaryHold
+	}
 	if s.Failover.Detection.Attempts == 0 {
 		s.Failover.Detection.Attempts = DefaultDetectionAttempts
 	}
