@@ -217,6 +217,9 @@ func TestChaos(t *testing.T) {
 
 	outages := map[string][]time.Duration{}
 	errant := map[string]int{}
+	// consented counts the former primaries held for consent (ErrantFormerPrimary) that the
+	// run approved re-cloning, as a person would: Dolphin keeps a copy first.
+	consented := map[string]int{}
 	completed, faults := false, 0
 	defer func() {
 		// A run stopped by a failed round still gets the checker's verdict on the faults it
@@ -255,6 +258,16 @@ func TestChaos(t *testing.T) {
 				if err := s.c.Get(s.ctx, key, &c); err == nil && c.Status.Topology != nil && len(c.Status.Topology.ErrantInstances) > 0 {
 					sawErrant = true
 				}
+				if held := heldFormerPrimary(&c); held != "" && c.Annotations[controller.RecloneApprovedAnnotation] != held {
+					t.Logf("round %d (%s): %s held as an errant former primary; approving its re-clone (a copy is kept first)", r, f.name, held)
+					s.patchCluster(key, func(c *dolphinv1.MySQLCluster) {
+						if c.Annotations == nil {
+							c.Annotations = map[string]string{}
+						}
+						c.Annotations[controller.RecloneApprovedAnnotation] = held
+					})
+					consented[f.name]++
+				}
 				return s.chaosHealthy(key)
 			})
 			if sawErrant {
@@ -279,7 +292,11 @@ func TestChaos(t *testing.T) {
 		t.Logf("slow rounds, logs kept with DOLPHIN_E2E_KEEP: %s", strings.Join(slow, "; "))
 		s.keepLogs = true
 	}
-	writes, reads, incs := chaosVerdict(t, s, checker, kinds, outages, errant, "")
+	note := ""
+	if len(consented) > 0 {
+		note = fmt.Sprintf(" former_primaries_approved=%v", consented)
+	}
+	writes, reads, incs := chaosVerdict(t, s, checker, kinds, outages, errant, note)
 	if writes < 100*faults || reads == 0 || incs == 0 {
 		t.Errorf("too little load to judge: %d writes, %d reads, %d increments over %d faults", writes, reads, incs, faults)
 	}
@@ -487,4 +504,21 @@ func slowChaosRounds(outages map[string][]time.Duration) []string {
 		}
 	}
 	return slow
+}
+
+// heldFormerPrimary names an instance the cluster holds for consent (Degraded
+// ErrantFormerPrimary names it in its message), or "".
+func heldFormerPrimary(c *dolphinv1.MySQLCluster) string {
+	t := c.Status.Topology
+	if t == nil {
+		return ""
+	}
+	for _, n := range t.ReplacedPrimaries {
+		for _, in := range t.Instances {
+			if in.Name == n && (slices.Contains(t.ErrantInstances, n) || (!in.Replicating && strings.Contains(in.Error, "1236"))) {
+				return n
+			}
+		}
+	}
+	return ""
 }
