@@ -71,9 +71,14 @@ func TestLocalCloneAndReclone(t *testing.T) {
 		rec = cl.Status.LastReclone
 		return nil
 	})
-	t.Logf("re-clone: %s; discarded %s", rec.Reason, rec.Discarded)
+	t.Logf("re-clone: %s; discarded %s; kept %s", rec.Reason, rec.Discarded, rec.Kept)
 	if !strings.Contains(rec.Reason, "errant") {
 		t.Fatalf("re-clone reason %q", rec.Reason)
+	}
+	// The errant write was kept before it was discarded (docs/design/0044): exactly it.
+	if kept := s.cluster(key).Status.KeptTransactions; rec.Kept == "" || len(kept) != 1 || kept[0].Name != rec.Kept ||
+		kept[0].Instance != "cl-4" || kept[0].Transactions != 1 || !strings.HasPrefix(kept[0].GTIDs, "0-1004-") {
+		t.Fatalf("kept %+v for re-clone %+v: want the one errant transaction of cl-4", kept, rec)
 	}
 	s.waitHealthyN(key, 5)
 	testenv.Eventually(t, 60*time.Second, "cl-4 without the errant row and caught up", func() error {
