@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,12 @@ func (r *MySQLClusterReconciler) keepBeforeReclone(ctx context.Context, c *dolph
 	switch {
 	case err == nil:
 		return &keptCopy{KeptCopy: resp.Copy, Location: resp.Location}, nil
+	case plan.Consented && (errors.Is(err, binlog.ErrBinlogsPurged) || agentTooOld(err)):
+		return nil, nil
+	case agentTooOld(err):
+		return nil, fmt.Errorf("its agent predates kept copies (agent protocol %d): it gets a newer one when its pods restart for a template change "+
+			"(e.g. a new entry under spec.podTemplate.annotations); or annotate the cluster %s=%s to re-clone it without a copy",
+			resources.AgentProtocol-1, RecloneApprovedAnnotation, plan.Instance)
 	case errors.Is(err, binlog.ErrBinlogsPurged) && plan.Consented:
 		return nil, nil
 	case errors.Is(err, binlog.ErrBinlogsPurged):
@@ -71,6 +78,13 @@ func (r *MySQLClusterReconciler) keepBeforeReclone(ctx context.Context, c *dolph
 	default:
 		return nil, fmt.Errorf("keeping a copy of what it holds beyond the primary failed, so the re-clone waits: %w", err)
 	}
+}
+
+// agentTooOld reports whether err is an agent's 404 for the keep request: an agent of
+// protocol 1 (before kept copies), kept by pods that have not restarted since the upgrade.
+func agentTooOld(err error) bool {
+	var se *agent.StatusError
+	return errors.As(err, &se) && se.StatusCode == http.StatusNotFound
 }
 
 // recordKept adds the copy to status.keptTransactions and says so in a Warning event.

@@ -35,7 +35,12 @@ const (
 // AgentProtocol is the operator–agent protocol of this build. Bump it, and MinAgentProtocol
 // with it, when an agent of an earlier build can no longer serve this operator: pods then
 // restart onto the new agent, one at a time, as for any template change.
-const AgentProtocol = 1
+//
+//   - 1: backups, clones, seeding, reseed.
+//   - 2: POST /v1/keep and /v1/gtid-state (kept copies before a re-clone, docs/design/0044).
+//     An agent of protocol 1 answers 404: its instance is not re-cloned without a copy until
+//     it runs a newer agent or a person consents (MinAgentProtocol stays 1: no restart).
+const AgentProtocol = 2
 
 // MinAgentProtocol is the oldest agent protocol this operator works with.
 const MinAgentProtocol = 1

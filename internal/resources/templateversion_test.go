@@ -86,8 +86,8 @@ func TestChooseBuildKeepsWhatThePodsRunAcrossOperatorUpgrades(t *testing.T) {
 
 	t.Run("a new StatefulSet gets the newest generation and the operator's image", func(t *testing.T) {
 		o, ann := choose(c, nil, v2)
-		if o != newest || ann[SpecTemplateHashAnnotation] != hNewest || ann[TemplateGenerationAnnotation] != newestGeneration || ann[AgentProtocolAnnotation] != "1" {
-			t.Errorf("got %+v %v; want %+v, hash %s, generation %s, protocol 1", o, ann, newest, hNewest, newestGeneration)
+		if o != newest || ann[SpecTemplateHashAnnotation] != hNewest || ann[TemplateGenerationAnnotation] != newestGeneration || ann[AgentProtocolAnnotation] != strconv.Itoa(AgentProtocol) {
+			t.Errorf("got %+v %v; want %+v, hash %s, generation %s, protocol %d", o, ann, newest, hNewest, newestGeneration, AgentProtocol)
 		}
 	})
 	t.Run("an operator upgrade alone keeps the template byte for byte", func(t *testing.T) {
