@@ -486,6 +486,12 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 	p := topology.Persisted{Primary: t.Primary, Errant: map[string]bool{}, Instances: map[string]topology.InstanceRecord{}}
 	for _, in := range t.Instances {
 		p.Instances[in.Name] = topology.InstanceRecord{Credentials: in.CredentialsGeneration, Replication: in.ReplicationCredentialsGeneration}
+		if in.Reachable {
+			if p.Answering == nil {
+				p.Answering = map[string]bool{}
+			}
+			p.Answering[in.Name] = true
+		}
 	}
 	for _, n := range t.ErrantInstances {
 		p.Errant[n] = true

@@ -52,7 +52,24 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	// fails: a candidate lost after this observation may be the only one holding writes the
 	// lost primary acknowledged (docs/design/0039).
 	record := recordReceived(v.Failover, v.Tail, lost.Name, candidates)
+	for _, in := range v.Instances {
+		// A replica lost with the primary: what it held when last seen counts as received.
+		if in.Name != lost.Name && !in.Reachable() && !d.Errant[in.Name] {
+			mergeReceived(record, v.Seen[in.Name], in.Name)
+		}
+	}
 	d.State = StateFailover
+	if unseen := unseenReplicas(v, d, lost.Name); len(unseen) > 0 && v.AcceptLossFrom != lost.Name {
+		// After an operator restart, a replica not observed yet may hold writes the lost
+		// primary acknowledged that no candidate has (the restart may have come with theirs).
+		d.State = StatePrimaryLost
+		d.RestartLostPrimary = lost.Name
+		d.Message = fmt.Sprintf("failover from %s waits: %s answered before the operator restarted and has not been seen since; "+
+			"it may hold acknowledged writes no candidate has, so Dolphin restarts %s (which keeps them) and waits for it or them "+
+			"(to fail over anyway and give such writes up, annotate the cluster with mysql.dolphin.dev/failover-accept-loss=%s)",
+			lost.Name, strings.Join(unseen, ", "), lost.Name, lost.Name)
+		return d
+	}
 	if len(candidates) == 0 {
 		d.State = StatePrimaryLost
 		d.Message = fmt.Sprintf("primary %s is lost and no healthy replica can replace it", lost.Name)
@@ -210,12 +227,29 @@ func recordReceived(prev *FailoverProgress, tail *FailoverTail, from string, can
 		out.Received, out.ReceivedBy = tail.Received, tail.HeldBy
 	}
 	for _, c := range candidates {
-		s := received(c)
-		if isEmpty(s) {
-			continue
-		}
-		if out.Received == nil || (holds(s, out.Received) && !holds(out.Received, s)) {
-			out.Received, out.ReceivedBy = s, c.Name
+		mergeReceived(out, received(c), c.Name)
+	}
+	return out
+}
+
+// mergeReceived makes s, held by name, the record's received set when it holds more.
+func mergeReceived(r *FailoverProgress, s dbsql.GTIDSet, name string) {
+	if isEmpty(s) {
+		return
+	}
+	if r.Received == nil || (holds(s, r.Received) && !holds(r.Received, s)) {
+		r.Received, r.ReceivedBy = s, name
+	}
+}
+
+// unseenReplicas are the instances other than the lost primary that do not answer, are not
+// errant, and have not been observed since the operator started although the last status
+// showed them answering (ClusterView.Unseen), sorted.
+func unseenReplicas(v ClusterView, d Decision, lost string) []string {
+	var out []string
+	for _, in := range v.Instances {
+		if in.Name != lost && v.Unseen[in.Name] && !in.Reachable() && !d.Errant[in.Name] {
+			out = append(out, in.Name)
 		}
 	}
 	return out

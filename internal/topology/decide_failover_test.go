@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
 
 // TestFailoverNeverPromotesLessThanWasReceived follows one failover through the observations
@@ -265,5 +267,60 @@ func TestRecordStartsFromTheTail(t *testing.T) {
 	got = recordReceived(prev, tail, "db-0", nil)
 	if got.ReceivedBy != "db-1" || !gtid("0-1-13").Equal(got.Received) {
 		t.Errorf("running failover: %+v, want its own record 0-1-13 by db-1", got)
+	}
+}
+
+// TestFailoverCountsReplicasLostWithThePrimary: the chaos run that lost 1075 acknowledged
+// writes (docs/design/0045). A node restart took down every server while the operator
+// restarted; its first failover promoted the one replica that answered, which lacked what
+// the primary's other replica had acknowledged. A replica the last status showed answering
+// and this engine has not observed is unknown: the failover waits for it (or the lost
+// primary, which it restarts) unless a person accepts the loss; one this engine saw holding
+// more than every candidate before it stopped answering counts as having received that.
+func TestFailoverCountsReplicasLostWithThePrimary(t *testing.T) {
+	// db-2 was the primary; db-0 had acknowledged up to 0-2-97 (it answered before the
+	// restart), db-1 rejoined late with 0-2-95. Only db-1 answers.
+	v := cluster("db-2", inst(0).down(), inst(1).executed("0-2-95").replicaOf(2, "0-2-95").ioStopped(), inst(2).down())
+	v.PrimaryMisses = 5
+	v.Failover = &FailoverProgress{From: "db-2", Fenced: true}
+	v.Unseen = map[string]bool{"db-0": true, "db-1": true, "db-2": true}
+	d := Decide(v)
+	if d.State != StatePrimaryLost || d.Primary != "db-2" || d.RestartLostPrimary != "db-2" || len(d.Plan) != 0 {
+		t.Fatalf("an unseen replica: %s primary %s restart %q plan %v (%s); want PrimaryLost, db-2 restarted, nothing promoted",
+			d.State, d.Primary, d.RestartLostPrimary, steps(d), d.Message)
+	}
+	for _, says := range []string{"db-0 answered before the operator restarted", "failover-accept-loss=db-2"} {
+		if !strings.Contains(d.Message, says) {
+			t.Errorf("message %q does not say %q", d.Message, says)
+		}
+	}
+	accepted := v
+	accepted.AcceptLossFrom = "db-2"
+	if d := Decide(accepted); d.State != StateFailover || d.Primary != "db-1" {
+		t.Fatalf("loss accepted: %s primary %s (%s); want db-1 promoted", d.State, d.Primary, d.Message)
+	}
+	// db-0 answers again (it applied what it received before it went down): it is promoted.
+	back := v
+	back.Instances = cluster("db-2", inst(0).executed("0-2-97").replicaOf(2, "0-2-97").ioStopped(),
+		inst(1).executed("0-2-95").replicaOf(2, "0-2-95").ioStopped(), inst(2).down()).Instances
+	back.Unseen = map[string]bool{"db-2": true}
+	if d := Decide(back); d.State != StateFailover || d.Primary != "db-0" {
+		t.Fatalf("db-0 back: %s primary %s (%s); want db-0 promoted", d.State, d.Primary, d.Message)
+	}
+
+	// Seen by this engine: db-0 received 0-2-97, then went down with the primary.
+	seen := v
+	seen.Unseen = nil
+	seen.Seen = map[string]dbsql.GTIDSet{"db-0": gtid("0-2-97"), "db-1": gtid("0-2-95")}
+	d = Decide(seen)
+	if d.State != StatePrimaryLost || d.RestartLostPrimary != "db-2" || d.Failover == nil || d.Failover.ReceivedBy != "db-0" ||
+		!gtid("0-2-97").Equal(d.Failover.Received) {
+		t.Fatalf("a replica seen with more: %s restart %q record %+v (%s); want waiting, received 0-2-97 by db-0", d.State, d.RestartLostPrimary, d.Failover, d.Message)
+	}
+	// Seen with less than the candidate (it was behind when it went down): no effect.
+	behind := seen
+	behind.Seen = map[string]dbsql.GTIDSet{"db-0": gtid("0-2-90")}
+	if d := Decide(behind); d.State != StateFailover || d.Primary != "db-1" {
+		t.Fatalf("a replica seen behind: %s primary %s (%s); want db-1 promoted", d.State, d.Primary, d.Message)
 	}
 }

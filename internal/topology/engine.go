@@ -109,6 +109,9 @@ type Persisted struct {
 	LastSwitchoverRequest string
 	// Instances are the per-instance records (credentials generations), by name.
 	Instances map[string]InstanceRecord
+	// Answering are the instances the last status showed answering. Read at start only:
+	// until this engine observes them, what they hold is unknown (ClusterView.Unseen).
+	Answering map[string]bool
 	// Variables are the run-time settings this engine applies (Config.Variables plus
 	// DEFAULT for those an earlier engine applied). Carried from one engine to the next
 	// within a process, not stored in status.
@@ -117,6 +120,7 @@ type Persisted struct {
 
 func (p Persisted) clone() Persisted {
 	p.Errant, p.Replaced, p.Instances, p.Variables = maps.Clone(p.Errant), maps.Clone(p.Replaced), maps.Clone(p.Instances), maps.Clone(p.Variables)
+	p.Answering = maps.Clone(p.Answering)
 	if p.Switchover != nil {
 		sw := *p.Switchover
 		p.Switchover = &sw
@@ -181,6 +185,11 @@ type Engine struct {
 	// acceptLoss is the lost primary whose waiting failover may promote less than was
 	// received (AcceptFailoverLoss); cleared when that failover ends.
 	acceptLoss string
+	// seen is what each instance held at its last observation answering (ClusterView.Seen),
+	// unseen the instances the last status showed answering that this engine has not
+	// observed yet (ClusterView.Unseen).
+	seen   map[string]dbsql.GTIDSet
+	unseen map[string]bool
 }
 
 // New returns an engine that starts from a persisted state.
@@ -211,7 +220,8 @@ func New(cfg Config, from Persisted) *Engine {
 		}
 	}
 	from.Variables = vars
-	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, state: from}
+	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, state: from,
+		seen: map[string]dbsql.GTIDSet{}, unseen: maps.Clone(from.Answering)}
 	if from.Switchover != nil {
 		// Resumed: the request's time is unknown, so its duration counts from now.
 		e.switchover, e.switchAt = from.Switchover, time.Now()
@@ -354,9 +364,16 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.confirmAhead(ctx, members, views, recorded)
 
 	e.mu.Lock()
+	for _, in := range views {
+		if in.Reachable() && in.Status != nil {
+			e.seen[in.Name] = received(in)
+			delete(e.unseen, in.Name)
+		}
+	}
 	view := ClusterView{
 		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant), Replaced: maps.Clone(e.state.Replaced),
 		Failover: e.state.Failover, Tail: e.state.Tail, AckedAlone: e.state.AckedAlone, Now: observed,
+		Seen: maps.Clone(e.seen), Unseen: maps.Clone(e.unseen),
 		Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
 		TLSRequired: e.cfg.TLSRequired,

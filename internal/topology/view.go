@@ -173,6 +173,14 @@ type ClusterView struct {
 	Tail *FailoverTail
 	// AckedAlone is what a primary acknowledged that no replica may hold, nil otherwise.
 	AckedAlone *AckedAlone
+	// Seen is what each instance held (received, or executed) when this engine last observed
+	// it answering: a replica lost together with the primary may hold acknowledged writes no
+	// candidate has (docs/design/0045).
+	Seen map[string]dbsql.GTIDSet
+	// Unseen are instances the last status showed answering that this engine has not
+	// observed since it started (an operator restart): what they hold is unknown, so a
+	// failover waits for them rather than promote a candidate that may hold less.
+	Unseen map[string]bool
 	// Now is the time of the observation.
 	Now time.Time
 	// AcceptLossFrom names the lost primary whose waiting failover may promote a candidate
