@@ -78,7 +78,7 @@ func TestServerKeepAndReplayDivergedPrimary(t *testing.T) {
 		t.Fatalf("ListKept: %v, %+v", err, list)
 	}
 
-	// Replay: the ninth transaction's id exists on the new primary: eight are applied, the
+	// Replay: the tenth transaction's id exists on the new primary: nine are applied, the
 	// error says so.
 	opts := KeptReplayOptions{Store: store, Prefix: "kept/", Name: "db-0-x", MySQLArgs: newP.mysqlArgs(), TmpDir: t.TempDir()}
 	res, err := ReplayKept(ctx30(t), opts)

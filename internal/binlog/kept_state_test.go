@@ -34,7 +34,7 @@ func TestDivergenceKeepsWhatThePrimaryLacks(t *testing.T) {
 			[]string{"0-1-99", "0-1-100"}, ""},
 		{"an errant write on a replica", "0-1-60",
 			[]string{"0-1-49", "0-1-50", "0-2-51"}, "0-2-51"},
-		{"the primary was restored from a backup and knows one server: the anchor proves the common line", "0-1-130,0-3-140",
+		{"the primary restored from a backup knows no GTID of server 2: the anchor proves the common line", "0-1-130,0-3-140",
 			[]string{"0-2-40", "0-1-129", "0-1-130", "0-3-131"}, ""},
 		{"two failovers in a row: no anchor, the old primary's line is kept whole (more, never less)", "0-2-250",
 			[]string{"0-1-90", "0-1-91", "0-1-100"}, "0-1-90..91,0-1-100"},

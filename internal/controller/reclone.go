@@ -139,6 +139,18 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 		return nil
 	}
 	r.reclones.wait(clusterKey, "")
+	// Making the copy took time: a failover may have changed the primary it was measured
+	// against, or the instance may no longer be the one to re-clone.
+	var fresh dolphinv1.MySQLCluster
+	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(c), &fresh); err != nil {
+		return fmt.Errorf("reading the cluster again before re-cloning %s: %w", plan.Instance, err)
+	}
+	if again, ok := decideReclone(&fresh, pods.Items); !ok || again.Instance != plan.Instance ||
+		fresh.Status.Topology.Primary != c.Status.Topology.Primary {
+		log.FromContext(ctx).Info("not re-cloning: the cluster changed while the copy was made", "pod", plan.Instance)
+		r.reclones.forget(clusterKey)
+		return nil
+	}
 	reason := plan.Reason + "; discarding " + plan.Discarded
 	rec := dolphinv1.RecloneRecord{Instance: plan.Instance, Reason: plan.Reason, Discarded: plan.Discarded, Time: metav1.Now()}
 	switch {

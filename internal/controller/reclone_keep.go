@@ -31,9 +31,10 @@ type keptCopy struct {
 // keepBeforeReclone asks the instance's agent to keep a copy of what it holds beyond the
 // primary (binlog.Keep, measured against the primary's @@gtid_binlog_state read through the
 // primary's agent) before its data is discarded. It returns the copy's manifest
-// (Transactions 0: nothing to keep), or nil with no error when no copy can be made but a
-// person consented to the re-clone (plan.Consented). Any other failure is an error that says
-// why the re-clone waits.
+// (Transactions 0: nothing to keep), or nil with no error when no copy can be made (the
+// binary logs are purged, or an agent predates kept copies) but a person consented to the
+// re-clone (plan.Consented). Any other failure — one that may pass — is an error that says
+// why the re-clone waits; consent does not skip it.
 func (r *MySQLClusterReconciler) keepBeforeReclone(ctx context.Context, c *dolphinv1.MySQLCluster, pods []corev1.Pod, a InstanceAgent, plan reclonePlan) (*keptCopy, error) {
 	primary := c.Status.Topology.Primary
 	var primaryPod *corev1.Pod
@@ -54,8 +55,15 @@ func (r *MySQLClusterReconciler) keepBeforeReclone(ctx context.Context, c *dolph
 		return nil, err
 	}
 	state, err := pa.GTIDState(ctx, agent.DBConn{User: resources.OperatorUser, Password: password})
-	if err != nil {
-		return nil, fmt.Errorf("reading the primary's GTID state: %w", err)
+	switch {
+	case agentTooOld(err) && plan.Consented:
+		return nil, nil
+	case agentTooOld(err):
+		return nil, fmt.Errorf("the agent of the primary %s predates kept copies (agent protocol %d): it gets a newer one when its pods restart for a template change "+
+			"(e.g. a new entry under spec.podTemplate.annotations); or annotate the cluster %s=%s to re-clone it without a copy",
+			primary, resources.AgentProtocol-1, RecloneApprovedAnnotation, plan.Instance)
+	case err != nil:
+		return nil, fmt.Errorf("reading the primary's GTID state failed, so the re-clone waits and tries again: %w", err)
 	}
 	resp, err := a.Keep(ctx, agent.KeepRequest{
 		Name: plan.Instance + "-" + time.Now().UTC().Format("20060102T150405Z"), Instance: plan.Instance,
@@ -70,13 +78,11 @@ func (r *MySQLClusterReconciler) keepBeforeReclone(ctx context.Context, c *dolph
 		return nil, fmt.Errorf("its agent predates kept copies (agent protocol %d): it gets a newer one when its pods restart for a template change "+
 			"(e.g. a new entry under spec.podTemplate.annotations); or annotate the cluster %s=%s to re-clone it without a copy",
 			resources.AgentProtocol-1, RecloneApprovedAnnotation, plan.Instance)
-	case errors.Is(err, binlog.ErrBinlogsPurged) && plan.Consented:
-		return nil, nil
 	case errors.Is(err, binlog.ErrBinlogsPurged):
 		return nil, fmt.Errorf("no copy of what it holds beyond the primary can be made (%w); Dolphin never discards it without one: "+
 			"save what you need from it, then annotate the cluster %s=%s to re-clone it without a copy", err, RecloneApprovedAnnotation, plan.Instance)
 	default:
-		return nil, fmt.Errorf("keeping a copy of what it holds beyond the primary failed, so the re-clone waits: %w", err)
+		return nil, fmt.Errorf("keeping a copy of what it holds beyond the primary failed, so the re-clone waits and tries again: %w", err)
 	}
 }
 
