@@ -94,21 +94,22 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// reseedFunc writes restore.ReseedMarker (with the operator's reason) into the data
-// directory: the next seed container discards the data and seeds the instance again. The
-// running server is not touched.
+// reseedFunc writes restore.ReseedMarker (the operator's reason, and the copy it kept) into
+// the data directory: the next seed container makes the copy again with the server stopped,
+// then discards the data and seeds the instance again. The running server is not touched.
 func (w *agentWiring) reseedFunc() agent.ReseedFunc {
-	return func(_ context.Context, reason string) error {
+	return func(_ context.Context, req agent.ReseedRequest) error {
+		mark := restore.ReseedMark{Reason: req.Reason}
+		if k := req.Keep; k != nil {
+			mark.Keep = &restore.ReseedKeep{Name: k.Name, Instance: k.Instance, Primary: k.Primary, PrimaryState: k.PrimaryState, GTIDs: k.GTIDs}
+		}
 		file := filepath.Join(w.dataDir, restore.ReseedMarker)
-		if err := os.WriteFile(file, []byte(reason+"\n"), 0o640); err != nil {
+		if err := os.WriteFile(file, mark.Encode(), 0o640); err != nil {
 			return fmt.Errorf("writing %s: %w", file, err)
 		}
 		return nil
 	}
 }
-
-// binlogIndex is the binary log index file in the data directory.
-const binlogIndex = "binlog.index" // mycnf's log_bin_index
 
 // keepFunc keeps the copy in the data directory's root (restore.KeptPrefix), on the
 // instance's volume: it survives the re-clone that follows.
@@ -126,7 +127,7 @@ func (w *agentWiring) keepFunc() agent.KeepFunc {
 			return nil, err
 		}
 		cp, err := binlog.Keep(ctx, binlog.KeepOptions{
-			BinlogIndex: filepath.Join(w.dataDir, binlogIndex), Primary: state,
+			BinlogIndex: filepath.Join(w.dataDir, restore.BinlogIndex), Primary: state,
 			Store: store, Prefix: restore.KeptPrefix, Name: req.Name,
 			Instance: req.Instance, PrimaryName: req.Primary, Reason: req.Reason,
 		})

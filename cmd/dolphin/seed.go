@@ -92,7 +92,7 @@ type seedOutcome struct {
 func (f *seedFlags) run(ctx context.Context, w io.Writer) error {
 	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(w, seedLogPrefix+format+"\n", args...) }
 	marker := filepath.Join(f.restore.dataDir, restore.InitializedMarker)
-	if err := honourReseed(f.restore.dataDir, logf); err != nil {
+	if err := honourReseed(ctx, f.restore.dataDir, logf); err != nil {
 		return err
 	}
 	switch _, err := os.Stat(marker); {
@@ -298,10 +298,12 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 }
 
 // honourReseed turns a data directory the operator marked for re-seeding (restore.ReseedMarker,
-// written by the agent) into an uninitialised one: the markers go, so the data left is
-// removed as a failed attempt's leftovers by whichever seeding follows. The marker itself is
-// removed last, with the rest.
-func honourReseed(dataDir string, logf func(string, ...any)) error {
+// written by the agent) into an uninitialised one: the copy the operator kept is made again
+// with the server stopped (restore.KeepAgain: what was committed since is kept too; on failure
+// nothing is discarded), then the markers go, so the data left is removed as a failed
+// attempt's leftovers by whichever seeding follows. The marker itself is removed last, with
+// the rest.
+func honourReseed(ctx context.Context, dataDir string, logf func(string, ...any)) error {
 	b, err := os.ReadFile(filepath.Join(dataDir, restore.ReseedMarker))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -309,7 +311,13 @@ func honourReseed(dataDir string, logf func(string, ...any)) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", restore.ReseedMarker, err)
 	}
-	logf("the operator asked to discard this instance's data and seed it again: %s", strings.TrimSpace(string(b)))
+	mark := restore.ParseReseedMark(b)
+	logf("the operator asked to discard this instance's data and seed it again: %s", mark.Reason)
+	if mark.Keep != nil {
+		if err := restore.KeepAgain(ctx, dataDir, *mark.Keep, logf); err != nil {
+			return fmt.Errorf("%w; the data is not discarded", err)
+		}
+	}
 	for _, m := range []string{restore.InitializedMarker, restore.RestoredMarker} {
 		if err := os.Remove(filepath.Join(dataDir, m)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("discarding %s: %w", m, err)

@@ -88,6 +88,10 @@ type KeepOptions struct {
 	Name, Instance, PrimaryName, Reason string
 	// Now is the manifest's creation time; time.Now when zero.
 	Now time.Time
+	// ServerStopped says the server does not run: a transaction cut short at the end of the
+	// newest file was never committed (its commit is the binary log write) and is left out,
+	// instead of ErrBinlogBeingWritten.
+	ServerStopped bool
 }
 
 // Keep writes a copy of the transactions in the server's binary logs that the primary lacks
@@ -107,8 +111,13 @@ func Keep(ctx context.Context, opts KeepOptions) (*KeptCopy, error) {
 	div := newDivergence(opts.Primary)
 	candidates := make([]bool, len(files))
 	var start []GTID // the oldest file's Gtid_list: the state before it
+	var split splitter
 	for i, f := range files {
+		split = splitter{}
 		err := scanFile(ctx, f, i == len(files)-1, func(ev *replication.BinlogEvent) error {
+			if _, err := split.classify(ev); err != nil {
+				return err
+			}
 			switch ev.Header.EventType {
 			case replication.MARIADB_GTID_LIST_EVENT:
 				list, err := gtidList(ev)
@@ -136,6 +145,17 @@ func Keep(ctx context.Context, opts KeepOptions) (*KeptCopy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", f, err)
 		}
+		if split.inTxn && i < len(files)-1 {
+			return nil, fmt.Errorf("%s ends inside transaction %s: the file is damaged", filepath.Base(f), split.gtid)
+		}
+	}
+	var torn *GTID // a transaction cut short at the end of the newest file
+	if split.inTxn {
+		if !opts.ServerStopped {
+			return nil, fmt.Errorf("%s ends inside transaction %s: %w", filepath.Base(files[len(files)-1]), split.gtid, ErrBinlogBeingWritten)
+		}
+		g := split.gtid
+		torn = &g
 	}
 	var lost gtidRanges
 	for _, g := range start {
@@ -147,11 +167,11 @@ func Keep(ctx context.Context, opts KeepOptions) (*KeptCopy, error) {
 		return nil, fmt.Errorf("%w: the oldest, %s, starts after %s, which the primary (%s) does not hold",
 			ErrBinlogsPurged, filepath.Base(files[0]), lost.String(), opts.Primary)
 	}
-	return writeKept(ctx, opts, files, candidates, div)
+	return writeKept(ctx, opts, files, candidates, div, torn)
 }
 
 // writeKept is Keep's second pass.
-func writeKept(ctx context.Context, opts KeepOptions, files []string, candidates []bool, div *divergence) (*KeptCopy, error) {
+func writeKept(ctx context.Context, opts KeepOptions, files []string, candidates []bool, div *divergence, torn *GTID) (*KeptCopy, error) {
 	now := opts.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -193,7 +213,7 @@ func writeKept(ctx context.Context, opts KeepOptions, files []string, candidates
 			case actIgnore:
 				return nil
 			case actBegin:
-				keep = !div.held(split.gtid)
+				keep = !div.held(split.gtid) && (torn == nil || split.gtid != *torn || i < len(files)-1)
 				if !keep {
 					return nil
 				}
@@ -223,11 +243,9 @@ func writeKept(ctx context.Context, opts KeepOptions, files []string, candidates
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", f, err)
 		}
-		if split.inTxn {
-			if i == len(files)-1 {
-				return nil, fmt.Errorf("%s ends inside transaction %s: %w", filepath.Base(f), split.gtid, ErrBinlogBeingWritten)
-			}
-			return nil, fmt.Errorf("%s ends inside transaction %s: the file is damaged", filepath.Base(f), split.gtid)
+		if split.inTxn && !(torn != nil && i == len(files)-1 && split.gtid == *torn) {
+			// Written since the first pass (the server runs): the copy would end mid-way.
+			return nil, fmt.Errorf("%s ends inside transaction %s: %w", filepath.Base(f), split.gtid, ErrBinlogBeingWritten)
 		}
 	}
 	if w == nil {

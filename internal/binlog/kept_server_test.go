@@ -1,7 +1,9 @@
 package binlog
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -73,6 +75,41 @@ func TestServerKeepAndReplayDivergedPrimary(t *testing.T) {
 		t.Fatalf("kept %d transactions %s from server %d, want 10: %s from %d", cp.Transactions, cp.GTIDs, cp.ServerID, wantGTIDs, oldP.inst.ServerID())
 	}
 	t.Logf("kept %s (%d raw bytes) beyond the new primary's state %s", cp.GTIDs, cp.RawBytes, cp.PrimaryState)
+	// The same files with the last transaction cut short, as a crash mid-write leaves them:
+	// while the server may run that is a file being written; stopped, the cut transaction was
+	// never committed and the other nine are kept.
+	torn := t.TempDir()
+	files, err := readIndex(filepath.Join(oldP.inst.DataDir, "binlog.index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index []string
+	for i, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == len(files)-1 {
+			b = b[:len(b)-10] // into the last transaction's Xid event
+		}
+		to := filepath.Join(torn, filepath.Base(f))
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		index = append(index, to)
+	}
+	if err := os.WriteFile(filepath.Join(torn, "binlog.index"), []byte(strings.Join(index, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tornOpts := KeepOptions{BinlogIndex: filepath.Join(torn, "binlog.index"), Primary: state, Store: store, Prefix: "torn/", Name: "t"}
+	if _, err := Keep(ctx30(t), tornOpts); !errors.Is(err, ErrBinlogBeingWritten) {
+		t.Fatalf("a torn tail while the server may run: %v, want %v", err, ErrBinlogBeingWritten)
+	}
+	tornOpts.ServerStopped = true
+	if tc, err := Keep(ctx30(t), tornOpts); err != nil || tc.Transactions != 9 || tc.GTIDs != fmt.Sprintf("0-%d-%d..%d", oldP.inst.ServerID(), c.Seq+1, d.Seq-1) {
+		t.Fatalf("a torn tail of a stopped server: %+v, %v; want the nine committed transactions", tc, err)
+	}
+
 	list, err := ListKept(ctx30(t), store, "kept/")
 	if err != nil || len(list) != 1 || list[0].Name != "db-0-x" {
 		t.Fatalf("ListKept: %v, %+v", err, list)

@@ -63,7 +63,7 @@ type InstanceAgent interface {
 	BackupAgent
 	SeedAgent
 	// Reseed marks the instance's data to be discarded and seeded again at its next start.
-	Reseed(ctx context.Context, reason string) error
+	Reseed(ctx context.Context, req agent.ReseedRequest) error
 	// Keep keeps a copy of what the instance holds beyond the primary (agent.Client.Keep).
 	Keep(ctx context.Context, req agent.KeepRequest) (*agent.KeepResponse, error)
 	// GTIDState reads the instance's @@gtid_binlog_state.

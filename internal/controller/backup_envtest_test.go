@@ -39,8 +39,10 @@ type fakeAgent struct {
 	seeds     []agent.SeedRequest
 	reseeds   []string
 	keeps     []agent.KeepRequest
-	keepResp  *agent.KeepResponse // nil: nothing to keep
-	keepErr   error
+	// reseedKeeps are the copies named by each reseed request (nil: none).
+	reseedKeeps []*agent.ReseedKeep
+	keepResp    *agent.KeepResponse // nil: nothing to keep
+	keepErr     error
 }
 
 func (f *fakeAgent) Agent(_ context.Context, _ *dolphinv1.MySQLCluster, pod *corev1.Pod) (InstanceAgent, error) {
@@ -82,10 +84,11 @@ func (f *fakeAgent) Seed(_ context.Context, req agent.SeedRequest) (agent.SeedSt
 	return agent.SeedStatus{Phase: agent.SeedRunning, Mode: req.Mode}, nil
 }
 
-func (f *fakeAgent) Reseed(_ context.Context, reason string) error {
+func (f *fakeAgent) Reseed(_ context.Context, req agent.ReseedRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.reseeds = append(f.reseeds, reason)
+	f.reseeds = append(f.reseeds, req.Reason)
+	f.reseedKeeps = append(f.reseedKeeps, req.Keep)
 	return nil
 }
 
@@ -100,7 +103,7 @@ func (f *fakeAgent) Keep(_ context.Context, req agent.KeepRequest) (*agent.KeepR
 		return &agent.KeepResponse{Copy: binlog.KeptCopy{Name: req.Name, Instance: req.Instance, Primary: req.Primary}}, nil
 	}
 	r := *f.keepResp
-	r.Copy.Name, r.Copy.Instance, r.Copy.Primary = req.Name, req.Instance, req.Primary
+	r.Copy.Name, r.Copy.Instance, r.Copy.Primary, r.Copy.PrimaryState = req.Name, req.Instance, req.Primary, req.PrimaryState
 	return &r, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
@@ -166,7 +167,12 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 	default:
 		reason += " without a copy, as " + RecloneApprovedAnnotation + " allows"
 	}
-	if err := a.Reseed(ctx, reason); err != nil {
+	req := agent.ReseedRequest{Reason: reason}
+	if kept != nil {
+		req.Keep = &agent.ReseedKeep{Name: kept.Name, Instance: plan.Instance, Primary: c.Status.Topology.Primary,
+			PrimaryState: kept.PrimaryState, GTIDs: kept.GTIDs}
+	}
+	if err := a.Reseed(ctx, req); err != nil {
 		return fmt.Errorf("marking %s for re-cloning: %w", pod.Name, err)
 	}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"lastReclone": rec}})

@@ -171,6 +171,11 @@ func TestEnvtestRecloneErrantReplica(t *testing.T) {
 		!strings.Contains(fake.reseeds[0], "after keeping a copy of the 2 transactions") {
 		t.Fatalf("reseed requests %q", fake.reseeds)
 	}
+	// The mark names the copy, so that the seed container makes it again with the server
+	// stopped (restore.KeepAgain).
+	if k := fake.reseedKeeps[0]; k == nil || k.Name != fake.keeps[0].Name || k.PrimaryState != "0-1000-10" || k.GTIDs != "0-1002-11..12" || k.Primary != "db-0" {
+		t.Fatalf("reseed names the copy %+v", k)
+	}
 	cl := getCluster(t, c, key)
 	if lr := cl.Status.LastReclone; lr == nil || lr.Instance != "db-2" || !strings.Contains(lr.Discarded, "0-1002-12 beyond the primary's 0-1000-10") ||
 		lr.Kept != fake.keeps[0].Name {
