@@ -129,6 +129,10 @@ type KeptTransactions struct {
 	LastCommit *metav1.Time `json:"lastCommit,omitempty"`
 	// Location is where the copy is: a file in the root of the instance's data volume.
 	Location string `json:"location"`
+	// StoreLocation is where the copy was uploaded in the cluster's backup store (under
+	// <namespace>/<cluster>/kept/), when the cluster has one.
+	// +optional
+	StoreLocation string `json:"storeLocation,omitempty"`
 	// Time the copy was made.
 	Time metav1.Time `json:"time"`
 }

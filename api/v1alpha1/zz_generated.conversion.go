@@ -1362,6 +1362,7 @@ func autoConvert_v1alpha1_KeptTransactions_To_v1beta1_KeptTransactions(in *KeptT
 	out.FirstCommit = in.FirstCommit
 	out.LastCommit = in.LastCommit
 	out.Location = in.Location
+	out.StoreLocation = in.StoreLocation
 	out.Time = in.Time
 	return nil
 }
@@ -1380,6 +1381,7 @@ func autoConvert_v1beta1_KeptTransactions_To_v1alpha1_KeptTransactions(in *v1bet
 	out.FirstCommit = in.FirstCommit
 	out.LastCommit = in.LastCommit
 	out.Location = in.Location
+	out.StoreLocation = in.StoreLocation
 	out.Time = in.Time
 	return nil
 }

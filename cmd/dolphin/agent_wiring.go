@@ -135,8 +135,23 @@ func (w *agentWiring) keepFunc() agent.KeepFunc {
 			return nil, err
 		}
 		resp := &agent.KeepResponse{Copy: *cp}
-		if cp.Transactions > 0 {
-			resp.Location = objectstore.Locate(store, restore.KeptPrefix+cp.Object)
+		if cp.Transactions == 0 {
+			return resp, nil
+		}
+		resp.Location = objectstore.Locate(store, restore.KeptPrefix+cp.Object)
+		if len(req.Store) > 0 {
+			var cfg objectstore.Config
+			if err := json.Unmarshal(req.Store, &cfg); err != nil {
+				return nil, fmt.Errorf("decoding the store configuration: %w", err)
+			}
+			remote, err := objectstore.New(ctx, cfg)
+			if err != nil {
+				return nil, fmt.Errorf("opening the backup store: %w", err)
+			}
+			if err := binlog.CopyKept(ctx, store, restore.KeptPrefix, remote, req.StorePrefix, cp); err != nil {
+				return nil, fmt.Errorf("uploading the copy to the backup store (it is kept on the volume): %w", err)
+			}
+			resp.StoreLocation = objectstore.Locate(remote, req.StorePrefix+cp.Object)
 		}
 		return resp, nil
 	}

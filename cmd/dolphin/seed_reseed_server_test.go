@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
@@ -87,5 +89,54 @@ func TestServerSeedKeepsWhatWasCommittedAfterTheCopy(t *testing.T) {
 	}
 	if _, err := binlog.GetKept(ctx, store, restore.KeptPrefix, "db-0-y-at-reseed"); err == nil {
 		t.Fatal("a second copy holding nothing new was left")
+	}
+}
+
+// TestServerAgentKeepUploadsToTheStore: the agent's keep writes the copy on the volume and,
+// given the cluster's backup store, uploads it there too (object, then manifest, checked
+// against each other); `dolphin kept list` finds it in either place.
+func TestServerAgentKeepUploadsToTheStore(t *testing.T) {
+	inst := dbtest.Start(t, dbtest.Options{Instances: 1}).Instances[0]
+	db, err := sql.Open("mysql", "root@unix("+inst.SocketPath()+")/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{"SET GLOBAL read_only = OFF", "CREATE DATABASE app", "CREATE TABLE app.k (id INT PRIMARY KEY)"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var primaryState string
+	if err := db.QueryRow("SELECT @@gtid_binlog_state").Scan(&primaryState); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"INSERT INTO app.k VALUES (1)", "INSERT INTO app.k VALUES (2)"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bucket := t.TempDir()
+	cfg, _ := json.Marshal(objectstore.Config{Directory: bucket})
+	w := &agentWiring{flavor: "mariadb", dataDir: inst.DataDir}
+	resp, err := w.keepFunc()(context.Background(), agent.KeepRequest{Name: "db-0-x", Instance: "db-0", Primary: "db-1",
+		PrimaryState: primaryState, Reason: "test", Store: cfg, StorePrefix: "ns/db/kept/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Copy.Transactions != 2 || !strings.Contains(resp.Location, inst.DataDir) || !strings.Contains(resp.StoreLocation, bucket) {
+		t.Fatalf("keep: %+v", resp)
+	}
+	for _, args := range [][]string{
+		{"kept", "list", "--directory", inst.DataDir},
+		{"kept", "list", "--directory", bucket, "--prefix", "ns/db/kept/"},
+	} {
+		cmd := newRootCmd()
+		var out strings.Builder
+		cmd.SetOut(&out)
+		cmd.SetArgs(args)
+		if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "db-0-x") || !strings.Contains(out.String(), resp.Copy.GTIDs) {
+			t.Fatalf("dolphin %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
 	}
 }

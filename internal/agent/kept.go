@@ -23,6 +23,10 @@ type KeepRequest struct {
 	PrimaryState string `json:"primaryState"`
 	// Reason is why the data is about to be discarded.
 	Reason string `json:"reason"`
+	// Store, when set, is the cluster's backup store (passed through like BackupRequest's):
+	// the copy is uploaded there too, under StorePrefix, and survives the volume.
+	Store       StoreConfig `json:"store,omitempty"`
+	StorePrefix string      `json:"storePrefix,omitempty"`
 }
 
 // KeepResponse is the answer to POST /v1/keep.
@@ -32,6 +36,8 @@ type KeepResponse struct {
 	Copy binlog.KeptCopy `json:"copy"`
 	// Location says where the copy is, for people: e.g. "file:///var/lib/mysql/dolphin-kept-…".
 	Location string `json:"location,omitempty"`
+	// StoreLocation is where its upload to the backup store is ("" without a store).
+	StoreLocation string `json:"storeLocation,omitempty"`
 }
 
 // KeepFunc makes the copy. Its error wraps binlog.ErrBinlogsPurged or
@@ -79,7 +85,7 @@ func (s *Server) keep(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, ErrorResponse{Error: err.Error()})
 	default:
 		s.log.Info("Kept a copy of the transactions the primary lacks", "name", req.Name, "transactions", resp.Copy.Transactions,
-			"gtids", resp.Copy.GTIDs, "location", resp.Location)
+			"gtids", resp.Copy.GTIDs, "location", resp.Location, "storeLocation", resp.StoreLocation)
 		writeJSON(w, http.StatusOK, resp)
 	}
 }

@@ -3,6 +3,8 @@ package binlog
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +62,33 @@ func readKept(ctx context.Context, store objectstore.Store, key string) (*KeptCo
 		return nil, fmt.Errorf("%s: format %d, this version reads 1 to %d", where, m.Format, KeptFormat)
 	}
 	return &m, nil
+}
+
+// CopyKept copies a kept copy from one store to another: its binlog object, then its
+// manifest (a copy without a manifest does not exist), the object checked against the
+// manifest's size and sha256 on the way.
+func CopyKept(ctx context.Context, from objectstore.Store, fromPrefix string, to objectstore.Store, toPrefix string, m *KeptCopy) error {
+	rc, err := from.Open(ctx, fromPrefix+m.Object)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	up, err := to.Create(ctx, toPrefix+m.Object)
+	if err != nil {
+		return err
+	}
+	h := &readHasher{r: rc, h: sha256.New()}
+	if _, err := io.Copy(up, h); err != nil {
+		return errors.Join(err, up.Abort())
+	}
+	if sum := hex.EncodeToString(h.h.Sum(nil)); h.n != m.StoredBytes || sum != m.SHA256 {
+		return errors.Join(fmt.Errorf("%w: %s has %d bytes with sha256 %s, the manifest says %d and %s",
+			ErrCorrupt, objectstore.Locate(from, fromPrefix+m.Object), h.n, sum, m.StoredBytes, m.SHA256), up.Abort())
+	}
+	if _, err := up.Commit(); err != nil {
+		return err
+	}
+	return writeJSON(ctx, to, toPrefix+m.Name+keptManifestSuffix, m)
 }
 
 // FetchKept downloads and decompresses the copy's binlog file into path, its size and

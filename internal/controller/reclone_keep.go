@@ -16,6 +16,7 @@ import (
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
@@ -25,7 +26,7 @@ const maxKeptRecords = 10
 // keptCopy is a kept copy's manifest and where it is.
 type keptCopy struct {
 	binlog.KeptCopy
-	Location string
+	Location, StoreLocation string
 }
 
 // keepBeforeReclone asks the instance's agent to keep a copy of what it holds beyond the
@@ -65,13 +66,29 @@ func (r *MySQLClusterReconciler) keepBeforeReclone(ctx context.Context, c *dolph
 	case err != nil:
 		return nil, fmt.Errorf("reading the primary's GTID state failed, so the re-clone waits and tries again: %w", err)
 	}
-	resp, err := a.Keep(ctx, agent.KeepRequest{
+	req := agent.KeepRequest{
 		Name: plan.Instance + "-" + time.Now().UTC().Format("20060102T150405Z"), Instance: plan.Instance,
 		Primary: primary, PrimaryState: state, Reason: plan.Reason,
-	})
+	}
+	if c.Spec.Backup != nil {
+		// The copy goes to the backup store too: it then survives the volume.
+		spec, err := clusterStore(ctx, r.Client, c)
+		var cfg objectstore.Config
+		if err == nil {
+			cfg, err = resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the backup store, where the copy of what it holds beyond the primary goes, cannot be used, so the re-clone waits: %w", err)
+		}
+		if req.Store, err = json.Marshal(cfg); err != nil {
+			return nil, fmt.Errorf("encoding the store configuration: %w", err)
+		}
+		req.StorePrefix = resources.KeptStorePrefix(c)
+	}
+	resp, err := a.Keep(ctx, req)
 	switch {
 	case err == nil:
-		return &keptCopy{KeptCopy: resp.Copy, Location: resp.Location}, nil
+		return &keptCopy{KeptCopy: resp.Copy, Location: resp.Location, StoreLocation: resp.StoreLocation}, nil
 	case plan.Consented && (errors.Is(err, binlog.ErrBinlogsPurged) || agentTooOld(err)):
 		return nil, nil
 	case agentTooOld(err):
@@ -105,8 +122,8 @@ func (r *MySQLClusterReconciler) recordKept(ctx context.Context, c *dolphinv1.My
 	}
 	c.Status.KeptTransactions = list
 	r.eventAbout(c, pod, corev1.EventTypeWarning, "KeptTransactions", "Reclone",
-		"kept a copy of the %d transactions %s holds and the primary %s lacks (%s, committed %s to %s) as %s at %s before re-cloning it: review it and put it back with `dolphin kept`",
-		cp.Transactions, cp.Instance, cp.Primary, cp.GTIDs, cp.FirstCommit.Format(time.RFC3339), cp.LastCommit.Format(time.RFC3339), cp.Name, cp.Location)
+		"kept a copy of the %d transactions %s holds and the primary %s lacks (%s, committed %s to %s) as %s at %s%s before re-cloning it: review it and put it back with `dolphin kept`",
+		cp.Transactions, cp.Instance, cp.Primary, cp.GTIDs, cp.FirstCommit.Format(time.RFC3339), cp.LastCommit.Format(time.RFC3339), cp.Name, cp.Location, alsoAt(cp.StoreLocation))
 	return nil
 }
 
@@ -114,7 +131,7 @@ func (r *MySQLClusterReconciler) recordKept(ctx context.Context, c *dolphinv1.My
 func appendKept(list []dolphinv1.KeptTransactions, cp keptCopy) []dolphinv1.KeptTransactions {
 	rec := dolphinv1.KeptTransactions{
 		Name: cp.Name, Instance: cp.Instance, Primary: cp.Primary, GTIDs: cp.GTIDs, Transactions: cp.Transactions,
-		Location: cp.Location, Time: metav1.NewTime(cp.Created),
+		Location: cp.Location, StoreLocation: cp.StoreLocation, Time: metav1.NewTime(cp.Created),
 	}
 	if cp.Created.IsZero() {
 		rec.Time = metav1.Now()
@@ -132,4 +149,12 @@ func appendKept(list []dolphinv1.KeptTransactions, cp keptCopy) []dolphinv1.Kept
 		out = out[len(out)-maxKeptRecords:]
 	}
 	return out
+}
+
+// alsoAt is " and <where>" for a copy also uploaded, "" otherwise.
+func alsoAt(where string) string {
+	if where == "" {
+		return ""
+	}
+	return " and " + where
 }

@@ -60,6 +60,12 @@ func BinlogArchivePrefix(c *dolphinv1.MySQLCluster) string {
 	return c.Namespace + "/" + c.Name + "/binlog/"
 }
 
+// KeptStorePrefix is where copies of kept transactions go in the cluster's backup store
+// (docs/design/0044).
+func KeptStorePrefix(c *dolphinv1.MySQLCluster) string {
+	return c.Namespace + "/" + c.Name + "/kept/"
+}
+
 // BinlogArchiveArgs are what the archiver needs to know beyond the cluster's spec.
 type BinlogArchiveArgs struct {
 	// Sources are host:port of the servers to read from, in order of preference (the
