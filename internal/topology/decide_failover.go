@@ -171,6 +171,18 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 			lost.Name, heldBy(record, lost.Name), best, received(b), lost.Name, waitsFor, best, lost.Name)
 		return d
 	}
+	if restarted := restartedSinceThePrimary(v, candidates); len(restarted) > 0 && v.AcceptLossFrom != lost.Name {
+		// A MariaDB replica that restarts discards what it received and had not applied:
+		// writes it acknowledged may be on the lost primary only (0039 records what the
+		// candidates received when a failover begins; these restarted before it could).
+		d.State = StatePrimaryLost
+		d.RestartLostPrimary = lost.Name
+		d.Message = fmt.Sprintf("failover from %s waits: %s restarted since %s was last seen answering, and a restarted replica discards "+
+			"what it received and had not applied, which may include acknowledged writes; Dolphin restarts %s (which keeps them) and waits for it "+
+			"(to fail over anyway and give such writes up, annotate the cluster with mysql.dolphin.dev/failover-accept-loss=%s)",
+			lost.Name, strings.Join(restarted, ", "), lost.Name, lost.Name, lost.Name)
+		return d
+	}
 	// An interrupted promotion may have left its source side on, which would hold its
 	// applier for the semi-sync timeout.
 	d.Plan = append(d.Plan, semiSyncSourceOff(b)...)
@@ -241,6 +253,31 @@ func mergeReceived(r *FailoverProgress, s dbsql.GTIDSet, name string) {
 		r.Received, r.ReceivedBy = s, name
 	}
 }
+
+// restartedSinceThePrimary are the candidates whose server started after the primary was last
+// seen answering, sorted. An engine that never saw it (an operator restart while it was
+// down) counts starts from unseenWindow before its own start. Uptime is whole seconds: a
+// server counts only when it surely started after that moment.
+func restartedSinceThePrimary(v ClusterView, candidates []InstanceView) []string {
+	ref := v.PrimarySeenAt
+	if ref.IsZero() && !v.Started.IsZero() {
+		ref = v.Started.Add(-unseenWindow)
+	}
+	if ref.IsZero() || v.Now.IsZero() {
+		return nil
+	}
+	var out []string
+	for _, c := range candidates {
+		if c.Status != nil && v.Now.Add(-c.Status.Uptime-time.Second).After(ref) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// unseenWindow is how long before an operator's start a replica's restart is taken for one
+// around the primary's loss, when the operator never saw the primary (docs/design/0045).
+const unseenWindow = 30 * time.Second
 
 // unseenReplicas are the instances other than the lost primary that do not answer, are not
 // errant, and have not been observed since the operator started although the last status

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
@@ -322,5 +323,47 @@ func TestFailoverCountsReplicasLostWithThePrimary(t *testing.T) {
 	behind.Seen = map[string]dbsql.GTIDSet{"db-0": gtid("0-2-90")}
 	if d := Decide(behind); d.State != StateFailover || d.Primary != "db-1" {
 		t.Fatalf("a replica seen behind: %s primary %s (%s); want db-1 promoted", d.State, d.Primary, d.Message)
+	}
+}
+
+// TestFailoverWaitsForTheLostPrimaryWhenCandidatesRestarted: the second chaos shape — the
+// node restarted, every server with it, and the operator too. The replicas came back first
+// without what they had received and not applied (MariaDB re-fetches it on a restart), which
+// included writes they had acknowledged; only the lost primary, starting, holds them. A
+// candidate whose server started after the primary was last seen answering (after this
+// engine started, when it never saw it) makes the failover wait for the lost primary.
+func TestFailoverWaitsForTheLostPrimaryWhenCandidatesRestarted(t *testing.T) {
+	now := time.Date(2026, 12, 5, 3, 6, 34, 0, time.UTC)
+	up := func(b *ib, d time.Duration) *ib { b.v.Status.Uptime = d; return b }
+	v := cluster("db-0", inst(0).down(),
+		up(inst(1).executed("0-1-160810").replicaOf(0, "0-1-160810").ioStopped(), 7*time.Second),
+		up(inst(2).executed("0-1-160816").replicaOf(0, "0-1-160816").ioStopped(), 7*time.Second))
+	v.PrimaryMisses, v.Failover = 5, &FailoverProgress{From: "db-0", Fenced: true}
+	v.Now, v.Started = now, now.Add(-8*time.Second) // the operator restarted 8 s ago
+	d := Decide(v)
+	if d.State != StatePrimaryLost || d.RestartLostPrimary != "db-0" || len(d.Plan) != 0 ||
+		!strings.Contains(d.Message, "db-1, db-2 restarted since db-0 was last seen") {
+		t.Fatalf("restarted candidates: %s restart %q plan %v (%s); want waiting for db-0", d.State, d.RestartLostPrimary, steps(d), d.Message)
+	}
+	accepted := v
+	accepted.AcceptLossFrom = "db-0"
+	if d := Decide(accepted); d.State != StateFailover || d.Primary != "db-2" {
+		t.Fatalf("loss accepted: %s primary %s (%s); want db-2 promoted", d.State, d.Primary, d.Message)
+	}
+	// Replicas that ran all along (the primary alone was lost a second after it was seen):
+	// the failover goes on.
+	steady := v
+	steady.Instances = cluster("db-0", inst(0).down(),
+		up(inst(1).executed("0-1-160810").replicaOf(0, "0-1-160810").ioStopped(), 72*time.Hour),
+		up(inst(2).executed("0-1-160816").replicaOf(0, "0-1-160816").ioStopped(), 72*time.Hour)).Instances
+	steady.PrimarySeenAt = now.Add(-time.Second)
+	if d := Decide(steady); d.State != StateFailover || d.Primary != "db-2" {
+		t.Fatalf("replicas that did not restart: %s primary %s (%s); want db-2 promoted", d.State, d.Primary, d.Message)
+	}
+	// A replica restarted an hour ago, the primary seen a second ago: not since.
+	earlier := steady
+	earlier.Instances[1] = up(inst(1).executed("0-1-160810").replicaOf(0, "0-1-160810").ioStopped(), time.Hour).v
+	if d := Decide(earlier); d.State != StateFailover || d.Primary != "db-2" {
+		t.Fatalf("a restart before the primary was last seen: %s primary %s (%s)", d.State, d.Primary, d.Message)
 	}
 }

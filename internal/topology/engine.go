@@ -190,6 +190,9 @@ type Engine struct {
 	// observed yet (ClusterView.Unseen).
 	seen   map[string]dbsql.GTIDSet
 	unseen map[string]bool
+	// started is when this engine was made; primarySeenAt when it last saw the recorded
+	// primary answering (ClusterView.PrimarySeenAt).
+	started, primarySeenAt time.Time
 }
 
 // New returns an engine that starts from a persisted state.
@@ -221,7 +224,7 @@ func New(cfg Config, from Persisted) *Engine {
 	}
 	from.Variables = vars
 	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, state: from,
-		seen: map[string]dbsql.GTIDSet{}, unseen: maps.Clone(from.Answering)}
+		seen: map[string]dbsql.GTIDSet{}, unseen: maps.Clone(from.Answering), started: time.Now()}
 	if from.Switchover != nil {
 		// Resumed: the request's time is unknown, so its duration counts from now.
 		e.switchover, e.switchAt = from.Switchover, time.Now()
@@ -368,12 +371,15 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		if in.Reachable() && in.Status != nil {
 			e.seen[in.Name] = received(in)
 			delete(e.unseen, in.Name)
+			if in.Name == e.state.Primary {
+				e.primarySeenAt = observed
+			}
 		}
 	}
 	view := ClusterView{
 		Instances: views, Primary: e.state.Primary, Errant: maps.Clone(e.state.Errant), Replaced: maps.Clone(e.state.Replaced),
 		Failover: e.state.Failover, Tail: e.state.Tail, AckedAlone: e.state.AckedAlone, Now: observed,
-		Seen: maps.Clone(e.seen), Unseen: maps.Clone(e.unseen),
+		Seen: maps.Clone(e.seen), Unseen: maps.Clone(e.unseen), PrimarySeenAt: e.primarySeenAt, Started: e.started,
 		Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
 		TLSRequired: e.cfg.TLSRequired,

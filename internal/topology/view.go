@@ -181,6 +181,10 @@ type ClusterView struct {
 	// observed since it started (an operator restart): what they hold is unknown, so a
 	// failover waits for them rather than promote a candidate that may hold less.
 	Unseen map[string]bool
+	// PrimarySeenAt is when this engine last observed the recorded primary answering (zero:
+	// not since it started at Started). A candidate whose server started after it may have
+	// discarded what it received and had not applied (MariaDB re-fetches on a restart).
+	PrimarySeenAt, Started time.Time
 	// Now is the time of the observation.
 	Now time.Time
 	// AcceptLossFrom names the lost primary whose waiting failover may promote a candidate
