@@ -2,10 +2,14 @@ package topology
 
 import (
 	"database/sql"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/binlog"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
 
 // TestServerFailoverWaitsForWritesOnlyALostReplicaReceived reproduces the double fault the
@@ -173,4 +177,56 @@ func threeWithAppTable(t *testing.T) (*harness, *sql.DB) {
 	mustExec(t, primary, "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
 	h.waitSameRows("db-0", "db-1", "db-2")
 	return h, primary
+}
+
+// TestServerLossAcceptedWriteIsKeptAndReplayed (issue 30, the real-server proof (a)): the
+// double fault whose acknowledged write only the hung old primary holds, a person accepting
+// the loss, and the old primary back diverged. What a re-clone does first keeps the write:
+// binlog.Keep copies, from the old primary's binary log files, exactly what the new primary
+// lacks; binlog.ReplayKept puts it on the new primary, and the write a client was told is
+// committed is there at the end.
+func TestServerLossAcceptedWriteIsKeptAndReplayed(t *testing.T) {
+	h := doubleFault(t)
+	if !h.e.AcceptFailoverLoss("db-0") {
+		t.Fatal("the waiting failover from db-0 did not take the acceptance")
+	}
+	d := h.converge("a replica promoted, the write given up", func(d Decision) bool { return d.Primary != "db-0" && d.State != StateFailover })
+	np := h.index(d.Primary)
+	mustExec(t, h.sqlDB(np), "INSERT INTO app.rows VALUES (2, 'after the failover')")
+	// The old primary, hung still, is killed and comes back as every pod starts it.
+	h.db.Instances[0].Kill(t)
+	h.db.Instances[0].Start(t, "--init-rpl-role=SLAVE")
+
+	var state string
+	if err := h.pool(np).QueryRow("SELECT @@gtid_binlog_state").Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	primaryState, err := binlog.ParseServerState(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	store, err := objectstore.NewDirectory(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := binlog.Keep(t.Context(), binlog.KeepOptions{BinlogIndex: filepath.Join(h.db.Instances[0].DataDir, "binlog.index"),
+		Primary: primaryState, Store: store, Name: "db-0-x", Instance: "db-0", PrimaryName: d.Primary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Transactions != 1 {
+		t.Fatalf("kept %d transactions (%s) against the new primary's %s: want the one given-up write", cp.Transactions, cp.GTIDs, state)
+	}
+	res, err := binlog.ReplayKept(t.Context(), binlog.KeptReplayOptions{Store: store, Name: "db-0-x",
+		MySQLArgs: []string{"--defaults-file=" + h.db.Instances[np].ConfigFile, "--user=" + testAccounts.Operator.User,
+			"--password=" + testAccounts.Operator.Password}, TmpDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v string
+	if err := h.pool(np).QueryRow("SELECT v FROM app.rows WHERE id = 1").Scan(&v); err != nil || v != "acknowledged" {
+		t.Fatalf("the acknowledged write on the new primary %s after the replay: %q, %v", d.Primary, v, err)
+	}
+	t.Logf("kept %s from db-0, replayed on %s (%s → %s): the acknowledged write is back", cp.GTIDs, d.Primary, res.Before, res.After)
 }
