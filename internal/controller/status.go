@@ -308,9 +308,9 @@ func topologyProblem(t *dolphinv1.TopologyStatus, durability dolphinv1.Durabilit
 				pos = " (its position " + t.Instances[i].GTIDExecuted + ")"
 			}
 			msgs = append(msgs, n+" was the primary before an unplanned failover and holds transactions the primary lacks"+pos+
-				": they may be writes it acknowledged, so Dolphin keeps it out of the topology and does not re-clone it by itself "+
-				"(spec.failover.errantFormerPrimary Hold); annotate the cluster "+RecloneApprovedAnnotation+"="+n+" to re-clone it: "+
-				"Dolphin first keeps a copy of those transactions (status.keptTransactions) to review and put back with `dolphin kept`")
+				": they may be writes it acknowledged, so Dolphin keeps it out of the topology and re-clones it only after keeping a copy "+
+				"of those transactions (status.keptTransactions, to review and put back with `dolphin kept`), and only once you annotate the cluster "+
+				RecloneApprovedAnnotation+"="+n+" (or by itself with spec.failover.errantFormerPrimary RecloneAfterCopy)")
 		}
 		if len(others) > 0 {
 			msgs = append(msgs, strings.Join(others, ", ")+
