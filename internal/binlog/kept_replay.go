@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
@@ -128,7 +129,11 @@ type KeptReplayResult struct {
 	Before, After string
 	// Transactions is how many transactions the copy held.
 	Transactions int64
+	// FailedAt is the original GTID of the transaction a stopped replay failed at ("" when it
+	// did not stop, or the client's error named no line).
+	FailedAt string
 }
+
 
 // sessionGTID matches the lines mariadb-binlog prints to give a replayed transaction its
 // original GTID: a server id and a sequence number the primary's history has used already,
@@ -177,7 +182,7 @@ func ReplayKept(ctx context.Context, opts KeptReplayOptions) (*KeptReplayResult,
 		}
 		dumpArgs = []string{"--start-position=" + opts.After, file}
 	}
-	applyErr := pipeFiltered(ctx, exec.CommandContext(ctx, binlogTool, dumpArgs...),
+	marks, applyErr := pipeFiltered(ctx, exec.CommandContext(ctx, binlogTool, dumpArgs...),
 		exec.CommandContext(ctx, client, append(append([]string{}, opts.MySQLArgs...), "--binary-mode")...))
 	after, err := targetPosition(ctx, client, opts.MySQLArgs)
 	if err != nil {
@@ -185,65 +190,97 @@ func ReplayKept(ctx context.Context, opts KeptReplayOptions) (*KeptReplayResult,
 	}
 	res.After = after.String()
 	if applyErr != nil {
-		return res, fmt.Errorf("replaying kept copy %s (%d transactions, %s) stopped: %w; the primary moved from %s to %s: the transactions before the failing one are committed (resolve the conflict, then replay with --after <the original GTID of the last one applied>)",
-			m.Name, m.Transactions, m.GTIDs, applyErr, res.Before, res.After)
+		next := "resolve the conflict, then replay with --after <the original GTID of the last one applied>"
+		failed, before := failedAt(applyErr.Error(), marks)
+		res.FailedAt = failed
+		switch {
+		case failed != "" && before != "":
+			next = fmt.Sprintf("transaction %s failed, those before it up to %s are committed: resolve the conflict, then replay with --after %s to go on from %s, or --after %s to skip it",
+				failed, before, before, failed, failed)
+		case failed != "" && opts.After != "":
+			next = fmt.Sprintf("transaction %s, the first after %s, failed: nothing more is committed; resolve the conflict, then replay with --after %s again", failed, opts.After, opts.After)
+		case failed != "":
+			next = fmt.Sprintf("transaction %s, the first, failed: nothing is committed; resolve the conflict and replay again", failed)
+		}
+		return res, fmt.Errorf("replaying kept copy %s (%d transactions, %s) stopped: %w; the primary moved from %s to %s; %s",
+			m.Name, m.Transactions, m.GTIDs, applyErr, res.Before, res.After, next)
 	}
 	return res, nil
 }
 
 // pipeFiltered runs dump | (drop sessionGTID lines) | apply and reports the apply side's
-// failure first (it explains a broken pipe on the dump side).
-func pipeFiltered(ctx context.Context, dump, apply *exec.Cmd) error {
+// failure first (it explains a broken pipe on the dump side), with where each transaction
+// began in the input the client read.
+func pipeFiltered(ctx context.Context, dump, apply *exec.Cmd) ([]gtidMark, error) {
 	var dumpErr, applyErr tailBuffer
 	dump.Stderr, apply.Stderr = &dumpErr, &applyErr
 	out, err := dump.StdoutPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in, err := apply.StdinPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := apply.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", filepath.Base(apply.Path), err)
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(apply.Path), err)
 	}
 	if err := dump.Start(); err != nil {
 		in.Close()
 		_ = apply.Wait()
-		return fmt.Errorf("starting %s: %w", filepath.Base(dump.Path), err)
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(dump.Path), err)
 	}
-	copyErr := filterLines(out, in)
+	marks, copyErr := filterLines(out, in)
 	in.Close()
 	dErr := dump.Wait()
 	aErr := apply.Wait()
 	switch {
 	case aErr != nil:
-		return fmt.Errorf("%s: %w: %s", filepath.Base(apply.Path), aErr, applyErr.text())
+		return marks, fmt.Errorf("%s: %w: %s", filepath.Base(apply.Path), aErr, applyErr.text())
 	case dErr != nil:
-		return fmt.Errorf("%s: %w: %s", filepath.Base(dump.Path), dErr, dumpErr.text())
+		return marks, fmt.Errorf("%s: %w: %s", filepath.Base(dump.Path), dErr, dumpErr.text())
 	case copyErr != nil:
-		return copyErr
+		return marks, copyErr
 	}
-	return ctx.Err()
+	return marks, ctx.Err()
 }
 
-// filterLines copies r to w without the lines sessionGTID matches. On a write error it
-// drains r, so that the writer of r is not left blocked.
-func filterLines(r io.Reader, w io.Writer) error {
+// gtidMark is where a transaction begins in the filtered output: mariadb-binlog's comment
+// line naming its original GTID, by line number (from 1).
+type gtidMark struct {
+	line int
+	gtid string
+}
+
+// gtidComment finds the original GTID in the comment mariadb-binlog prints before a
+// transaction ("#261205  2:17:00 server id 1  end_log_pos 123 ... GTID 0-1-23 trans").
+var gtidComment = regexp.MustCompile(`^#.*\sGTID (\d+-\d+-\d+)`)
+
+// filterLines copies r to w without the lines sessionGTID matches, and returns where each
+// transaction begins in what it wrote. On a write error it drains r, so that the writer of r
+// is not left blocked.
+func filterLines(r io.Reader, w io.Writer) ([]gtidMark, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	bw := bufio.NewWriterSize(w, 1<<16)
-	fail := func(err error) error {
+	var marks []gtidMark
+	fail := func(err error) ([]gtidMark, error) {
 		_, _ = io.Copy(io.Discard, br)
-		return err
+		return marks, err
 	}
-	midLine := false
+	midLine, line := false, 0
 	for {
-		line, err := br.ReadSlice('\n')
+		chunk, err := br.ReadSlice('\n')
 		full := errors.Is(err, bufio.ErrBufferFull)
 		// A long line (a BINLOG statement's base64) comes in pieces; only a line's start can
 		// match.
-		if len(line) > 0 && (midLine || !sessionGTID.Match(line)) {
-			if _, werr := bw.Write(line); werr != nil {
+		if len(chunk) > 0 && (midLine || !sessionGTID.Match(chunk)) {
+			if !midLine {
+				line++
+				if m := gtidComment.FindSubmatch(chunk); m != nil {
+					marks = append(marks, gtidMark{line: line, gtid: string(m[1])})
+				}
+			}
+			if _, werr := bw.Write(chunk); werr != nil {
 				return fail(werr)
 			}
 		}
@@ -254,9 +291,35 @@ func filterLines(r io.Reader, w io.Writer) error {
 			if werr := bw.Flush(); werr != nil {
 				return fail(werr)
 			}
-			return nil
+			return marks, nil
 		case err != nil:
 			return fail(err)
 		}
 	}
+}
+
+// errorLine finds "at line N" in the mariadb client's error message.
+var errorLine = regexp.MustCompile(`at line (\d+)`)
+
+// failedAt names, from the client's error and the marks, the transaction that failed and the
+// one before it ("" when the failure is not in a transaction the marks know).
+func failedAt(msg string, marks []gtidMark) (failed, before string) {
+	m := errorLine.FindStringSubmatch(msg)
+	if m == nil {
+		return "", ""
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return "", ""
+	}
+	for i, mk := range marks {
+		if mk.line > n {
+			break
+		}
+		failed, before = mk.gtid, ""
+		if i > 0 {
+			before = marks[i-1].gtid
+		}
+	}
+	return failed, before
 }

@@ -133,6 +133,9 @@ func TestServerKeepAndReplayDivergedPrimary(t *testing.T) {
 	// The person resolves the conflict (here: the new primary's row goes) and replays the
 	// rest: the transactions after the last one applied.
 	newP.exec("DELETE FROM app.k WHERE id = 2005")
+	if want := fmt.Sprintf("0-%d-%d", oldP.inst.ServerID(), d.Seq); res.FailedAt != want || !strings.Contains(err.Error(), fmt.Sprintf("--after 0-%d-%d", oldP.inst.ServerID(), d.Seq-1)) {
+		t.Fatalf("the stopped replay names %q as failed (want %s) and says %v", res.FailedAt, want, err)
+	}
 	opts.After = fmt.Sprintf("0-%d-%d", oldP.inst.ServerID(), d.Seq-1)
 	res, err = ReplayKept(ctx30(t), opts)
 	if err != nil {

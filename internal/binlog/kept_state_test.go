@@ -89,11 +89,38 @@ func TestFilterLinesDropsOnlyTheOriginalGTID(t *testing.T) {
 		"START TRANSACTION\n" + long + "COMMIT/*!*/;\n" +
 		"/*!100001 SET @@session.gtid_seq_no=24*//*!*/;\n"
 	var out bytes.Buffer
-	if err := filterLines(strings.NewReader(in), &out); err != nil {
+	if _, err := filterLines(strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
 	want := "/*M!100001 SET @@session.gtid_domain_id=0*//*!*/;\nSTART TRANSACTION\n" + long + "COMMIT/*!*/;\n"
 	if out.String() != want {
 		t.Fatalf("filtered output differs (%d bytes, want %d): %.300q", out.Len(), len(want), out.String())
+	}
+}
+
+// TestFailedAtNamesTheTransaction: the mariadb client's "at line N" is mapped to the
+// transaction whose comment line precedes it in the filtered input, and to the one before.
+func TestFailedAtNamesTheTransaction(t *testing.T) {
+	in := "DELIMITER /*!*/;\n" +
+		"#261205  2:17:00 server id 1  end_log_pos 123 CRC32 0x1  GTID 0-1-23 trans\n" +
+		"/*M!100001 SET @@session.gtid_seq_no=23*//*!*/;\n" +
+		"START TRANSACTION\n" +
+		"COMMIT/*!*/;\n" +
+		"#261205  2:17:01 server id 1  end_log_pos 456 CRC32 0x2  GTID 0-1-24 trans\n" +
+		"START TRANSACTION\n" +
+		"BINLOG '\nAAAA\n'/*!*/;\n"
+	var out bytes.Buffer
+	marks, err := filterLines(strings.NewReader(in), &out)
+	if err != nil || len(marks) != 2 || marks[0] != (gtidMark{2, "0-1-23"}) || marks[1] != (gtidMark{5, "0-1-24"}) {
+		t.Fatalf("marks %+v, %v", marks, err)
+	}
+	if f, b := failedAt("ERROR 1062 (23000) at line 8: Duplicate entry", marks); f != "0-1-24" || b != "0-1-23" {
+		t.Fatalf("failed at %q after %q", f, b)
+	}
+	if f, b := failedAt("ERROR 1062 (23000) at line 3: Duplicate entry", marks); f != "0-1-23" || b != "" {
+		t.Fatalf("failed at %q after %q", f, b)
+	}
+	if f, _ := failedAt("ERROR 2013: lost connection", marks); f != "" {
+		t.Fatalf("no line: failed at %q", f)
 	}
 }
