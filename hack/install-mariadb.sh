@@ -25,7 +25,7 @@ find_bin() {
 # the real client the client-view benches and the chaos suite drive through the primary Service.
 # mkfs.ext4 and resize2fs (e2fsprogs), losetup, findmnt, fallocate and mount (util-linux, mount)
 # make and fill the local node's sized volumes (dolphin-local-sized: the chaos cluster's disks).
-bins=(mariadbd mariadb-install-db mariadb mariadb-backup ip nsenter tc nft sysbench
+bins=(mariadbd mariadb-install-db mariadb mariadb-binlog mariadb-backup ip nsenter tc nft sysbench
   mkfs.ext4 resize2fs losetup findmnt fallocate mount)
 
 # all_found: true when every one of bins is installed; lists them in $found.
