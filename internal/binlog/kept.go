@@ -299,8 +299,11 @@ func scanFile(ctx context.Context, path string, last bool, fn func(*replication.
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
 	head := make([]byte, len(replication.BinLogFileHeader))
-	if _, err := io.ReadFull(r, head); err != nil || !bytes.Equal(head, replication.BinLogFileHeader) {
-		return fmt.Errorf("not a binary log file (magic %x, %v)", head, err)
+	if _, err := io.ReadFull(r, head); err != nil {
+		return fmt.Errorf("reading the binary log magic: %w", err)
+	}
+	if !bytes.Equal(head, replication.BinLogFileHeader) {
+		return fmt.Errorf("not a binary log file: starts with %x", head)
 	}
 	p := newParser()
 	for n := 0; ; n++ {
