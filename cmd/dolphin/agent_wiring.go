@@ -99,10 +99,7 @@ func firstNonEmpty(a, b string) string {
 // then discards the data and seeds the instance again. The running server is not touched.
 func (w *agentWiring) reseedFunc() agent.ReseedFunc {
 	return func(_ context.Context, req agent.ReseedRequest) error {
-		mark := restore.ReseedMark{Reason: req.Reason}
-		if k := req.Keep; k != nil {
-			mark.Keep = &restore.ReseedKeep{Name: k.Name, Instance: k.Instance, Primary: k.Primary, PrimaryState: k.PrimaryState, GTIDs: k.GTIDs}
-		}
+		mark := restore.ReseedMark{Reason: req.Reason, Keep: req.Keep}
 		file := filepath.Join(w.dataDir, restore.ReseedMarker)
 		if err := os.WriteFile(file, mark.Encode(), 0o640); err != nil {
 			return fmt.Errorf("writing %s: %w", file, err)

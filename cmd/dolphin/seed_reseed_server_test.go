@@ -59,7 +59,7 @@ func TestServerSeedKeepsWhatWasCommittedAfterTheCopy(t *testing.T) {
 	exec("INSERT INTO app.k VALUES (2)") // after the copy
 	inst.Stop(t)
 
-	mark := restore.ReseedMark{Reason: "errant", Keep: &restore.ReseedKeep{Name: first.Name, Instance: "db-0", Primary: "db-1",
+	mark := restore.ReseedMark{Reason: "errant", Keep: &agent.ReseedKeep{Name: first.Name, Instance: "db-0", Primary: "db-1",
 		PrimaryState: primaryState, GTIDs: first.GTIDs}}
 	if err := os.WriteFile(filepath.Join(inst.DataDir, restore.ReseedMarker), mark.Encode(), 0o600); err != nil {
 		t.Fatal(err)

@@ -134,7 +134,6 @@ type KeptReplayResult struct {
 	FailedAt string
 }
 
-
 // sessionGTID matches the lines mariadb-binlog prints to give a replayed transaction its
 // original GTID: a server id and a sequence number the primary's history has used already,
 // which gtid_strict_mode refuses.

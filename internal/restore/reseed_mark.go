@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
@@ -18,20 +19,7 @@ type ReseedMark struct {
 	Reason string `json:"reason"`
 	// Keep is the copy kept before the mark was written; nil when none was (nothing to keep
 	// is a copy of 0 transactions; a re-clone without a copy was consented to).
-	Keep *ReseedKeep `json:"keep,omitempty"`
-}
-
-// ReseedKeep names a kept copy and what it was measured against.
-type ReseedKeep struct {
-	// Name of the copy (Transactions 0: none was written).
-	Name string `json:"name"`
-	// Instance and Primary as in the copy's manifest; PrimaryState the primary's
-	// @@gtid_binlog_state the copy was measured against.
-	Instance     string `json:"instance"`
-	Primary      string `json:"primary"`
-	PrimaryState string `json:"primaryState"`
-	// GTIDs the copy holds ("" when none).
-	GTIDs string `json:"gtids"`
+	Keep *agent.ReseedKeep `json:"keep,omitempty"`
 }
 
 // Encode returns the marker's content: JSON when a copy is named, the reason alone
@@ -59,7 +47,7 @@ func ParseReseedMark(b []byte) ReseedMark {
 // files now. A copy holding exactly the first one's transactions is removed again; one
 // holding more is kept beside it as <name>-at-reseed, and said. An error means the data must
 // not be discarded.
-func KeepAgain(ctx context.Context, dataDir string, k ReseedKeep, log func(string, ...any)) error {
+func KeepAgain(ctx context.Context, dataDir string, k agent.ReseedKeep, log func(string, ...any)) error {
 	state, err := binlog.ParseServerState(k.PrimaryState)
 	if err != nil {
 		return fmt.Errorf("the mark's primary state: %w", err)

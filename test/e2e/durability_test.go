@@ -63,20 +63,7 @@ func TestLocalDurability(t *testing.T) {
 	s.waitHealthy(key)
 
 	// Preferred.
-	s.patchCluster(key, func(c *dolphinv1.MySQLCluster) { c.Spec.Durability = dolphinv1.DurabilityPreferred })
-	primary = s.currentPrimary(key)
-	admin := s.sqlDBAs("dolphin", s.secretValue("dur-credentials", "operator-password"), s.podAddr(primary))
-	defer admin.Close()
-	testenv.Eventually(t, 30*time.Second, "the primary's timeout at 30 s", func() error {
-		var ms int64
-		if err := admin.QueryRow("SELECT @@rpl_semi_sync_master_timeout").Scan(&ms); err != nil {
-			return err
-		}
-		if ms != 30000 {
-			return fmt.Errorf("%d ms", ms)
-		}
-		return nil
-	})
+	primary = s.preferDurability(key, s.secretValue("dur-credentials", "operator-password"))
 	replicas = s.replicasOf(key, primary)
 	for _, r := range replicas {
 		s.setPodLink(r, false)
@@ -180,4 +167,25 @@ func (s *stack) replicasOf(key client.ObjectKey, primary string) []string {
 		}
 	}
 	return out
+}
+
+// preferDurability sets spec.durability Preferred and waits until the primary's semi-sync
+// timeout is the 30 s fallback; it returns the primary.
+func (s *stack) preferDurability(key client.ObjectKey, operatorPassword string) string {
+	s.t.Helper()
+	s.patchCluster(key, func(c *dolphinv1.MySQLCluster) { c.Spec.Durability = dolphinv1.DurabilityPreferred })
+	primary := s.currentPrimary(key)
+	admin := s.sqlDBAs("dolphin", operatorPassword, s.podAddr(primary))
+	defer admin.Close()
+	testenv.Eventually(s.t, 30*time.Second, "the primary's timeout at 30 s", func() error {
+		var ms int64
+		if err := admin.QueryRow("SELECT @@rpl_semi_sync_master_timeout").Scan(&ms); err != nil {
+			return err
+		}
+		if ms != 30000 {
+			return fmt.Errorf("%d ms", ms)
+		}
+		return nil
+	})
+	return primary
 }

@@ -42,21 +42,8 @@ const holdFinalizer = "e2e.dolphin.dev/hold"
 func TestLocalKeptTransactions(t *testing.T) {
 	s := upStack(t)
 	_, key := s.healthyAppCluster("kept")
-	s.patchCluster(key, func(c *dolphinv1.MySQLCluster) { c.Spec.Durability = dolphinv1.DurabilityPreferred })
 	opPassword := s.secretValue("kept-credentials", "operator-password")
-	primary := s.currentPrimary(key)
-	admin := s.sqlDBAs("dolphin", opPassword, s.podAddr(primary))
-	testenv.Eventually(t, 30*time.Second, "the primary's timeout at 30 s", func() error {
-		var ms int64
-		if err := admin.QueryRow("SELECT @@rpl_semi_sync_master_timeout").Scan(&ms); err != nil {
-			return err
-		}
-		if ms != 30000 {
-			return fmt.Errorf("%d ms", ms)
-		}
-		return nil
-	})
-	admin.Close()
+	primary := s.preferDurability(key, opPassword)
 	w := s.startSteadyAppWriter("kept")
 	acked := func() int { a, _ := w.ackedIDs(); return len(a) }
 
