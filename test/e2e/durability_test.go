@@ -69,6 +69,7 @@ func TestLocalDurability(t *testing.T) {
 		s.setPodLink(r, false)
 	}
 	cut = time.Now()
+	time.Sleep(time.Second) // a write acknowledged as the links went down is not one acknowledged alone
 	before = acked()
 	testenv.Eventually(t, 60*time.Second, "writes acknowledged alone", func() error {
 		if acked() <= before {
