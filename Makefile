@@ -43,6 +43,27 @@ build: ## Build bin/dolphin (every role) and bin/dolphin-operator (the operator 
 	$(GO) build -o bin/dolphin ./cmd/dolphin
 	$(GO) build -o bin/dolphin-operator ./cmd/dolphin-operator
 
+# Images built here without Docker (make images), cached by content under the user's cache folder.
+IMAGES_DIR ?= $(or $(DOLPHIN_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dolphin)/images
+IMAGE_TAG ?= dev
+IMAGE_SUITES ?= bookworm,trixie
+# The image's times and labels come from the commit, so the same commit gives the same digest.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_LDFLAGS := -s -w -buildid=
+
+.PHONY: node
+node: ## Install (Debian: runc, CNI plugins, iptables, mmdebstrap) and build (once, cached) containerd, kubelet, kube-proxy and CoreDNS for the real local node.
+	hack/node.sh
+
+.PHONY: images
+images: ## Build Dolphin's image, the pause image and MariaDB images (Debian bookworm 10.11, trixie 11.8) without Docker into IMAGES_DIR (root: mmdebstrap).
+	@hack/node.sh >/dev/null
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/image/dolphin ./cmd/dolphin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/image/dolphin-operator ./cmd/dolphin-operator
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/image/pause ./hack/pause
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/images --dir $(IMAGES_DIR) --tag $(IMAGE_TAG) \
+	  --suites $(IMAGE_SUITES) --version $(IMAGE_TAG) --revision $$(git rev-parse HEAD 2>/dev/null)
+
 .PHONY: control-plane
 control-plane: ## Build (once, cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd.
 	hack/control-plane.sh

@@ -46,11 +46,17 @@ func (cp *ControlPlane) spec(name string) processSpec {
 			Probe: Probe{URL: client + "/health"},
 		}
 	case APIServer:
+		// Pods of a real node reach the API server at the advertised address (through the
+		// `kubernetes` Service); without one it listens on loopback only.
+		bind, advertise := "127.0.0.1", cp.state.AdvertiseAddress
+		if advertise != "" {
+			bind = "0.0.0.0"
+		}
 		args := []string{bin("kube-apiserver"),
 			"--etcd-servers=http://" + local(ports.EtcdClient),
 			// No --advertise-address=127.0.0.1: kube-apiserver 1.37 refuses a loopback
 			// advertise address with an endpoint reconciler.
-			"--bind-address=127.0.0.1",
+			"--bind-address=" + bind,
 			fmt.Sprintf("--secure-port=%d", ports.APIServer),
 			"--cert-dir=" + filepath.Join(cp.Dir, APIServer),
 			"--tls-cert-file=" + crt,
@@ -65,7 +71,11 @@ func (cp *ControlPlane) spec(name string) processSpec {
 			"--authorization-mode=Node,RBAC",
 			"--allow-privileged=true",
 		}
-		if !hasDefaultRoute() {
+		if advertise != "" {
+			// The node's name is not in any DNS: logs, exec and port-forward reach the kubelet
+			// at the node's address.
+			args = append(args, "--advertise-address="+advertise, "--kubelet-preferred-address-types=InternalIP,Hostname")
+		} else if !hasDefaultRoute() {
 			// The endpoint reconciler needs a non-loopback address from the default route.
 			args = append(args, "--endpoint-reconciler-type=none")
 		}

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,6 +57,11 @@ type Options struct {
 	BinDir string
 	// Ports to use; zero fields reuse the ports in state.json when free, else free ones.
 	Ports Ports
+	// AdvertiseAddress, when set, is a non-loopback address of this host that pods reach
+	// (the real node's address): kube-apiserver then listens on every address instead of
+	// 127.0.0.1 only, advertises this one as the endpoint of the `kubernetes` Service, and
+	// its certificate names it. A control plane running with another value is restarted.
+	AdvertiseAddress string
 	// ReadyTimeout bounds the wait for each component to become ready (default 60 s).
 	ReadyTimeout time.Duration
 	// StopTimeout is how long each process may take to exit after SIGTERM before SIGKILL
@@ -173,8 +179,17 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if cp.PKI, err = EnsurePKI(filepath.Join(dir, "pki")); err != nil {
 		return nil, err
 	}
+	if opts.AdvertiseAddress != "" {
+		ip := net.ParseIP(opts.AdvertiseAddress)
+		if ip == nil || ip.IsLoopback() || ip.IsUnspecified() {
+			return nil, fmt.Errorf("advertise address %q is not a non-loopback IP address", opts.AdvertiseAddress)
+		}
+		if err := cp.PKI.EnsureServingIPs(ip); err != nil {
+			return nil, err
+		}
+	}
 
-	if st.BinDir == binDir && (cp.healthy(ctx) || cp.restartDead(ctx, opts) == nil) {
+	if st.BinDir == binDir && st.AdvertiseAddress == opts.AdvertiseAddress && (cp.healthy(ctx) || cp.restartDead(ctx, opts) == nil) {
 		cp.Reused = true
 		// Rewrite the kubeconfigs in case a user deleted or edited them.
 		if err := cp.writeKubeconfigs(); err != nil {
@@ -276,6 +291,7 @@ func (cp *ControlPlane) fresh(ctx context.Context, opts Options, binDir string) 
 		return fmt.Errorf("stopping the previous processes: %w", err)
 	}
 	cp.state.BinDir = binDir
+	cp.state.AdvertiseAddress = opts.AdvertiseAddress
 	for attempt := 1; ; attempt++ {
 		err := cp.startAll(ctx, opts)
 		if err == nil || !freeport.InUse(err) || attempt == portAttempts || errors.Is(err, errNotStopped) {

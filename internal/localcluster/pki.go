@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -189,6 +190,36 @@ func (p *PKI) generate() error {
 		return fmt.Errorf("encoding service-account public key: %w", err)
 	}
 	return writePEM(p.SAPub(), "PUBLIC KEY", pub, 0o644)
+}
+
+// EnsureServingIPs reissues the kube-apiserver serving certificate when it does not name every
+// one of ips (a real node's address, which pods use). kube-apiserver reloads it from the file.
+func (p *PKI) EnsureServingIPs(ips ...net.IP) error {
+	cert, _, err := readPair(p.CertKey("apiserver"))
+	if err != nil {
+		return err
+	}
+	missing := false
+	for _, ip := range ips {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			missing = true
+		}
+	}
+	if !missing {
+		return nil
+	}
+	all := slices.Clone(ServingIPs)
+	for _, ip := range append(cert.IPAddresses, ips...) {
+		if !slices.ContainsFunc(all, ip.Equal) {
+			all = append(all, ip)
+		}
+	}
+	return p.issue("apiserver", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		DNSNames:    ServingDNSNames,
+		IPAddresses: all,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 }
 
 // IssueClientCert issues a client certificate for user cn in groups (the O= fields), signed by

@@ -29,6 +29,8 @@ func (p *Ports) list() []*int {
 type state struct {
 	BinDir string `json:"binDir"`
 	Ports  Ports  `json:"ports"`
+	// AdvertiseAddress is Options.AdvertiseAddress of the running control plane.
+	AdvertiseAddress string `json:"advertiseAddress,omitempty"`
 	// Processes in start order; Stop goes through them in reverse.
 	Processes []*Process `json:"processes"`
 }

@@ -1,0 +1,56 @@
+package realnode
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseNetwork(t *testing.T) {
+	n, err := ParseNetwork("dlnode0", "10.244.64.7/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.PodCIDR.String() != "10.244.64.0/24" || n.Gateway().String() != "10.244.64.1" {
+		t.Fatalf("got %s gateway %s", n.PodCIDR, n.Gateway())
+	}
+	for _, c := range []struct{ bridge, cidr string }{
+		{"", "10.244.64.0/24"}, {"a-name-longer-than-15", "10.244.64.0/24"}, {"dl0", "fd00::/64"},
+		{"dl0", "10.244.64.0/30"}, {"dl0", "10.0.0.0/8"}, {"dl0", "not a range"},
+	} {
+		if _, err := ParseNetwork(c.bridge, c.cidr); err == nil {
+			t.Errorf("%q %q accepted", c.bridge, c.cidr)
+		}
+	}
+}
+
+// TestConfigsCarryTheSettingsThisMachineNeeds pins the settings found necessary on this kind of
+// machine (../shared/notes/real-node.md): without any one of them no pod runs.
+func TestConfigsCarryTheSettingsThisMachineNeeds(t *testing.T) {
+	l := Layout{Dir: "/d"}
+	n, _ := ParseNetwork("dl0", "10.244.64.0/24")
+	for _, c := range []struct{ name, text, want string }{
+		{"containerd", ContainerdConfig(ContainerdOptions{Layout: l, Runc: "/usr/sbin/runc", CNIBinDir: "/usr/lib/cni", SandboxImage: SandboxImage}), "restrict_oom_score_adj = true"},
+		{"containerd", ContainerdConfig(ContainerdOptions{Layout: l, SandboxImage: SandboxImage}), `sandbox = "localhost/dolphin-pause:1"`},
+		{"containerd", ContainerdConfig(ContainerdOptions{Layout: l}), `address = "/d/containerd.sock"`},
+		{"kubelet", KubeletConfig(KubeletOptions{Layout: l, Network: n}), "failCgroupV1: false"},
+		{"kubelet", KubeletConfig(KubeletOptions{Layout: l, Network: n}), "cgroupDriver: cgroupfs"},
+		{"kubelet", KubeletConfig(KubeletOptions{Layout: l, Network: n}), `clusterDNS: ["10.244.64.1"]`},
+		{"kubelet", KubeletConfig(KubeletOptions{Layout: l, Network: n}), "imageGCHighThresholdPercent: 100"},
+		{"kube-proxy", KubeProxyConfig(KubeProxyOptions{Layout: l, Network: n}), "mode: iptables"},
+		{"cni", CNIConfList(n, l), `"gateway": "10.244.64.1"`},
+		{"coredns", Corefile(n, l, "cluster.local", 1), "bind 10.244.64.1"},
+	} {
+		if !strings.Contains(c.text, c.want) {
+			t.Errorf("%s configuration lacks %q:\n%s", c.name, c.want, c.text)
+		}
+	}
+}
+
+func TestUnquoteRule(t *testing.T) {
+	got := unquoteRule(strings.Fields(`INPUT -m comment --comment "block incoming localnet connections" -j KUBE-FIREWALL`))
+	want := []string{"INPUT", "-m", "comment", "--comment", "block incoming localnet connections", "-j", "KUBE-FIREWALL"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -1,0 +1,320 @@
+package realnode
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// changedSysctls are the kernel settings the node (ip_forward, bridge-nf-call-iptables), the
+// kubelet (overcommit, panic settings, keyring limits) and kube-proxy (route_localnet) set.
+// Their values before the first start are kept in DIR/sysctls.json and put back by Cleanup.
+var changedSysctls = []string{
+	"net/ipv4/ip_forward",
+	"net/bridge/bridge-nf-call-iptables",
+	"net/ipv4/conf/all/route_localnet",
+	"vm/overcommit_memory",
+	"vm/panic_on_oom",
+	"kernel/panic",
+	"kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys",
+	"kernel/keys/root_maxbytes",
+}
+
+// saveSysctls records the current values of changedSysctls unless a record exists (a node
+// started twice must keep the values from before the first start).
+func saveSysctls(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	values := map[string]string{}
+	for _, k := range changedSysctls {
+		if v, err := os.ReadFile("/proc/sys/" + k); err == nil {
+			values[k] = strings.TrimSpace(string(v))
+		}
+	}
+	data, _ := json.MarshalIndent(values, "", "  ")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("recording the host's sysctls: %w", err)
+	}
+	return nil
+}
+
+// restoreSysctls writes back what saveSysctls recorded, then removes the record.
+func restoreSysctls(path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the recorded sysctls: %w", err)
+	}
+	var values map[string]string
+	if err := json.Unmarshal(data, &values); err != nil {
+		return fmt.Errorf("parsing %s: %w", path, err)
+	}
+	var errs []error
+	for k, v := range values {
+		if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restoring %s: %w", k, err))
+		}
+	}
+	if len(errs) == 0 {
+		os.Remove(path)
+	}
+	return errors.Join(errs...)
+}
+
+// setupHost creates the bridge with the node's address (the CNI plugin finds it and keeps
+// it) and turns on forwarding and iptables for bridged traffic (Services from pods).
+func setupHost(n Network) error {
+	if err := exec.Command("ip", "link", "show", n.Bridge).Run(); err != nil {
+		if out, err := exec.Command("ip", "link", "add", n.Bridge, "type", "bridge").CombinedOutput(); err != nil {
+			return fmt.Errorf("creating the bridge %s: %w: %s", n.Bridge, err, strings.TrimSpace(string(out)))
+		}
+	}
+	addr := fmt.Sprintf("%s/%d", n.Gateway(), n.PodCIDR.Bits())
+	if out, err := exec.Command("ip", "-4", "addr", "show", "dev", n.Bridge).Output(); err != nil || !strings.Contains(string(out), " "+addr+" ") {
+		if out, err := exec.Command("ip", "addr", "add", addr, "dev", n.Bridge).CombinedOutput(); err != nil {
+			return fmt.Errorf("giving %s the address %s: %w: %s", n.Bridge, addr, err, strings.TrimSpace(string(out)))
+		}
+	}
+	if out, err := exec.Command("ip", "link", "set", n.Bridge, "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("bringing %s up: %w: %s", n.Bridge, err, strings.TrimSpace(string(out)))
+	}
+	for _, k := range []string{"net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables"} {
+		if err := os.WriteFile("/proc/sys/"+k, []byte("1"), 0o644); err != nil {
+			return fmt.Errorf("setting %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// RemoveSandboxes stops and removes every pod sandbox through containerd's CRI (which runs
+// CNI DEL for each: veths, addresses and iptables rules go with them), so that no container
+// outlives the node. containerd must still run; the kubelet should not (it would start them
+// again).
+func RemoveSandboxes(ctx context.Context, socket string) (int, error) {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, fmt.Errorf("connecting to containerd at %s: %w", socket, err)
+	}
+	defer conn.Close()
+	rs := cri.NewRuntimeServiceClient(conn)
+	list, err := rs.ListPodSandbox(ctx, &cri.ListPodSandboxRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("listing pod sandboxes: %w", err)
+	}
+	var errs []error
+	for _, sb := range list.Items {
+		if _, err := rs.StopPodSandbox(ctx, &cri.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("stopping sandbox %s (%s/%s): %w", sb.Id, sb.Metadata.GetNamespace(), sb.Metadata.GetName(), err))
+			continue
+		}
+		if _, err := rs.RemovePodSandbox(ctx, &cri.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox %s: %w", sb.Id, err))
+		}
+	}
+	return len(list.Items), errors.Join(errs...)
+}
+
+// CleanupHost undoes what the node left on the host once its processes are stopped:
+// kube-proxy's iptables chains (kube-proxy --cleanup), every mount under dir (the kubelet's
+// bind mount of its root, pod volumes, containerd's overlay and shm mounts), the kubepods
+// cgroups, the bridge, and the recorded sysctls.
+func CleanupHost(ctx context.Context, dir, binDir string, n Network) error {
+	var errs []error
+	if out, err := exec.CommandContext(ctx, filepath.Join(binDir, "kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
+		errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, lastLine(out)))
+	}
+	if err := removeKubeletChains(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmountUnder(dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeCgroups(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := exec.Command("ip", "link", "show", n.Bridge).Run(); err == nil {
+		if out, err := exec.Command("ip", "link", "del", n.Bridge).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("removing the bridge %s: %w: %s", n.Bridge, err, strings.TrimSpace(string(out))))
+		}
+	}
+	if err := restoreSysctls(Layout{Dir: dir}.Sysctls()); err != nil {
+		errs = append(errs, err)
+	}
+	// Fixed paths the kubelet, containerd's shims and its CNI cache create whatever their
+	// configuration says; removed when nothing else left anything in them.
+	if fi, err := os.Lstat("/var/lib/kubelet/device-plugins/kubelet.sock"); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove("/var/lib/kubelet/device-plugins/kubelet.sock")
+	}
+	for _, d := range []string{"/var/lib/kubelet/device-plugins", "/var/lib/kubelet", "/run/containerd/s",
+		"/run/containerd/runc/k8s.io", "/run/containerd/runc", "/run/containerd", "/var/lib/cni/results", "/var/lib/cni"} {
+		_ = os.Remove(d) // fails, and keeps the folder, when it is not empty
+	}
+	return errors.Join(errs...)
+}
+
+// removeKubeletChains removes the iptables chains the kubelet makes (KUBE-FIREWALL,
+// KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and the rules that jump to them, in IPv4 and IPv6;
+// kube-proxy --cleanup has removed its own by then, so every KUBE- chain left is the
+// kubelet's.
+func removeKubeletChains() error {
+	var errs []error
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			continue
+		}
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			out, err := exec.Command(tool+"-save", "-t", table).Output()
+			if err != nil {
+				continue // the table does not exist in this kernel
+			}
+			var chains []string
+			for _, line := range strings.Split(string(out), "\n") {
+				fields := strings.Fields(line)
+				switch {
+				case len(fields) > 0 && strings.HasPrefix(fields[0], ":KUBE-"):
+					chains = append(chains, strings.TrimPrefix(fields[0], ":"))
+				case len(fields) > 2 && fields[0] == "-A" && !strings.HasPrefix(fields[1], "KUBE-") && slices.ContainsFunc(fields, func(f string) bool { return strings.HasPrefix(f, "KUBE-") }):
+					// A rule of a built-in chain that jumps to a KUBE- chain: -A → -D.
+					args := append([]string{"-t", table, "-D"}, unquoteRule(fields[1:])...)
+					if o, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
+						errs = append(errs, fmt.Errorf("%s %v: %w: %s", tool, args, err, strings.TrimSpace(string(o))))
+					}
+				}
+			}
+			for _, c := range chains {
+				_ = exec.Command(tool, "-t", table, "-F", c).Run()
+			}
+			for _, c := range chains {
+				if o, err := exec.Command(tool, "-t", table, "-X", c).CombinedOutput(); err != nil {
+					errs = append(errs, fmt.Errorf("%s -t %s -X %s: %w: %s", tool, table, c, err, strings.TrimSpace(string(o))))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unquoteRule joins the quoted words of an iptables-save rule ("block incoming localnet
+// connections") back into single arguments.
+func unquoteRule(fields []string) []string {
+	var out []string
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		if strings.HasPrefix(f, `"`) && !(len(f) > 1 && strings.HasSuffix(f, `"`)) {
+			for i+1 < len(fields) && !strings.HasSuffix(f, `"`) {
+				i++
+				f += " " + fields[i]
+			}
+		}
+		out = append(out, strings.Trim(f, `"`))
+	}
+	return out
+}
+
+// unmountUnder unmounts every mount point under dir, deepest first (lazily when busy).
+func unmountUnder(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("reading mounts: %w", err)
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeMount(fields[4])
+		if p == abs || strings.HasPrefix(p, abs+"/") {
+			points = append(points, p)
+		}
+	}
+	// Deepest first; a path mounted twice is unmounted twice.
+	slices.SortStableFunc(points, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, 0); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+				errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMount decodes the octal escapes (\040 for a space) of /proc/self/mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeCgroups removes the kubelet's kubepods hierarchy and containerd's k8s.io cgroups in
+// every cgroup v1 controller (and the unified hierarchy), children first. A cgroup that still
+// has processes stays (its removal fails with EBUSY) and is reported.
+func removeCgroups() error {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	var errs []error
+	for _, r := range roots {
+		for _, top := range []string{"kubepods", "kubepods.slice", "k8s.io"} {
+			base := filepath.Join(r, top)
+			if _, err := os.Stat(base); err != nil {
+				continue
+			}
+			var dirs []string
+			_ = filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			slices.Reverse(dirs)
+			for _, d := range dirs {
+				if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
+					break
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}

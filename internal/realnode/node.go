@@ -1,0 +1,273 @@
+// Package realnode runs a real Kubernetes node on this machine beside the local control plane
+// (internal/localcluster): containerd with runc and the CNI bridge, the kubelet, kube-proxy
+// (iptables mode) and CoreDNS, built from Go modules and Debian packages by hack/node.sh, each a
+// detached add-on process of the control plane. Pods run in real containers from images built
+// here (internal/imagebuild), imported into containerd: the node never pulls. See
+// docs/design/0047-real-node.md.
+//
+// What a node changes on the host is undone by Cleanup: pod sandboxes (their veths and
+// iptables rules, through CNI), kube-proxy's chains, mounts under its folder, the kubepods
+// cgroups, the bridge, and the sysctls it and the kubelet set.
+package realnode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/localcluster"
+)
+
+// Add-on process names (and log file names) of the node.
+const (
+	Containerd = "containerd"
+	Kubelet    = "kubelet"
+	KubeProxy  = "kube-proxy"
+	CoreDNS    = "coredns"
+)
+
+// Defaults of Options.
+const (
+	DefaultBridge        = "dlnode0"
+	DefaultPodCIDR       = "10.244.64.0/24"
+	DefaultNodeName      = "dolphin-node"
+	DefaultClusterDomain = "cluster.local"
+	// SandboxImage is the pause image built by make images (internal/imagebuild.PauseReference).
+	SandboxImage = "localhost/dolphin-pause:1"
+)
+
+// Debian's binaries the node uses (hack/node.sh installs them).
+const (
+	runcBinary = "/usr/sbin/runc"
+	cniBinDir  = "/usr/lib/cni"
+)
+
+// Options describe one node.
+type Options struct {
+	// Dir is the node's folder (normally DIR/realnode of the local cluster).
+	Dir string
+	// BinDir holds containerd, ctr, containerd-shim-runc-v2, kubelet, kube-proxy and coredns
+	// (hack/node.sh --print).
+	BinDir string
+	// NodeName is the Node object's name.
+	NodeName string
+	// Network is the pod network; its gateway is the node's address.
+	Network Network
+	// ClusterDomain is the DNS domain of Services.
+	ClusterDomain string
+}
+
+// ports are the node's local ports, kept in DIR/ports.json so that a second start reuses them
+// (an add-on whose command line is unchanged is kept running).
+type ports struct {
+	ContainerdMetrics int `json:"containerdMetrics"`
+	Kubelet           int `json:"kubelet"`
+	KubeletHealthz    int `json:"kubeletHealthz"`
+	KubeProxyHealthz  int `json:"kubeProxyHealthz"`
+	KubeProxyMetrics  int `json:"kubeProxyMetrics"`
+	CoreDNSReady      int `json:"coreDNSReady"`
+}
+
+// Node is a prepared node: its files written, the host set up, its add-ons described.
+type Node struct {
+	opts   Options
+	layout Layout
+	ports  ports
+}
+
+// Address is the node's address: the bridge's, which pods, the API server's `kubernetes`
+// endpoint and the cluster DNS use.
+func (n *Node) Address() string { return n.opts.Network.Gateway().String() }
+
+// ContainerdSocket is containerd's socket (for ctr and CRI clients).
+func (n *Node) ContainerdSocket() string { return n.layout.ContainerdSocket() }
+
+// Check reports what this machine lacks to run a node, as one error naming each missing part
+// and how to get it (nil when nothing is missing).
+func Check(binDir string) error {
+	var errs []error
+	if os.Geteuid() != 0 {
+		errs = append(errs, errors.New("the real node needs root (containers, network namespaces, iptables)"))
+	}
+	for _, b := range []string{"containerd", "ctr", "containerd-shim-runc-v2", "kubelet", "kube-proxy", "coredns"} {
+		if _, err := exec.LookPath(filepath.Join(binDir, b)); err != nil {
+			errs = append(errs, fmt.Errorf("%s is not in %s: run hack/node.sh (make node)", b, binDir))
+		}
+	}
+	for _, b := range []string{runcBinary, cniBinDir + "/bridge", cniBinDir + "/host-local", cniBinDir + "/portmap", cniBinDir + "/loopback"} {
+		if _, err := os.Stat(b); err != nil {
+			errs = append(errs, fmt.Errorf("%s is missing: install Debian's runc and containernetworking-plugins (hack/node.sh does)", b))
+		}
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		if _, err := os.Stat("/usr/sbin/iptables"); err != nil {
+			errs = append(errs, errors.New("iptables is missing (kube-proxy's mode): install Debian's iptables (hack/node.sh does)"))
+		}
+	}
+	if fs, err := os.ReadFile("/proc/filesystems"); err != nil || !strings.Contains(string(fs), "\toverlay\n") {
+		errs = append(errs, errors.New("the kernel has no overlay file system (containerd's snapshotter): load the overlay module"))
+	}
+	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil {
+		errs = append(errs, errors.New("the kernel has no br_netfilter (Services from pods on the bridge): load the br_netfilter module"))
+	}
+	return errors.Join(errs...)
+}
+
+// Prepare checks the machine, writes the node's configuration, certificates and kubeconfigs
+// under o.Dir, and sets up the host (the bridge with the node's address, ip_forward and
+// bridge-nf-call-iptables; the previous values of every sysctl the node or its kubelet and
+// kube-proxy change are saved first, for Cleanup). cp is the running control plane.
+func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
+	if o.NodeName == "" {
+		o.NodeName = DefaultNodeName
+	}
+	if o.ClusterDomain == "" {
+		o.ClusterDomain = DefaultClusterDomain
+	}
+	if err := Check(o.BinDir); err != nil {
+		return nil, err
+	}
+	n := &Node{opts: o, layout: Layout{Dir: o.Dir}}
+	for _, d := range []string{o.Dir, n.layout.CNIConfDir(), n.layout.KubeletRoot(), n.layout.ContainerdRoot(), n.layout.ContainerdState()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	if err := n.loadPorts(); err != nil {
+		return nil, err
+	}
+	if err := saveSysctls(n.layout.Sysctls()); err != nil {
+		return nil, err
+	}
+	if err := setupHost(o.Network); err != nil {
+		return nil, err
+	}
+	if err := n.writeFiles(cp); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// loadPorts reuses DIR/ports.json when every port in it is still free or used by this node's
+// own processes, else picks new ones.
+func (n *Node) loadPorts() error {
+	path := filepath.Join(n.opts.Dir, "ports.json")
+	if data, err := os.ReadFile(path); err == nil && json.Unmarshal(data, &n.ports) == nil && n.ports.Kubelet != 0 {
+		return nil
+	}
+	p, err := localcluster.FreePorts(6)
+	if err != nil {
+		return err
+	}
+	n.ports = ports{ContainerdMetrics: p[0], Kubelet: p[1], KubeletHealthz: p[2], KubeProxyHealthz: p[3],
+		KubeProxyMetrics: p[4], CoreDNSReady: p[5]}
+	data, _ := json.Marshal(n.ports)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeFiles writes every configuration file, the node's client certificates and kubeconfigs.
+func (n *Node) writeFiles(cp *localcluster.ControlPlane) error {
+	l, o := n.layout, n.opts
+	files := map[string]string{
+		l.ContainerdConfig(): ContainerdConfig(ContainerdOptions{Layout: l, Runc: runcBinary, CNIBinDir: cniBinDir, SandboxImage: SandboxImage}) +
+			fmt.Sprintf("\n[metrics]\n  address = \"127.0.0.1:%d\"\n", n.ports.ContainerdMetrics),
+		filepath.Join(l.CNIConfDir(), "10-dolphin.conflist"): CNIConfList(o.Network, l),
+		l.KubeletConfig(): KubeletConfig(KubeletOptions{Layout: l, Network: o.Network, CACert: cp.PKI.CACert(),
+			Port: n.ports.Kubelet, HealthzPort: n.ports.KubeletHealthz, ClusterDomain: o.ClusterDomain}),
+		l.KubeProxyConfig(): KubeProxyConfig(KubeProxyOptions{Layout: l, Network: o.Network, NodeName: o.NodeName,
+			HealthzPort: n.ports.KubeProxyHealthz, MetricsPort: n.ports.KubeProxyMetrics}),
+		l.Corefile():   Corefile(o.Network, l, o.ClusterDomain, n.ports.CoreDNSReady),
+		l.ResolvConf(): ResolvConf(o.Network),
+	}
+	for path, body := range files {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	server := cp.APIServerURL()
+	// The kubelet as the Node authorizer expects it; kube-proxy as the user the default
+	// system:node-proxier binding names; CoreDNS reads Services, EndpointSlices, pods and
+	// namespaces cluster-wide (a binding to system:kube-dns would do; the local admin is used
+	// instead of adding a role, this is the host's own process).
+	idents := []struct{ kubeconfig, name, cn, group string }{
+		{l.KubeletKubeconfig(), "node-" + o.NodeName, "system:node:" + o.NodeName, "system:nodes"},
+		{l.KubeProxyKubeconfig(), "kube-proxy", "system:kube-proxy", ""},
+	}
+	for _, id := range idents {
+		groups := []string{}
+		if id.group != "" {
+			groups = append(groups, id.group)
+		}
+		if _, _, err := cp.PKI.IssueClientCert(id.name, id.cn, groups...); err != nil {
+			return err
+		}
+		if err := localcluster.WriteKubeconfig(id.kubeconfig, server, cp.PKI, id.name); err != nil {
+			return err
+		}
+	}
+	if err := localcluster.WriteKubeconfig(l.CoreDNSKubeconfig(), server, cp.PKI, "admin"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// AddOns are the node's processes in start order.
+func (n *Node) AddOns() []localcluster.AddOn {
+	l, o, bin := n.layout, n.opts, func(b string) string { return filepath.Join(n.opts.BinDir, b) }
+	// containerd finds its shim on PATH: the node's own first (a Debian containerd package may
+	// have put an older one in /usr/bin).
+	path := "PATH=" + o.BinDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	return []localcluster.AddOn{
+		{
+			Name: Containerd, Args: []string{bin("containerd"), "--config", l.ContainerdConfig()},
+			Env:   []string{path},
+			Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", n.ports.ContainerdMetrics)},
+		},
+		{
+			Name: Kubelet,
+			Args: []string{bin("kubelet"), "--config=" + l.KubeletConfig(), "--kubeconfig=" + l.KubeletKubeconfig(),
+				"--root-dir=" + l.KubeletRoot(), "--cert-dir=" + filepath.Join(l.Dir, "kubelet-pki"),
+				"--node-ip=" + n.Address(), "--hostname-override=" + o.NodeName, "--v=1"},
+			Env:          []string{path},
+			Probe:        localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/healthz", n.ports.KubeletHealthz)},
+			ReadyTimeout: 90 * time.Second,
+		},
+		{
+			Name:  KubeProxy,
+			Args:  []string{bin("kube-proxy"), "--config=" + l.KubeProxyConfig(), "--v=1"},
+			Env:   []string{path},
+			Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/livez", n.ports.KubeProxyHealthz)},
+		},
+		{
+			Name:  CoreDNS,
+			Args:  []string{bin("coredns"), "-conf", l.Corefile()},
+			Probe: localcluster.Probe{URL: fmt.Sprintf("http://127.0.0.1:%d/ready", n.ports.CoreDNSReady)},
+		},
+	}
+}
+
+// ImportImages loads Docker archives into containerd's k8s.io namespace (the one the kubelet's
+// pods use), through ctr.
+func (n *Node) ImportImages(ctx context.Context, archives ...string) error {
+	for _, a := range archives {
+		abs, err := filepath.Abs(a)
+		if err != nil {
+			return fmt.Errorf("image archive %s: %w", a, err)
+		}
+		cmd := exec.CommandContext(ctx, filepath.Join(n.opts.BinDir, "ctr"), "--address", n.layout.ContainerdSocket(),
+			"--namespace", "k8s.io", "images", "import", abs)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("importing %s into containerd: %w: %s", a, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
