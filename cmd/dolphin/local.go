@@ -47,7 +47,7 @@ func newLocalCmd() *cobra.Command {
 			"and mount namespace; needs root) and forwards Dolphin's Services to 127.0.0.1 ports\n" +
 			"(`status` lists them). It is not a container runtime: images map to host binaries.",
 	}
-	cmd.AddCommand(newLocalUpCmd(), newLocalDownCmd(), newLocalStatusCmd(), newLocalAgentCmd())
+	cmd.AddCommand(newLocalUpCmd(), newLocalDownCmd(), newLocalStatusCmd(), newLocalAgentCmd(), newLocalProvisionerCmd())
 	return cmd
 }
 
@@ -60,6 +60,9 @@ type localUpOptions struct {
 	s3        bool
 	s3Port    int
 	versitygw string
+	// node is the node kind (nodeProcess or nodeReal); nodeBinDir and imagesDir are the real
+	// node's binaries (hack/node.sh) and images (make images).
+	node, nodeBinDir, imagesDir string
 }
 
 func newLocalUpCmd() *cobra.Command {
@@ -95,6 +98,9 @@ func newLocalUpCmd() *cobra.Command {
 	fs.BoolVar(&o.s3, "s3", false, "Also run an S3 server for backups (versitygw) on the pods' gateway address, with bucket dolphin and Secret default/dolphin-s3 (see above).")
 	fs.IntVar(&o.s3Port, "s3-port", localcluster.DefaultS3Port, "Port of the S3 server (--s3) on the pods' gateway address.")
 	fs.StringVar(&o.versitygw, "versitygw", "", "The versitygw binary for --s3 (default: $"+localcluster.EnvVersitygw+", else where hack/versitygw.sh builds it).")
+	fs.StringVar(&o.node, "node", nodeProcess, "The node: \"process\" runs pods as host processes; \"real\" runs containerd, kubelet, kube-proxy and CoreDNS (hack/node.sh) with the images of `make images`, and installs Dolphin in the cluster from its image.")
+	fs.StringVar(&o.nodeBinDir, "node-bin-dir", "", "Folder with the real node's binaries (default: where hack/node.sh builds them).")
+	fs.StringVar(&o.imagesDir, "images", "", "Folder of `make images` (default: images in the user's cache folder).")
 	return cmd
 }
 
@@ -127,6 +133,13 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 	binDir, err := findOrBuildBinDir(ctx, out, o.binDir)
 	if err != nil {
 		return err
+	}
+	switch o.node {
+	case nodeReal:
+		return localUpReal(ctx, out, o, binDir, crds, s3Binary, s3Host, began)
+	case nodeProcess:
+	default:
+		return fmt.Errorf("--node %q: want %q or %q", o.node, nodeProcess, nodeReal)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -412,6 +425,9 @@ func localDown(out io.Writer, dir string, wipe bool) error {
 	case err == nil:
 		cp.OnStopped = func(name string, took time.Duration) {
 			fmt.Fprintf(out, "  %-24s stopped (%.1fs)\n", name, took.Seconds())
+		}
+		if err := downRealNode(out, cp); err != nil {
+			return fmt.Errorf("stopping the local cluster in %s: %w", dir, err)
 		}
 		if err := cp.Stop(); err != nil {
 			return fmt.Errorf("stopping the local cluster in %s: %w", dir, err)

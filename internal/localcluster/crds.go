@@ -33,7 +33,8 @@ const crdEstablishTimeout = 30 * time.Second
 // Established and every served version of it is listed by discovery. It returns the names of the CRDs it applied. A CRD converted by a webhook is
 // pointed at https://127.0.0.1:webhookPort (the operator on this host) instead of the
 // operator's Service, as the admission webhooks are (LocalWebhooks); its caBundle is the
-// operator's to write, and is kept.
+// operator's to write, and is kept. Port 0 keeps the operator's Service (the operator runs in
+// the cluster).
 func InstallCRDs(ctx context.Context, kubeconfig string, crds fs.FS, webhookPort int) ([]string, error) {
 	objs, err := readCRDs(crds)
 	if err != nil {
@@ -201,8 +202,11 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 }
 
 // localConversion points the conversion webhook of u, if it has one, at
-// https://127.0.0.1:port<path>.
+// https://127.0.0.1:port<path>; port 0 keeps the Service.
 func localConversion(u *unstructured.Unstructured, port int) error {
+	if port == 0 { // the operator runs in the cluster: its Service, as the CRD names it
+		return nil
+	}
 	strategy, _, _ := unstructured.NestedString(u.Object, "spec", "conversion", "strategy")
 	if strategy != string(apiextensionsv1.WebhookConverter) {
 		return nil

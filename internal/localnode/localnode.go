@@ -66,6 +66,9 @@ type Options struct {
 	Pods        int
 	// Log receives the node's messages (default: discard).
 	Log logr.Logger
+	// LocalVolumes makes the provisioner create local PVs (for a real kubelet, which applies
+	// a pod's fsGroup to them) instead of hostPath ones (RunProvisioner).
+	LocalVolumes bool
 }
 
 // Run registers the node and runs the pods bound to it until ctx is done. On

@@ -3,11 +3,13 @@ package localnode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -66,6 +69,64 @@ func runProvisioner(ctx context.Context, client kubernetes.Interface, opts Optio
 	f.Start(ctx.Done())
 	<-ctx.Done()
 	f.Shutdown()
+	return nil
+}
+
+// RunProvisioner runs the node's provisioner alone, beside a real kubelet (realnode): claims
+// of StorageClass and SizedStorageClass get local volumes in opts.Dir/volumes. ready, when set,
+// is called once the storage classes exist. Sized volumes whose file system is not mounted (the
+// host restarted) are mounted again first. Blocks until ctx is done.
+func RunProvisioner(ctx context.Context, opts Options, ready func()) error {
+	if opts.NodeName == "" || opts.Dir == "" {
+		return errors.New("localnode: provisioner: NodeName and Dir are required")
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	cfg := opts.RESTConfig
+	if cfg == nil {
+		var err error
+		if cfg, err = clientcmd.BuildConfigFromFlags("", opts.Kubeconfig); err != nil {
+			return fmt.Errorf("localnode: loading kubeconfig %s: %w", opts.Kubeconfig, err)
+		}
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("localnode: building client: %w", err)
+	}
+	if err := os.MkdirAll(volumesDir(opts.Dir), 0o755); err != nil {
+		return fmt.Errorf("localnode: %w", err)
+	}
+	if err := remountSized(ctx, client, opts); err != nil {
+		return err
+	}
+	if err := ensureStorageClass(ctx, client); err != nil {
+		return err
+	}
+	if ready != nil {
+		ready()
+	}
+	return runProvisioner(ctx, client, opts)
+}
+
+// remountSized mounts again the file systems of the sized volumes this node provisioned
+// (after a restart of the host their folders are empty mount points).
+func remountSized(ctx context.Context, client kubernetes.Interface, opts Options) error {
+	pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("localnode: listing volumes: %w", err)
+	}
+	for i := range pvs.Items {
+		pv := &pvs.Items[i]
+		path := volumePath(pv)
+		if pv.Annotations[provisionedBy] != opts.NodeName || pv.Annotations[sizedImageAnnotation] == "" || path == "" {
+			continue
+		}
+		size := pv.Spec.Capacity[corev1.ResourceStorage]
+		if err := mountSized(path, size.Value()); err != nil {
+			return fmt.Errorf("localnode: mounting the sized volume %s: %w", pv.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -187,8 +248,8 @@ func (pr *provisioner) expand(ctx context.Context, pvc *corev1.PersistentVolumeC
 	if !ok {
 		return nil
 	}
-	if pv.Annotations[sizedImageAnnotation] != "" && pv.Spec.HostPath != nil {
-		if err := growSized(pv.Spec.HostPath.Path, size.Value()); err != nil {
+	if path := volumePath(pv); pv.Annotations[sizedImageAnnotation] != "" && path != "" {
+		if err := growSized(path, size.Value()); err != nil {
 			return fmt.Errorf("growing the file system of PV %s: %w", pv.Name, err)
 		}
 	}
@@ -254,9 +315,7 @@ func (pr *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolu
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain, // deleted by syncVolume
 			StorageClassName:              ptr.Deref(pvc.Spec.StorageClassName, ""),
 			VolumeMode:                    pvc.Spec.VolumeMode,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr.To(corev1.HostPathDirectory)},
-			},
+			PersistentVolumeSource:        pr.volumeSource(dir),
 			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
 				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
@@ -279,6 +338,29 @@ func (pr *provisioner) provision(ctx context.Context, pvc *corev1.PersistentVolu
 		return fmt.Errorf("binding claim: %w", err)
 	}
 	return nil
+}
+
+// volumeSource is a host folder: a local volume for a real kubelet (which then gives the
+// folder to the pod's fsGroup, as on a cluster's local storage), a hostPath one for the
+// host-process node (which applies the fsGroup itself).
+func (pr *provisioner) volumeSource(dir string) corev1.PersistentVolumeSource {
+	if pr.opts.LocalVolumes {
+		return corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}}
+	}
+	return corev1.PersistentVolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: ptr.To(corev1.HostPathDirectory)},
+	}
+}
+
+// volumePath is the host folder of a PV this provisioner made ("" for another kind).
+func volumePath(pv *corev1.PersistentVolume) string {
+	switch {
+	case pv.Spec.HostPath != nil:
+		return pv.Spec.HostPath.Path
+	case pv.Spec.Local != nil:
+		return pv.Spec.Local.Path
+	}
+	return ""
 }
 
 // syncVolume deletes a PV this node provisioned, and its folder, once its
@@ -309,12 +391,12 @@ func (pr *provisioner) syncVolume(ctx context.Context, obj any) {
 		pr.opts.Log.Error(err, "deleting released volume", "pv", pv.Name)
 		return
 	}
-	if pv.Spec.HostPath != nil && filepath.Dir(pv.Spec.HostPath.Path) == volumesDir(pr.opts.Dir) {
+	if path := volumePath(pv); path != "" && filepath.Dir(path) == volumesDir(pr.opts.Dir) {
 		remove := os.RemoveAll
 		if pv.Annotations[sizedImageAnnotation] != "" {
 			remove = removeSized
 		}
-		if err := remove(pv.Spec.HostPath.Path); err != nil {
+		if err := remove(path); err != nil {
 			pr.opts.Log.Error(err, "removing released volume's folder", "pv", pv.Name)
 		}
 	}

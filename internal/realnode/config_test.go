@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -52,5 +53,19 @@ func TestUnquoteRule(t *testing.T) {
 	want := []string{"INPUT", "-m", "comment", "--comment", "block incoming localnet connections", "-j", "KUBE-FIREWALL"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestVersionsMatchTheBuildScript keeps DefaultBinDir where hack/node.sh builds.
+func TestVersionsMatchTheBuildScript(t *testing.T) {
+	b, err := os.ReadFile("../../hack/node.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"K8S_VERSION=" + KubernetesVersion + " ", "CONTAINERD_VERSION=" + ContainerdVersion + "\n", "COREDNS_VERSION=" + CoreDNSVersion + "\n",
+		`out="$cache/node/k8s-$K8S_VERSION-containerd-$CONTAINERD_VERSION-coredns-$COREDNS_VERSION"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("hack/node.sh does not say %q", want)
+		}
 	}
 }

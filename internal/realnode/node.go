@@ -133,6 +133,9 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 	if err := Check(o.BinDir); err != nil {
 		return nil, err
 	}
+	if err := o.Save(); err != nil {
+		return nil, err
+	}
 	n := &Node{opts: o, layout: Layout{Dir: o.Dir}}
 	for _, d := range []string{o.Dir, n.layout.CNIConfDir(), n.layout.KubeletRoot(), n.layout.ContainerdRoot(), n.layout.ContainerdState()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -270,4 +273,62 @@ func (n *Node) ImportImages(ctx context.Context, archives ...string) error {
 		}
 	}
 	return nil
+}
+
+// Versions of the node's parts; hack/node.sh builds them into DefaultBinDir (a test keeps the
+// two in step).
+const (
+	KubernetesVersion = localcluster.KubernetesVersion
+	ContainerdVersion = "v2.4.2"
+	CoreDNSVersion    = "v1.15.0"
+)
+
+// DefaultBinDir is where hack/node.sh puts the node's binaries (`hack/node.sh --print`).
+func DefaultBinDir() string {
+	return filepath.Join(localcluster.CacheDir(), "node",
+		"k8s-"+KubernetesVersion+"-containerd-"+ContainerdVersion+"-coredns-"+CoreDNSVersion)
+}
+
+// recorded is DIR/node.json: what Down needs to find and clean up a node another process
+// started.
+type recorded struct {
+	BinDir        string `json:"binDir"`
+	NodeName      string `json:"nodeName"`
+	Bridge        string `json:"bridge"`
+	PodCIDR       string `json:"podCIDR"`
+	ClusterDomain string `json:"clusterDomain"`
+}
+
+// Save records o in o.Dir/node.json.
+func (o Options) Save() error {
+	data, err := json.MarshalIndent(recorded{BinDir: o.BinDir, NodeName: o.NodeName, Bridge: o.Network.Bridge,
+		PodCIDR: o.Network.PodCIDR.String(), ClusterDomain: o.ClusterDomain}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the node's options: %w", err)
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", o.Dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(o.Dir, "node.json"), data, 0o600); err != nil {
+		return fmt.Errorf("recording the node's options: %w", err)
+	}
+	return nil
+}
+
+// LoadOptions reads what Save recorded in dir (an error wrapping fs.ErrNotExist when no node
+// was started there).
+func LoadOptions(dir string) (Options, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "node.json"))
+	if err != nil {
+		return Options{}, fmt.Errorf("reading the node's options: %w", err)
+	}
+	var r recorded
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Options{}, fmt.Errorf("parsing %s/node.json: %w", dir, err)
+	}
+	netw, err := ParseNetwork(r.Bridge, r.PodCIDR)
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{Dir: dir, BinDir: r.BinDir, NodeName: r.NodeName, Network: netw, ClusterDomain: r.ClusterDomain}, nil
 }
