@@ -1,26 +1,48 @@
 package realnode
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 )
 
-// Layout is where one node keeps its files, under the local cluster's folder.
+// Layout is where one node keeps its files: under the local cluster's folder, but for what
+// holds Unix sockets (the kubelet's root, containerd's socket), which lives in a short folder of
+// its own (RunDir): a socket path has at most 107 bytes, and a test's temporary folder is long.
 type Layout struct {
 	// Dir is the node's folder (DIR/realnode).
 	Dir string
+}
+
+// NewLayout is the layout of the node in dir (made absolute).
+func NewLayout(dir string) Layout {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return Layout{Dir: dir}
+}
+
+// runRoot holds the short folders of every node on this host.
+const runRoot = "/var/lib/dolphin-node"
+
+// RunDir is the node's short folder: runRoot/<first 12 hex digits of sha256(Dir)>.
+func (l Layout) RunDir() string {
+	sum := sha256.Sum256([]byte(l.Dir))
+	return runRoot + "/" + hex.EncodeToString(sum[:6])
 }
 
 // Paths of the node's files and folders.
 func (l Layout) ContainerdConfig() string { return l.Dir + "/containerd.toml" }
 func (l Layout) ContainerdRoot() string   { return l.Dir + "/containerd/root" }
 func (l Layout) ContainerdState() string  { return l.Dir + "/containerd/state" }
-func (l Layout) ContainerdSocket() string { return l.Dir + "/containerd.sock" }
+func (l Layout) ContainerdSocket() string { return l.RunDir() + "/containerd.sock" }
 func (l Layout) CNIConfDir() string       { return l.Dir + "/cni" }
 func (l Layout) CNIDataDir() string       { return l.Dir + "/cni-ipam" }
 func (l Layout) KubeletConfig() string    { return l.Dir + "/kubelet.yaml" }
-func (l Layout) KubeletRoot() string      { return l.Dir + "/kubelet" }
+func (l Layout) KubeletRoot() string      { return l.RunDir() + "/kubelet" }
 func (l Layout) KubeletKubeconfig() string {
 	return l.Dir + "/kubelet.kubeconfig"
 }
@@ -31,6 +53,7 @@ func (l Layout) KubeProxyKubeconfig() string {
 func (l Layout) Corefile() string          { return l.Dir + "/Corefile" }
 func (l Layout) CoreDNSKubeconfig() string { return l.Dir + "/coredns.kubeconfig" }
 func (l Layout) ResolvConf() string        { return l.Dir + "/resolv.conf" }
+func (l Layout) PodLogs() string           { return l.Dir + "/pod-logs" }
 func (l Layout) Sysctls() string           { return l.Dir + "/sysctls.json" }
 
 // Network is the node's pod network: one Linux bridge whose address is the node's own
@@ -198,8 +221,9 @@ staticPodPath: ""
 syncFrequency: 10s
 fileCheckFrequency: 10s
 nodeStatusUpdateFrequency: 5s
+podLogsDir: %[8]q
 `, o.Network.Gateway().String(), o.Port, o.HealthzPort, o.Layout.ContainerdSocket(), o.CACert,
-		o.ClusterDomain, o.Layout.ResolvConf())
+		o.ClusterDomain, o.Layout.ResolvConf(), o.Layout.PodLogs())
 }
 
 // KubeProxyOptions are the settings of kube-proxy's configuration.

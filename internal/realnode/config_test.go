@@ -33,7 +33,7 @@ func TestConfigsCarryTheSettingsThisMachineNeeds(t *testing.T) {
 	for _, c := range []struct{ name, text, want string }{
 		{"containerd", ContainerdConfig(ContainerdOptions{Layout: l, Runc: "/usr/sbin/runc", CNIBinDir: "/usr/lib/cni", SandboxImage: SandboxImage}), "restrict_oom_score_adj = true"},
 		{"containerd", ContainerdConfig(ContainerdOptions{Layout: l, SandboxImage: SandboxImage}), `sandbox = "localhost/dolphin-pause:1"`},
-		{"containerd", ContainerdConfig(ContainerdOptions{Layout: l}), `address = "/d/containerd.sock"`},
+		{"containerd", ContainerdConfig(ContainerdOptions{Layout: l}), `address = "` + l.RunDir() + `/containerd.sock"`},
 		{"kubelet", KubeletConfig(KubeletOptions{Layout: l, Network: n}), "failCgroupV1: false"},
 		{"kubelet", KubeletConfig(KubeletOptions{Layout: l, Network: n}), "cgroupDriver: cgroupfs"},
 		{"kubelet", KubeletConfig(KubeletOptions{Layout: l, Network: n}), `clusterDNS: ["10.244.64.1"]`},
@@ -67,5 +67,21 @@ func TestVersionsMatchTheBuildScript(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("hack/node.sh does not say %q", want)
 		}
+	}
+}
+
+// TestSocketsFitInAUnixSocketPath keeps every socket of a node in a deep folder (a test's
+// temporary folder) under the 107 bytes a Unix socket path may have: the kubelet binds
+// <root>/pod-resources/<10 digits> and <root>/plugins_registry/<name>.sock.
+func TestSocketsFitInAUnixSocketPath(t *testing.T) {
+	l := NewLayout("/tmp/TestRealNodeClusterFailsOverInTheClientsView2686892465/001/local/realnode")
+	for _, p := range []string{l.ContainerdSocket() + ".ttrpc", l.KubeletRoot() + "/pod-resources/1871116759",
+		l.KubeletRoot() + "/plugins_registry/some-csi-driver-reg.sock"} {
+		if len(p) > 100 {
+			t.Errorf("%s is %d bytes", p, len(p))
+		}
+	}
+	if NewLayout("/a").RunDir() == NewLayout("/b").RunDir() {
+		t.Fatal("two nodes share a short folder")
 	}
 }

@@ -142,9 +142,18 @@ func CleanupHost(ctx context.Context, dir, binDir string, n Network) error {
 	if err := removeKubeletChains(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := unmountUnder(dir); err != nil {
-		errs = append(errs, err)
+	l := NewLayout(dir)
+	for _, d := range []string{l.Dir, l.RunDir()} {
+		if err := unmountUnder(d); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	// The short folder holds the kubelet's root (pods' emptyDirs, gone with their pods) and
+	// sockets: nothing to keep once everything under it is unmounted.
+	if err := os.RemoveAll(l.RunDir()); err != nil {
+		errs = append(errs, fmt.Errorf("removing %s: %w", l.RunDir(), err))
+	}
+	_ = os.Remove(runRoot) // when no other node uses it
 	if err := removeCgroups(); err != nil {
 		errs = append(errs, err)
 	}
@@ -153,11 +162,19 @@ func CleanupHost(ctx context.Context, dir, binDir string, n Network) error {
 			errs = append(errs, fmt.Errorf("removing the bridge %s: %w: %s", n.Bridge, err, strings.TrimSpace(string(out))))
 		}
 	}
-	if err := restoreSysctls(Layout{Dir: dir}.Sysctls()); err != nil {
+	if err := restoreSysctls(NewLayout(dir).Sysctls()); err != nil {
 		errs = append(errs, err)
 	}
 	// Fixed paths the kubelet, containerd's shims and its CNI cache create whatever their
 	// configuration says; removed when nothing else left anything in them.
+	// The kubelet links every container's log into /var/log/containers whatever podLogsDir is.
+	links, _ := filepath.Glob("/var/log/containers/*.log")
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, NewLayout(dir).PodLogs()+"/") {
+			_ = os.Remove(l)
+		}
+	}
+	_ = os.Remove("/var/log/containers") // when nothing else uses it
 	if fi, err := os.Lstat("/var/lib/kubelet/device-plugins/kubelet.sock"); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		_ = os.Remove("/var/lib/kubelet/device-plugins/kubelet.sock")
 	}

@@ -48,7 +48,7 @@ func Down(ctx context.Context, cp *localcluster.ControlPlane, o Options) error {
 	if _, err := cp.RemoveAddOn(Kubelet); err != nil {
 		errs = append(errs, err)
 	}
-	layout := Layout{Dir: o.Dir}
+	layout := NewLayout(o.Dir)
 	if p := cp.Process(Containerd); p != nil && p.Alive() {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		if _, err := RemoveSandboxes(rctx, layout.ContainerdSocket()); err != nil {

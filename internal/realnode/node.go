@@ -136,7 +136,7 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 	if err := o.Save(); err != nil {
 		return nil, err
 	}
-	n := &Node{opts: o, layout: Layout{Dir: o.Dir}}
+	n := &Node{opts: o, layout: NewLayout(o.Dir)}
 	for _, d := range []string{o.Dir, n.layout.CNIConfDir(), n.layout.KubeletRoot(), n.layout.ContainerdRoot(), n.layout.ContainerdState()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", d, err)

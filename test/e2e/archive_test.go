@@ -53,7 +53,7 @@ func TestLocalBinlogArchive(t *testing.T) {
 	w := s.startSteadyAppWriter("arc")
 	b1 := s.backupAndWait("b1", "arc", dolphinv1.BackupSucceeded)
 	t.Logf("b1 at %s", b1.Status.GTIDPosition)
-	primary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort("arc-primary")))
+	primary := s.sqlDB(s.serviceAddr("arc-primary"))
 	s.waitArchived(key, primary, "the archive catches up after the base backup")
 
 	// A crash of the primary: a failover, and the archiver follows.
@@ -238,7 +238,7 @@ func TestLocalBinlogArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 		pass := s.secretValue(name+"-credentials", "operator-password")
-		db := s.sqlDBAs("dolphin", pass, "127.0.0.1:"+strconv.Itoa(s.servicePort(name+"-primary")))
+		db := s.sqlDBAs("dolphin", pass, s.serviceAddr(name+"-primary"))
 		got := map[int64]bool{}
 		for _, id := range s.ids(db) {
 			got[id] = true

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +99,7 @@ func TestLocalPVCBackupStore(t *testing.T) {
 	dstKey := client.ObjectKeyFromObject(dst)
 	s.waitHealthyN(dstKey, 1)
 	s.wantClusterCondition(dstKey, dolphinv1.ConditionRestored, metav1.ConditionTrue, b.Status.Path)
-	srcIDs := s.ids(s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort("psrc-primary"))))
+	srcIDs := s.ids(s.sqlDB(s.serviceAddr("psrc-primary")))
 	dstPass := s.secretValue("pdst-credentials", "operator-password")
 	got := s.ids(s.sqlDBAs("dolphin", dstPass, s.clusterPods("pdst")[0].Status.PodIP+":3306"))
 	if len(got) == 0 {

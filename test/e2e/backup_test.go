@@ -54,7 +54,7 @@ func TestLocalBackupAndRestore(t *testing.T) {
 	w.finish()
 	acked, failed := w.ackedIDs()
 	t.Logf("writer: %d acknowledged (%d before the backup), %d failed", len(acked), len(ackedBefore), failed)
-	srcPrimary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort("src-primary")))
+	srcPrimary := s.sqlDB(s.serviceAddr("src-primary"))
 	srcIDs := s.ids(srcPrimary)
 	if lost := lostOn(t, srcPrimary, acked); lost != 0 {
 		t.Fatalf("%d acknowledged writes missing on the source", lost)
@@ -113,13 +113,13 @@ func TestLocalBackupAndRestore(t *testing.T) {
 	}
 	// The restored cluster takes writes from the application account it was restored with,
 	// and continues the backup's GTID sequence.
-	app := s.sqlDBAs(appUser, appPassword, "127.0.0.1:"+strconv.Itoa(s.servicePort("dst-primary")))
+	app := s.sqlDBAs(appUser, appPassword, s.serviceAddr("dst-primary"))
 	for id := int64(1_000_000); id < 1_000_010; id++ {
 		if _, err := app.Exec("INSERT INTO app.rows VALUES (?)", id); err != nil {
 			t.Fatalf("write %d through dst-primary as the restored application account: %v", id, err)
 		}
 	}
-	dstPrimary := s.sqlDBAs("dolphin", dstPass, "127.0.0.1:"+strconv.Itoa(s.servicePort("dst-primary")))
+	dstPrimary := s.sqlDBAs("dolphin", dstPass, s.serviceAddr("dst-primary"))
 	var after string
 	if err := dstPrimary.QueryRow("SELECT @@gtid_binlog_pos").Scan(&after); err != nil {
 		t.Fatal(err)

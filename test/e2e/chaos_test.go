@@ -203,7 +203,7 @@ func TestChaos(t *testing.T) {
 	testenv.Eventually(t, 180*time.Second, "cluster Ready", func() error { return s.chaosHealthy(key) })
 	s.primaryWithTable("chaos") // declares database app and the application account
 	s.declareAccount("chaos", chaosUser, chaosPassword, "SELECT", "INSERT", "UPDATE", "CREATE")
-	db := s.sqlDBAs(chaosUser, chaosPassword, "127.0.0.1:"+strconv.Itoa(s.servicePort("chaos-primary")))
+	db := s.sqlDBAs(chaosUser, chaosPassword, s.serviceAddr("chaos-primary"))
 	for _, q := range chaos.Schema("app") {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -308,7 +308,7 @@ func TestChaos(t *testing.T) {
 // checker's write count. It never stops the test itself (it also runs after a failed round).
 func chaosVerdict(t *testing.T, s *stack, checker *chaos.Checker, kinds []chaosFault, outages map[string][]time.Duration,
 	errant map[string]int, note string) (writes, reads, incs int) {
-	final := s.sqlDBAs(chaosUser, chaosPassword, "127.0.0.1:"+strconv.Itoa(s.servicePort("chaos-primary")))
+	final := s.sqlDBAs(chaosUser, chaosPassword, s.serviceAddr("chaos-primary"))
 	var v chaos.Verdict
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func TestLocalCloneAndReclone(t *testing.T) {
 	s := upStack(t)
 	c, key := s.healthyAppCluster("cl")
 	w := s.startSteadyAppWriter("cl")
-	primary := s.sqlDB("127.0.0.1:" + strconv.Itoa(s.servicePort("cl-primary")))
+	primary := s.sqlDB(s.serviceAddr("cl-primary"))
 	time.Sleep(2 * time.Second)
 	for _, q := range []string{"FLUSH BINARY LOGS", "PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 SECOND"} {
 		if _, err := primary.Exec(q); err != nil {

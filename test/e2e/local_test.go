@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -52,6 +54,9 @@ type stack struct {
 	// keepLogs keeps the logs (DOLPHIN_E2E_KEEP) of a test that passed: the chaos suite sets
 	// it when a round was far slower than its kind's others, so it can be explained later.
 	keepLogs bool
+	// node is the node kind: nodeProcess (pods as host processes, Services on 127.0.0.1
+	// ports) or nodeReal (containers; Services at their ClusterIPs through kube-proxy).
+	node string
 }
 
 func repoRoot() string { return filepath.Join("..", "..") }
@@ -67,6 +72,20 @@ func upStack(t *testing.T) *stack {
 // build of Dolphin, for the upgrade test).
 func upStackFrom(t *testing.T, src string) *stack {
 	t.Helper()
+	return upStackOn(t, src, nodeProcess)
+}
+
+// Node kinds of `dolphin local up --node`.
+const (
+	nodeProcess = "process"
+	nodeReal    = "real"
+)
+
+// upStackOn is upStackFrom on a node of the given kind: nodeReal runs containerd, the kubelet,
+// kube-proxy and CoreDNS with the images of make images, and Dolphin installed in the cluster
+// from its image (its own bridge and pod range, apart from the process node's).
+func upStackOn(t *testing.T, src, node string) *stack {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: skipped under -short")
 	}
@@ -74,7 +93,7 @@ func upStackFrom(t *testing.T, src string) *stack {
 		t.Skip("the local node needs root (network and mount namespaces): run as root, as CI does")
 	}
 	dbtest.RequireMariaDB(t)
-	s := &stack{t: t, dir: t.TempDir(), ctx: context.Background(), ns: "e2e"}
+	s := &stack{t: t, dir: t.TempDir(), ctx: context.Background(), ns: "e2e", node: node}
 	s.bin = filepath.Join(s.dir, "dolphin")
 	build := exec.Command("go", "build", "-o", s.bin, "./cmd/dolphin")
 	build.Dir = src
@@ -85,6 +104,12 @@ func upStackFrom(t *testing.T, src string) *stack {
 	// Registered before `up`, so that a stack whose start failed part way is stopped too
 	// (`up` stops what it started when it fails; down also catches what a killed up left).
 	t.Cleanup(func() {
+		if (t.Failed() || s.keepLogs) && s.node == nodeReal {
+			// The operator runs in the cluster: its pods' logs, as a user reads them.
+			out, _ := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), "--kubeconfig", filepath.Join(local, "kubeconfig"),
+				"-n", "dolphin-system", "logs", "deploy/dolphin-operator", "--all-containers", "--tail=60").CombinedOutput()
+			t.Logf("--- operator (kubectl logs, tail)\n%s", out)
+		}
 		if t.Failed() || s.keepLogs {
 			for _, f := range []string{"operator.log", "node.log"} {
 				if b, err := os.ReadFile(filepath.Join(local, "logs", f)); err == nil {
@@ -110,7 +135,18 @@ func upStackFrom(t *testing.T, src string) *stack {
 		}
 	})
 	// The CRDs built into the binary (the restart below passes --crd-dir instead).
-	s.run("local", "up", "--dir", local, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	if node == nodeReal {
+		args := []string{"local", "up", "--dir", local, "--node", nodeReal, "--bridge", "dle2er", "--pod-cidr", "10.244.78.0/24"}
+		if d := os.Getenv("DOLPHIN_NODE_BIN"); d != "" {
+			args = append(args, "--node-bin-dir", d)
+		}
+		if d := os.Getenv("DOLPHIN_IMAGES"); d != "" {
+			args = append(args, "--images", d)
+		}
+		t.Log(s.run(args...))
+	} else {
+		s.run("local", "up", "--dir", local, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	}
 	s.dir = local
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(local, "kubeconfig"))
 	if err != nil {
@@ -139,6 +175,37 @@ func (s *stack) run(args ...string) string {
 		s.t.Fatalf("dolphin %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// serviceAddr is where this host reaches a Service's port 3306: its ClusterIP through
+// kube-proxy on the real node (once an endpoint is ready), the port the Service proxy forwards
+// on the process node.
+func (s *stack) serviceAddr(svc string) string {
+	s.t.Helper()
+	if s.node != nodeReal {
+		return s.serviceAddr(svc)
+	}
+	var ip string
+	testenv.Eventually(s.t, 30*time.Second, "Service "+svc+" with a ready endpoint", func() error {
+		var svcObj corev1.Service
+		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: svc}, &svcObj); err != nil {
+			return err
+		}
+		var slices discoveryv1.EndpointSliceList
+		if err := s.c.List(s.ctx, &slices, client.InNamespace(s.ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
+			return err
+		}
+		for _, sl := range slices.Items {
+			for _, e := range sl.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					ip = svcObj.Spec.ClusterIP
+					return nil
+				}
+			}
+		}
+		return errors.New("no ready endpoint")
+	})
+	return ip + ":3306"
 }
 
 // servicePort is the host port `dolphin local` forwards a Service to.
@@ -538,7 +605,7 @@ func (s *stack) primaryWithTable(cluster string) *sql.DB {
 	}
 	s.dbPass = string(secret.Data["operator-password"]) // for the tests' own administrative statements
 	s.declareAppAccount(cluster)
-	primary := s.sqlDBAs(appUser, appPassword, "127.0.0.1:"+strconv.Itoa(s.servicePort(cluster+"-primary")))
+	primary := s.sqlDBAs(appUser, appPassword, s.serviceAddr(cluster+"-primary"))
 	// Ready says the pods and the topology are; the Service's endpoints reach the proxy a
 	// moment later (as they reach kube-proxy), and until then a connection is accepted and
 	// closed ("invalid connection"). Wait for the Service to answer, as a client would retry.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,9 @@ func (s *stack) serverPID(pod string) int {
 	var p corev1.Pod
 	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
 		s.t.Fatal(err)
+	}
+	if id, ok := strings.CutPrefix(containerID(&p, "mysqld"), "containerd://"); ok {
+		return containerServerPID(s.t, pod, id)
 	}
 	pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
 	if err != nil {
@@ -48,4 +52,36 @@ func isShell(name string) bool {
 		return true
 	}
 	return false
+}
+
+// containerID is the runtime's ID of a pod's container ("" when it has none yet).
+func containerID(p *corev1.Pod, name string) string {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == name {
+			return c.ContainerID
+		}
+	}
+	return ""
+}
+
+// containerServerPID finds, on a real node, the host PID of the mariadbd that runs in the
+// container with runtime ID id: the process of that name whose cgroup names the container.
+func containerServerPID(t testing.TB, pod, id string) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+		for _, c := range procs {
+			comm, err := os.ReadFile(c)
+			if err != nil || strings.TrimSpace(string(comm)) != "mariadbd" {
+				continue
+			}
+			dir := filepath.Dir(c)
+			if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil && strings.Contains(string(cg), id) {
+				pid, _ := strconv.Atoi(filepath.Base(dir))
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no mariadbd runs in the mysqld container %s of %s", id, pod)
+	return 0
 }

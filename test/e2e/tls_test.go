@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +76,7 @@ func TestLocalTLS(t *testing.T) {
 	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: "sec-ca"}, &ca); err != nil {
 		t.Fatal(err)
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(s.servicePort("sec-primary"))
+	addr := s.serviceAddr("sec-primary")
 	for i, name := range []string{"sec-primary." + s.ns + ".svc", "localhost"} {
 		var db *sql.DB
 		testenv.Eventually(t, 30*time.Second, "a verified TLS connection for "+name, func() error {
