@@ -78,7 +78,7 @@ func (s *stack) startAppWriter(cluster string) *appWriter {
 // startAppWriterFrom is startAppWriter with ids from first on.
 func (s *stack) startAppWriterFrom(cluster string, first int64) *appWriter {
 	s.t.Helper()
-	addr := s.serviceAddr(cluster+"-primary")
+	addr := s.serviceAddr(cluster + "-primary")
 	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s&writeTimeout=5s", appUser, appPassword, addr))
 	if err != nil {
 		s.t.Fatal(err)
