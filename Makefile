@@ -6,6 +6,8 @@ CONTROLLER_GEN := $(GO) tool controller-gen
 KUBEBUILDER_ASSETS ?= $(shell hack/control-plane.sh --print)
 # versitygw, the real S3 server of the object-store tests, built from Go modules, cached by version.
 VERSITYGW ?= $(shell hack/versitygw.sh --print)
+# The real node's binaries (containerd, kubelet, kube-proxy, CoreDNS), built by hack/node.sh, cached by version.
+NODE_BIN ?= $(shell hack/node.sh --print)
 # MOCO's controller, the peer of the footprint bench, built from Go modules (hack/moco), cached by version.
 MOCO ?= $(shell hack/moco.sh --print)
 
@@ -53,7 +55,7 @@ IMAGE_LDFLAGS := -s -w -buildid=
 
 .PHONY: node
 node: ## Install (Debian: runc, CNI plugins, iptables, mmdebstrap) and build (once, cached) containerd, kubelet, kube-proxy and CoreDNS for the real local node.
-	hack/node.sh
+	@hack/node.sh
 
 .PHONY: images
 images: ## Build Dolphin's image, the pause image and MariaDB images (Debian bookworm 10.11, trixie 11.8) without Docker into IMAGES_DIR (root: mmdebstrap).
@@ -93,9 +95,10 @@ test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x
 	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/...
 
 .PHONY: test
-test: mariadb control-plane versitygw vet ## Everything the README promises: unit, golden, envtest, real-MariaDB and real-S3 tests, and the CRD gate.
-	@echo "make test: $$($(GO) version | cut -d' ' -f3), $$(PATH=$$PATH:/usr/sbin mariadbd --version | grep -oE 'Ver [^ ]+'), control plane $$(basename $(KUBEBUILDER_ASSETS)), $$(nproc) CPUs"
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) $(GO) test -count=1 -timeout 40m ./...
+test: mariadb control-plane versitygw node images vet ## Everything the README promises: unit, golden, envtest, real-MariaDB, real-S3 and real-node tests, and the CRD gate.
+	@echo "make test: $$($(GO) version | cut -d' ' -f3), $$(PATH=$$PATH:/usr/sbin mariadbd --version | grep -oE 'Ver [^ ]+'), control plane $$(basename $(KUBEBUILDER_ASSETS)), node $$(basename $(NODE_BIN)), $$(nproc) CPUs"
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
+	  $(GO) test -count=1 -timeout 45m ./...
 	$(MAKE) verify-generated
 	$(MAKE) crd-gate
 
@@ -137,8 +140,9 @@ stress-semisync: mariadb ## Restart a semi-sync replica's connection STALL_ROUND
 	  kill $$burners; rc=$$(cat $$rcfile); rm -f $$rcfile; exit $$rc
 
 .PHONY: test-e2e
-test-e2e: control-plane mariadb versitygw ## End-to-end suite on `dolphin local` (needs root).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) $(GO) test -count=1 -timeout 40m -v ./test/e2e/
+test-e2e: control-plane mariadb versitygw node images ## End-to-end suite on `dolphin local` (needs root).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
+	  $(GO) test -count=1 -timeout 40m -v ./test/e2e/
 
 .PHONY: local-up
 local-up: control-plane mariadb build ## Start the whole stack on this machine (needs root): bin/dolphin local up.

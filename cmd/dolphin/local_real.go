@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dolphin-operator/dolphin/config"
-	"github.com/dolphin-operator/dolphin/internal/imagebuild"
+	"github.com/dolphin-operator/dolphin/internal/imagebuild/manifest"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 	"github.com/dolphin-operator/dolphin/internal/localnode"
 	"github.com/dolphin-operator/dolphin/internal/operator"
@@ -171,23 +170,12 @@ func localUpReal(ctx context.Context, out io.Writer, o localUpOptions, binDir st
 	return nil
 }
 
-// readImages reads the manifest make images writes.
-func readImages(dir string) (imagebuild.Manifest, error) {
-	var m imagebuild.Manifest
+// readImages reads the manifest make images writes (in the user's cache folder by default).
+func readImages(dir string) (manifest.Manifest, error) {
 	if dir == "" {
 		dir = filepath.Join(localcluster.CacheDir(), "images")
 	}
-	data, err := os.ReadFile(imagebuild.ManifestPath(dir))
-	if err != nil {
-		return m, fmt.Errorf("no images in %s: build them with `make images` (root; ~2 min the first time): %w", dir, err)
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("parsing %s: %w", imagebuild.ManifestPath(dir), err)
-	}
-	if m.Dolphin.Archive == "" || m.Pause.Archive == "" || len(m.MariaDB) == 0 {
-		return m, fmt.Errorf("%s lacks Dolphin's, the pause or a MariaDB image: run `make images`", imagebuild.ManifestPath(dir))
-	}
-	return m, nil
+	return manifest.Read(dir)
 }
 
 // waitOperatorInCluster waits until the operator's Deployment has a ready pod and the webhook

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/dolphin-operator/dolphin/internal/imagebuild/manifest"
 )
 
 // Image references of the images built here. The MariaDB images carry the official image's
@@ -43,25 +44,14 @@ type Options struct {
 	Log io.Writer
 }
 
-// Built is one image written by Build.
-type Built struct {
-	// References name the image (all point at the same digest).
-	References []string `json:"references"`
-	// Digest is the image's manifest digest.
-	Digest string `json:"digest"`
-	// Archive is the Docker archive holding it.
-	Archive string `json:"archive"`
-}
-
-// Manifest lists the images of one Build, written to Dir/images.json.
-type Manifest struct {
-	Dolphin Built   `json:"dolphin"`
-	Pause   Built   `json:"pause"`
-	MariaDB []Built `json:"mariadb"`
-}
+// Built and Manifest are the record of a build (package manifest).
+type (
+	Built    = manifest.Built
+	Manifest = manifest.Manifest
+)
 
 // ManifestPath is where Build records what it made.
-func ManifestPath(dir string) string { return filepath.Join(dir, "images.json") }
+func ManifestPath(dir string) string { return manifest.Path(dir) }
 
 // Build makes Dolphin's image, the pause image and a MariaDB image per suite in o.Dir. A
 // MariaDB root file system is reused while the mmdebstrap command line that made it is the
@@ -106,14 +96,7 @@ func Build(ctx context.Context, o Options) (Manifest, error) {
 		m.MariaDB = append(m.MariaDB, b)
 		fmt.Fprintf(o.Log, "images: %s %s (%.1fs)\n", strings.Join(b.References, ", "), b.Digest, time.Since(start).Seconds())
 	}
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return m, fmt.Errorf("encoding the manifest: %w", err)
-	}
-	if err := os.WriteFile(ManifestPath(o.Dir), append(data, '\n'), 0o644); err != nil {
-		return m, fmt.Errorf("writing the manifest: %w", err)
-	}
-	return m, nil
+	return m, manifest.Write(o.Dir, m)
 }
 
 // buildMariaDB makes (or reuses) the root file system of suite and the image from it.

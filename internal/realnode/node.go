@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
@@ -132,6 +133,11 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 	}
 	if err := Check(o.BinDir); err != nil {
 		return nil, err
+	}
+	if other := otherNode(NewLayout(o.Dir)); other != "" {
+		return nil, fmt.Errorf("another real node runs on this host (its kubelet's root is %s): one at a time "+
+			"(their kubelets would share the kubepods cgroups, and kube-proxy's cleanup removes every KUBE- chain); "+
+			"stop it with dolphin local down --dir <its folder>", other)
 	}
 	if err := o.Save(); err != nil {
 		return nil, err
@@ -331,4 +337,44 @@ func LoadOptions(dir string) (Options, error) {
 		return Options{}, err
 	}
 	return Options{Dir: dir, BinDir: r.BinDir, NodeName: r.NodeName, Network: netw, ClusterDomain: r.ClusterDomain}, nil
+}
+
+// hostLockPath is the lock that tests of two packages take so that their real nodes run one
+// after the other: two kubelets on one host share the kubepods cgroups, and kube-proxy's
+// cleanup removes every KUBE- chain.
+const hostLockPath = "/run/lock/dolphin-real-node.lock"
+
+// LockHost waits until no other holder of the host lock runs a real node (tests of different
+// packages run at once under go test), and returns its release.
+func LockHost() (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(hostLockPath), 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(hostLockPath), err)
+	}
+	f, err := os.OpenFile(hostLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", hostLockPath, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", hostLockPath, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// otherNode returns the root folder of a kubelet of another real node running on this host
+// ("" when there is none).
+func otherNode(l Layout) string {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			continue
+		}
+		for _, arg := range strings.Split(string(b), "\x00") {
+			if root, ok := strings.CutPrefix(arg, "--root-dir="+runRoot+"/"); ok && runRoot+"/"+root != l.KubeletRoot() {
+				return runRoot + "/" + root
+			}
+		}
+	}
+	return ""
 }

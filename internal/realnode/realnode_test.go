@@ -3,7 +3,6 @@ package realnode
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -23,13 +22,13 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 
-	"github.com/dolphin-operator/dolphin/internal/imagebuild"
+	"github.com/dolphin-operator/dolphin/internal/imagebuild/manifest"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 )
 
 // nodeInputs finds what a real node needs (control plane, node binaries, images), skipping
 // under -short; anything missing fails the test with the command that builds it.
-func nodeInputs(t *testing.T) (cpBin, nodeBin string, m imagebuild.Manifest) {
+func nodeInputs(t *testing.T) (cpBin, nodeBin string, m manifest.Manifest) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a real node; skipped under -short")
@@ -46,11 +45,7 @@ func nodeInputs(t *testing.T) (cpBin, nodeBin string, m imagebuild.Manifest) {
 	if images == "" {
 		t.Fatal("DOLPHIN_IMAGES is not set: run through make test, or set it to the folder of make images")
 	}
-	data, err := os.ReadFile(imagebuild.ManifestPath(images))
-	if err != nil {
-		t.Fatalf("%v (run make images)", err)
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
+	if m, err = manifest.Read(images); err != nil {
 		t.Fatal(err)
 	}
 	if err := Check(nodeBin); err != nil {
@@ -66,6 +61,11 @@ func nodeInputs(t *testing.T) (cpBin, nodeBin string, m imagebuild.Manifest) {
 // no bridge, no kube-proxy chains and no mounts behind.
 func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 	cpBin, nodeBin, images := nodeInputs(t)
+	unlock, err := LockHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock) // after Down and the control plane's stop (cleanups run last first)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -39,6 +39,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 	"github.com/dolphin-operator/dolphin/internal/operator"
+	"github.com/dolphin-operator/dolphin/internal/realnode"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -101,6 +102,14 @@ func upStackOn(t *testing.T, src, node string) *stack {
 		t.Fatalf("building dolphin: %v\n%s", err, out)
 	}
 	local := filepath.Join(s.dir, "local")
+	if node == nodeReal {
+		// One real node on the host at a time (internal/realnode tests may run at once).
+		unlock, err := realnode.LockHost()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(unlock) // registered first: runs after `down`
+	}
 	// Registered before `up`, so that a stack whose start failed part way is stopped too
 	// (`up` stops what it started when it fails; down also catches what a killed up left).
 	t.Cleanup(func() {
