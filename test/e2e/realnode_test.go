@@ -91,7 +91,11 @@ func TestRealNodeClusterFailsOverInTheClientsView(t *testing.T) {
 			}
 			return nil
 		})
-		t.Logf("realnode: %s primary %s → %s, longest write gap %.2fs", fault.name, old, c.Status.CurrentPrimary, w.takeGap().Seconds())
+		gap := w.takeGap()
+		t.Logf("realnode: %s primary %s → %s, longest write gap %.2fs", fault.name, old, c.Status.CurrentPrimary, gap.Seconds())
+		if gap > 3*time.Second { // a slow round is explained by the operator's own account of it
+			s.logOperatorSince(cs, at.Add(-time.Second))
+		}
 		if fault.signal == syscall.SIGSTOP {
 			_ = syscall.Kill(pid, syscall.SIGCONT) // the old server may resume; Dolphin must fence it
 		}
@@ -120,4 +124,25 @@ func (s *stack) execIn(cs *kubernetes.Clientset, pod, container string, cmd ...s
 		return stdout.String(), fmt.Errorf("%w: %s", err, stderr.String())
 	}
 	return stdout.String(), nil
+}
+
+// logOperatorSince logs what the operator's pods logged since a moment (kubectl logs
+// --since-time), to explain a slow round.
+func (s *stack) logOperatorSince(cs *kubernetes.Clientset, since time.Time) {
+	pods, err := cs.CoreV1().Pods("dolphin-system").List(s.ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=dolphin-operator"})
+	if err != nil {
+		s.t.Logf("listing the operator's pods: %v", err)
+		return
+	}
+	st := metav1.NewTime(since)
+	for _, p := range pods.Items {
+		b, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{SinceTime: &st, Timestamps: true}).DoRaw(s.ctx)
+		if err != nil {
+			s.t.Logf("logs of %s: %v", p.Name, err)
+			continue
+		}
+		if len(bytes.TrimSpace(b)) > 0 {
+			s.t.Logf("--- %s since %s\n%s", p.Name, since.Format("15:04:05.000"), tail(string(b), 80))
+		}
+	}
 }
