@@ -78,8 +78,9 @@ func restoreSysctls(path string) error {
 }
 
 // setupHost creates the bridge with the node's address (the CNI plugin finds it and keeps
-// it) and turns on forwarding and iptables for bridged traffic (Services from pods).
-func setupHost(n Network) error {
+// it), turns on forwarding and iptables for bridged traffic (Services from pods), and refuses
+// connections to Service addresses kube-proxy does not translate.
+func setupHost(n Network, serviceCIDR string) error {
 	if err := exec.Command("ip", "link", "show", n.Bridge).Run(); err != nil {
 		if out, err := exec.Command("ip", "link", "add", n.Bridge, "type", "bridge").CombinedOutput(); err != nil {
 			return fmt.Errorf("creating the bridge %s: %w: %s", n.Bridge, err, strings.TrimSpace(string(out)))
@@ -97,6 +98,49 @@ func setupHost(n Network) error {
 	for _, k := range []string{"net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables"} {
 		if err := os.WriteFile("/proc/sys/"+k, []byte("1"), 0o644); err != nil {
 			return fmt.Errorf("setting %s: %w", k, err)
+		}
+	}
+	return refuseUnservedServiceIPs(serviceCIDR)
+}
+
+// serviceChain is the node's own iptables chain (removed by Cleanup with the kubelet's).
+const serviceChain = "DOLPHIN-NODE-SERVICES"
+
+// refuseUnservedServiceIPs makes a connection to an address of the Service range that
+// kube-proxy did not translate to an endpoint fail at once (TCP reset), from this host
+// (OUTPUT) and from pods (FORWARD), instead of leaving through the default route. While
+// kube-proxy swaps a Service's rules from "no endpoints: reject" to "translate to the
+// endpoint", a new connection can pass with neither; off the node it meets whatever the
+// network does with an address nobody has. On this kind of machine the network accepts every
+// TCP connection and never answers (measured: a connection to any unused address is
+// established), so such a client hung for its whole read timeout after every failover.
+// Filter runs after nat's DNAT, so translated connections carry the pod's address and pass.
+func refuseUnservedServiceIPs(cidr string) error {
+	run := func(args ...string) error {
+		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if exec.Command("iptables", "-n", "-L", serviceChain).Run() != nil {
+		if err := run("-N", serviceChain); err != nil {
+			return err
+		}
+	}
+	if err := run("-F", serviceChain); err != nil {
+		return err
+	}
+	if err := run("-A", serviceChain, "-d", cidr, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"); err != nil {
+		return err
+	}
+	if err := run("-A", serviceChain, "-d", cidr, "-j", "REJECT"); err != nil {
+		return err
+	}
+	for _, builtin := range []string{"OUTPUT", "FORWARD"} {
+		if exec.Command("iptables", "-C", builtin, "-j", serviceChain).Run() != nil {
+			if err := run("-A", builtin, "-j", serviceChain); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -186,9 +230,9 @@ func CleanupHost(ctx context.Context, dir, binDir string, n Network) error {
 }
 
 // removeKubeletChains removes the iptables chains the kubelet makes (KUBE-FIREWALL,
-// KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and the rules that jump to them, in IPv4 and IPv6;
-// kube-proxy --cleanup has removed its own by then, so every KUBE- chain left is the
-// kubelet's.
+// KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and the node's own (serviceChain), and the rules
+// that jump to them, in IPv4 and IPv6; kube-proxy --cleanup has removed its own by then, so
+// every KUBE- chain left is the kubelet's.
 func removeKubeletChains() error {
 	var errs []error
 	for _, tool := range []string{"iptables", "ip6tables"} {
@@ -204,9 +248,9 @@ func removeKubeletChains() error {
 			for _, line := range strings.Split(string(out), "\n") {
 				fields := strings.Fields(line)
 				switch {
-				case len(fields) > 0 && strings.HasPrefix(fields[0], ":KUBE-"):
+				case len(fields) > 0 && (strings.HasPrefix(fields[0], ":KUBE-") || fields[0] == ":"+serviceChain):
 					chains = append(chains, strings.TrimPrefix(fields[0], ":"))
-				case len(fields) > 2 && fields[0] == "-A" && !strings.HasPrefix(fields[1], "KUBE-") && slices.ContainsFunc(fields, func(f string) bool { return strings.HasPrefix(f, "KUBE-") }):
+				case len(fields) > 2 && fields[0] == "-A" && !ours(fields[1]) && slices.ContainsFunc(fields, ours):
 					// A rule of a built-in chain that jumps to a KUBE- chain: -A → -D.
 					args := append([]string{"-t", table, "-D"}, unquoteRule(fields[1:])...)
 					if o, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
@@ -226,6 +270,9 @@ func removeKubeletChains() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ours reports whether an iptables chain is the kubelet's or the node's.
+func ours(chain string) bool { return strings.HasPrefix(chain, "KUBE-") || chain == serviceChain }
 
 // unquoteRule joins the quoted words of an iptables-save rule ("block incoming localnet
 // connections") back into single arguments.

@@ -62,6 +62,8 @@ type Options struct {
 	Network Network
 	// ClusterDomain is the DNS domain of Services.
 	ClusterDomain string
+	// ServiceCIDR is the API server's Service range (default localcluster.ServiceClusterIPRange).
+	ServiceCIDR string
 }
 
 // ports are the node's local ports, kept in DIR/ports.json so that a second start reuses them
@@ -131,6 +133,9 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 	if o.ClusterDomain == "" {
 		o.ClusterDomain = DefaultClusterDomain
 	}
+	if o.ServiceCIDR == "" {
+		o.ServiceCIDR = localcluster.ServiceClusterIPRange
+	}
 	if err := Check(o.BinDir); err != nil {
 		return nil, err
 	}
@@ -154,7 +159,7 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 	if err := saveSysctls(n.layout.Sysctls()); err != nil {
 		return nil, err
 	}
-	if err := setupHost(o.Network); err != nil {
+	if err := setupHost(o.Network, o.ServiceCIDR); err != nil {
 		return nil, err
 	}
 	if err := n.writeFiles(cp); err != nil {

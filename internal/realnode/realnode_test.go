@@ -188,6 +188,15 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 		}
 		return c.Close()
 	})
+	// An address of the Service range that no Service (or no translated endpoint) has is
+	// refused at once, never routed off the node (where this machine's network accepts it).
+	began = time.Now()
+	if c, err := net.DialTimeout("tcp", "10.0.0.250:3306", 3*time.Second); err == nil {
+		c.Close()
+		t.Fatal("a connection to an unused Service address was established")
+	} else if !strings.Contains(err.Error(), "refused") || time.Since(began) > time.Second {
+		t.Fatalf("an unused Service address: %v after %s, want connection refused at once", err, time.Since(began))
+	}
 	// From the pod: cluster DNS and the Service, and the API server through `kubernetes`.
 	waitFor(t, 30*time.Second, "pod → DNS name → ClusterIP", func() error {
 		out, err := execIn(ctx, cfg, cs, "default", "db", "mariadb", "-h", "db.default.svc.cluster.local", "-P", "3306",
@@ -213,7 +222,7 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 	if err := exec.Command("ip", "link", "show", "dltest0").Run(); err == nil {
 		t.Error("the bridge is still there after Down")
 	}
-	if out, _ := exec.Command("iptables-save").Output(); bytes.Contains(out, []byte("KUBE-")) || bytes.Contains(out, []byte("CNI-")) {
+	if out, _ := exec.Command("iptables-save").Output(); bytes.Contains(out, []byte("KUBE-")) || bytes.Contains(out, []byte("CNI-")) || bytes.Contains(out, []byte(serviceChain)) {
 		t.Errorf("iptables rules left after Down:\n%s", grepLines(out, "KUBE-", "CNI-"))
 	}
 	for _, d := range []string{"/run/containerd", "/var/lib/kubelet", "/var/lib/cni"} {
