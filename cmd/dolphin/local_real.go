@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,6 +48,7 @@ const (
 	operatorNamespace  = "dolphin-system"
 	operatorDeployment = "dolphin-operator"
 	validatingWebhooks = "dolphin-validating-webhooks"
+	webhookService     = "dolphin-webhook"
 )
 
 // localRealDir is the real node's folder in a local cluster's folder.
@@ -77,7 +81,7 @@ func localUpReal(ctx context.Context, out io.Writer, o localUpOptions, binDir st
 
 	fmt.Fprintf(out, "Starting the local control plane in %s\n", o.dir)
 	cp, err := localcluster.Start(ctx, localcluster.Options{
-		Dir: o.dir, BinDir: binDir, AdvertiseAddress: netw.Gateway().String(),
+		Dir: o.dir, BinDir: binDir, AdvertiseAddress: netw.Gateway().String(), ServiceCIDR: realnode.DefaultServiceCIDR,
 		Progress: func(c string, d time.Duration) { fmt.Fprintf(out, "  %-24s ready (%.1fs)\n", c, d.Seconds()) },
 	})
 	if err != nil {
@@ -86,7 +90,8 @@ func localUpReal(ctx context.Context, out io.Writer, o localUpOptions, binDir st
 	if cp.Reused {
 		fmt.Fprintf(out, "  control plane already running at %s: reused\n", cp.APIServerURL())
 	}
-	nodeOpts := realnode.Options{Dir: localRealDir(cp.Dir), BinDir: nodeBin, NodeName: realnode.DefaultNodeName, Network: netw}
+	nodeOpts := realnode.Options{Dir: localRealDir(cp.Dir), BinDir: nodeBin, NodeName: realnode.DefaultNodeName, Network: netw,
+		ServiceCIDR: realnode.DefaultServiceCIDR}
 	before := addOnPIDs(cp)
 	defer func() {
 		if err != nil {
@@ -197,6 +202,7 @@ func waitOperatorInCluster(ctx context.Context, kubeconfig string) error {
 	for {
 		var d appsv1.Deployment
 		var hooks admissionregistrationv1.ValidatingWebhookConfiguration
+		var svc corev1.Service
 		switch {
 		case c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: operatorDeployment}, &d) != nil:
 			last = errors.New("no Deployment yet")
@@ -206,8 +212,18 @@ func waitOperatorInCluster(ctx context.Context, kubeconfig string) error {
 			last = errors.New("no webhook configuration")
 		case len(hooks.Webhooks) == 0 || len(hooks.Webhooks[0].ClientConfig.CABundle) == 0:
 			last = errors.New("the webhook's CA is not injected yet")
+		case c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: webhookService}, &svc) != nil:
+			last = errors.New("no webhook Service")
 		default:
-			return nil
+			// The API server calls the webhook through the Service, from this host: ready once
+			// kube-proxy sends the Service's address to a pod that serves it.
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp",
+				net.JoinHostPort(svc.Spec.ClusterIP, "443"), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reachability only
+			if err == nil {
+				conn.Close()
+				return nil
+			}
+			last = fmt.Errorf("the webhook Service %s does not answer yet: %w", svc.Spec.ClusterIP, err)
 		}
 		select {
 		case <-ctx.Done():

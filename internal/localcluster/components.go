@@ -12,6 +12,15 @@ import (
 // `kubernetes` Service and is in the API server certificate.
 const ServiceClusterIPRange = "10.0.0.0/24"
 
+// serviceCIDR is the Service range of this control plane: Options.ServiceCIDR as recorded,
+// else ServiceClusterIPRange.
+func (cp *ControlPlane) serviceCIDR() string {
+	if cp.state.ServiceCIDR != "" {
+		return cp.state.ServiceCIDR
+	}
+	return ServiceClusterIPRange
+}
+
 // ServiceAccountIssuer is the issuer of service-account tokens.
 const ServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 
@@ -67,7 +76,7 @@ func (cp *ControlPlane) spec(name string) processSpec {
 			"--service-account-issuer=" + ServiceAccountIssuer,
 			"--service-account-key-file=" + cp.PKI.SAPub(),
 			"--service-account-signing-key-file=" + cp.PKI.SAKey(),
-			"--service-cluster-ip-range=" + ServiceClusterIPRange,
+			"--service-cluster-ip-range=" + cp.serviceCIDR(),
 			"--authorization-mode=Node,RBAC",
 			"--allow-privileged=true",
 		}
@@ -97,7 +106,7 @@ func (cp *ControlPlane) spec(name string) processSpec {
 				"--root-ca-file=" + cp.PKI.CACert(),
 				"--cluster-signing-cert-file=" + cp.PKI.CACert(),
 				"--cluster-signing-key-file=" + cp.PKI.CAKey(),
-				"--service-cluster-ip-range=" + ServiceClusterIPRange,
+				"--service-cluster-ip-range=" + cp.serviceCIDR(),
 				"--cluster-name=dolphin-local",
 			},
 			Probe: Probe{URL: "https://" + local(ports.ControllerManager) + "/healthz", TLS: ProbeInsecureTLS},

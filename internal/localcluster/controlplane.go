@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,10 @@ type Options struct {
 	// 127.0.0.1 only, advertises this one as the endpoint of the `kubernetes` Service, and
 	// its certificate names it. A control plane running with another value is restarted.
 	AdvertiseAddress string
+	// ServiceCIDR is the Service range (default ServiceClusterIPRange); the certificate names
+	// its first address (the `kubernetes` Service). A real node uses a range of its own, so that
+	// kube-proxy's rules never take the addresses a host-process node's proxy serves.
+	ServiceCIDR string
 	// ReadyTimeout bounds the wait for each component to become ready (default 60 s).
 	ReadyTimeout time.Duration
 	// StopTimeout is how long each process may take to exit after SIGTERM before SIGKILL
@@ -179,17 +184,29 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if cp.PKI, err = EnsurePKI(filepath.Join(dir, "pki")); err != nil {
 		return nil, err
 	}
+	var serving []net.IP
 	if opts.AdvertiseAddress != "" {
 		ip := net.ParseIP(opts.AdvertiseAddress)
 		if ip == nil || ip.IsLoopback() || ip.IsUnspecified() {
 			return nil, fmt.Errorf("advertise address %q is not a non-loopback IP address", opts.AdvertiseAddress)
 		}
-		if err := cp.PKI.EnsureServingIPs(ip); err != nil {
+		serving = append(serving, ip)
+	}
+	if opts.ServiceCIDR != "" {
+		p, err := netip.ParsePrefix(opts.ServiceCIDR)
+		if err != nil || !p.Addr().Is4() || p.Bits() < 12 || p.Bits() > 28 {
+			return nil, fmt.Errorf("service range %q: want an IPv4 range from /12 to /28", opts.ServiceCIDR)
+		}
+		serving = append(serving, net.IP(p.Masked().Addr().Next().AsSlice()))
+	}
+	if len(serving) > 0 {
+		if err := cp.PKI.EnsureServingIPs(serving...); err != nil {
 			return nil, err
 		}
 	}
 
-	if st.BinDir == binDir && st.AdvertiseAddress == opts.AdvertiseAddress && (cp.healthy(ctx) || cp.restartDead(ctx, opts) == nil) {
+	if st.BinDir == binDir && st.AdvertiseAddress == opts.AdvertiseAddress && st.ServiceCIDR == opts.ServiceCIDR &&
+		(cp.healthy(ctx) || cp.restartDead(ctx, opts) == nil) {
 		cp.Reused = true
 		// Rewrite the kubeconfigs in case a user deleted or edited them.
 		if err := cp.writeKubeconfigs(); err != nil {
@@ -292,6 +309,7 @@ func (cp *ControlPlane) fresh(ctx context.Context, opts Options, binDir string) 
 	}
 	cp.state.BinDir = binDir
 	cp.state.AdvertiseAddress = opts.AdvertiseAddress
+	cp.state.ServiceCIDR = opts.ServiceCIDR
 	for attempt := 1; ; attempt++ {
 		err := cp.startAll(ctx, opts)
 		if err == nil || !freeport.InUse(err) || attempt == portAttempts || errors.Is(err, errNotStopped) {

@@ -31,6 +31,8 @@ type state struct {
 	Ports  Ports  `json:"ports"`
 	// AdvertiseAddress is Options.AdvertiseAddress of the running control plane.
 	AdvertiseAddress string `json:"advertiseAddress,omitempty"`
+	// ServiceCIDR is Options.ServiceCIDR of the running control plane ("" for the default).
+	ServiceCIDR string `json:"serviceCIDR,omitempty"`
 	// Processes in start order; Stop goes through them in reverse.
 	Processes []*Process `json:"processes"`
 }

@@ -130,10 +130,12 @@ func refuseUnservedServiceIPs(cidr string) error {
 	if err := run("-F", serviceChain); err != nil {
 		return err
 	}
-	if err := run("-A", serviceChain, "-d", cidr, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"); err != nil {
+	// Not for addresses of this host (a host-process node's proxy serves its own range there).
+	local := []string{"-m", "addrtype", "!", "--dst-type", "LOCAL"}
+	if err := run(append(append([]string{"-A", serviceChain, "-d", cidr}, local...), "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset")...); err != nil {
 		return err
 	}
-	if err := run("-A", serviceChain, "-d", cidr, "-j", "REJECT"); err != nil {
+	if err := run(append(append([]string{"-A", serviceChain, "-d", cidr}, local...), "-j", "REJECT")...); err != nil {
 		return err
 	}
 	for _, builtin := range []string{"OUTPUT", "FORWARD"} {

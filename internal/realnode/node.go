@@ -39,6 +39,10 @@ const (
 	DefaultPodCIDR       = "10.244.64.0/24"
 	DefaultNodeName      = "dolphin-node"
 	DefaultClusterDomain = "cluster.local"
+	// DefaultServiceCIDR is the real node's Service range, apart from the host-process node's
+	// (localcluster.ServiceClusterIPRange): kube-proxy's rules for one cluster must not catch
+	// the other's Service addresses when both run on the host.
+	DefaultServiceCIDR = "10.96.0.0/24"
 	// SandboxImage is the pause image built by make images (internal/imagebuild.PauseReference).
 	SandboxImage = "localhost/dolphin-pause:1"
 )
@@ -62,7 +66,8 @@ type Options struct {
 	Network Network
 	// ClusterDomain is the DNS domain of Services.
 	ClusterDomain string
-	// ServiceCIDR is the API server's Service range (default localcluster.ServiceClusterIPRange).
+	// ServiceCIDR is the API server's Service range (default DefaultServiceCIDR; start the
+	// control plane with the same).
 	ServiceCIDR string
 }
 
@@ -134,7 +139,7 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 		o.ClusterDomain = DefaultClusterDomain
 	}
 	if o.ServiceCIDR == "" {
-		o.ServiceCIDR = localcluster.ServiceClusterIPRange
+		o.ServiceCIDR = DefaultServiceCIDR
 	}
 	if err := Check(o.BinDir); err != nil {
 		return nil, err

@@ -76,11 +76,11 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, BinDir: cpBin, AdvertiseAddress: netw.Gateway().String()})
+	cp, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, BinDir: cpBin, AdvertiseAddress: netw.Gateway().String(), ServiceCIDR: DefaultServiceCIDR})
 	if err != nil {
 		t.Fatalf("starting the control plane: %v", err)
 	}
-	opts := Options{Dir: filepath.Join(dir, "realnode"), BinDir: nodeBin, NodeName: "test-node", Network: netw}
+	opts := Options{Dir: filepath.Join(dir, "realnode"), BinDir: nodeBin, NodeName: "test-node", Network: netw, ServiceCIDR: DefaultServiceCIDR}
 	downed := false
 	t.Cleanup(func() {
 		if !downed {
@@ -191,7 +191,7 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 	// An address of the Service range that no Service (or no translated endpoint) has is
 	// refused at once, never routed off the node (where this machine's network accepts it).
 	began = time.Now()
-	if c, err := net.DialTimeout("tcp", "10.0.0.250:3306", 3*time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", "10.96.0.250:3306", 3*time.Second); err == nil {
 		c.Close()
 		t.Fatal("a connection to an unused Service address was established")
 	} else if !strings.Contains(err.Error(), "refused") || time.Since(began) > time.Second {
