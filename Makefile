@@ -148,6 +148,10 @@ test-e2e: control-plane mariadb versitygw node images ## End-to-end suite on `do
 local-up: control-plane mariadb build ## Start the whole stack on this machine (needs root): bin/dolphin local up.
 	bin/dolphin local up --bin-dir $(KUBEBUILDER_ASSETS)
 
+.PHONY: local-up-real
+local-up-real: control-plane node images build ## Start the stack on a real node (root): containerd, kubelet, kube-proxy, CoreDNS, Dolphin installed from its image.
+	bin/dolphin local up --node real --bin-dir $(KUBEBUILDER_ASSETS) --node-bin-dir $(NODE_BIN) --images $(IMAGES_DIR)
+
 .PHONY: local-down
 local-down: build ## Stop everything `local-up` started.
 	bin/dolphin local down

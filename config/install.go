@@ -15,6 +15,10 @@ import (
 //go:embed rbac/*.yaml manager/*.yaml webhook/*.yaml
 var install embed.FS
 
+// DevImage is the image config/manager names: Dolphin's image as `make images` tags a
+// development build (IMAGE_TAG=dev). An install of another build replaces it.
+const DevImage = "ghcr.io/dolphin-operator/dolphin:dev"
+
 // operatorFolders are the folders of config/default after ../crd, in its order.
 var operatorFolders = []string{"rbac", "manager", "webhook"}
 

@@ -36,6 +36,9 @@ func TestOperatorManifestsFollowConfigDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := string(slices.Concat(docs...))
+	if n := strings.Count(all, DevImage); n != 2 {
+		t.Errorf("the install names %s %d times, want 2 (the operator's image and --agent-image)", DevImage, n)
+	}
 	for _, kind := range []string{"kind: Deployment", "kind: ClusterRole", "kind: ServiceAccount", "kind: ValidatingWebhookConfiguration", "kind: Namespace"} {
 		if !strings.Contains(all, kind) {
 			t.Errorf("the install has no %s", kind)

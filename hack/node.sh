@@ -4,7 +4,7 @@
 # kubelet and kube-proxy from the same k8s.io/kubernetes tools module as the control plane
 # (hack/k8s), CoreDNS from its Go module; runc, the CNI plugins (bridge, host-local, portmap,
 # loopback), iptables and mmdebstrap (the MariaDB images' root file systems) from Debian.
-# Prints the folder with the built binaries on stdout. See docs/design/0046-real-node.md.
+# Prints the folder with the built binaries on stdout. See docs/design/0047-real-node.md.
 #
 #   hack/node.sh            install and build what is missing, print the folder
 #   hack/node.sh --print    print the folder, build nothing

@@ -25,6 +25,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/freeport"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 	"github.com/dolphin-operator/dolphin/internal/localnode"
+	"github.com/dolphin-operator/dolphin/internal/realnode"
 )
 
 // operatorName is the name of the operator process in state.json and its log file.
@@ -93,8 +94,8 @@ func newLocalUpCmd() *cobra.Command {
 	fs.StringVar(&o.binDir, "bin-dir", "", "Folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler (default: see above).")
 	fs.StringVar(&o.crdDir, "crd-dir", "", "Folder with the CRD manifests to install (default: the CRDs built into this binary).")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "Give up when the whole stack is not ready within this time.")
-	fs.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "Pod addresses (reachable from this host only).")
-	fs.StringVar(&o.bridge, "bridge", "dolphin0", "Host bridge for the pods (use another one, with another --pod-cidr, for a second local cluster).")
+	fs.StringVar(&o.podCIDR, "pod-cidr", "", "Pod addresses, reachable from this host only (default 10.244.0.0/24; with --node real "+realnode.DefaultPodCIDR+").")
+	fs.StringVar(&o.bridge, "bridge", "", "Host bridge for the pods (default dolphin0; with --node real "+realnode.DefaultBridge+"); use another one, with another --pod-cidr, for a second local cluster.")
 	fs.BoolVar(&o.s3, "s3", false, "Also run an S3 server for backups (versitygw) on the pods' gateway address, with bucket dolphin and Secret default/dolphin-s3 (see above).")
 	fs.IntVar(&o.s3Port, "s3-port", localcluster.DefaultS3Port, "Port of the S3 server (--s3) on the pods' gateway address.")
 	fs.StringVar(&o.versitygw, "versitygw", "", "The versitygw binary for --s3 (default: $"+localcluster.EnvVersitygw+", else where hack/versitygw.sh builds it).")
@@ -109,6 +110,23 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	// Each node kind has its own bridge and pod range, so a real node never takes over (and
+	// removes at `down`) the bridge of a host-process node left on the defaults.
+	if o.bridge == "" {
+		o.bridge = map[bool]string{true: realnode.DefaultBridge, false: "dolphin0"}[o.node == nodeReal]
+	}
+	if o.podCIDR == "" {
+		o.podCIDR = map[bool]string{true: realnode.DefaultPodCIDR, false: "10.244.0.0/24"}[o.node == nodeReal]
+	}
+	// A folder runs one kind of node: starting the other would restart the control plane and
+	// stop the real node's processes without removing its containers and host changes.
+	if o.node != nodeReal {
+		if running, err := realNodeRuns(o.dir); err != nil {
+			return err
+		} else if running {
+			return fmt.Errorf("%s runs a real node: stop it first (dolphin local down --dir %s), or pass --node real", o.dir, o.dir)
+		}
+	}
 	crds := crd.Bases()
 	if o.crdDir != "" {
 		if fi, err := os.Stat(o.crdDir); err != nil || !fi.IsDir() {
@@ -426,10 +444,9 @@ func localDown(out io.Writer, dir string, wipe bool) error {
 		cp.OnStopped = func(name string, took time.Duration) {
 			fmt.Fprintf(out, "  %-24s stopped (%.1fs)\n", name, took.Seconds())
 		}
-		if err := downRealNode(out, cp); err != nil {
-			return fmt.Errorf("stopping the local cluster in %s: %w", dir, err)
-		}
-		if err := cp.Stop(); err != nil {
+		// The control plane stops even when the node's clean-up failed (both errors are told).
+		nodeErr := downRealNode(out, cp)
+		if err := errors.Join(nodeErr, cp.Stop()); err != nil {
 			return fmt.Errorf("stopping the local cluster in %s: %w", dir, err)
 		}
 		fmt.Fprintf(out, "Dolphin local is down (%.1fs).\n", time.Since(began).Seconds())

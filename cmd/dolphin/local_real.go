@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -93,10 +94,12 @@ func localUpReal(ctx context.Context, out io.Writer, o localUpOptions, binDir st
 	nodeOpts := realnode.Options{Dir: localRealDir(cp.Dir), BinDir: nodeBin, NodeName: realnode.DefaultNodeName, Network: netw,
 		ServiceCIDR: realnode.DefaultServiceCIDR}
 	before := addOnPIDs(cp)
+	nodeRan := cp.Process(realnode.Kubelet).Alive()
 	defer func() {
 		if err != nil {
-			// Stop what this call started; a node that ran before keeps running.
-			if _, ran := before[realnode.Kubelet]; !ran {
+			// Stop what this call started: a node that ran before keeps running, and a node
+			// refused because another runs on the host changed nothing to undo.
+			if !nodeRan && !errors.Is(err, realnode.ErrOtherNode) {
 				err = errors.Join(err, realnode.Down(context.WithoutCancel(ctx), cp, nodeOpts))
 			}
 			err = errors.Join(err, undoLocalUp(out, cp, before))
@@ -150,7 +153,12 @@ func localUpReal(ctx context.Context, out io.Writer, o localUpOptions, binDir st
 	step = time.Now()
 	docs, err := config.OperatorManifests()
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the install manifests: %w", err)
+	}
+	// The manifests name the image a development build is tagged with; the node runs the one
+	// make images built (another IMAGE_TAG), never a stale one left in containerd.
+	for i := range docs {
+		docs[i] = bytes.ReplaceAll(docs[i], []byte(config.DevImage), []byte(manifest.Dolphin.References[0]))
 	}
 	if _, err := localcluster.ApplyManifests(ctx, cp.Kubeconfig, docs...); err != nil {
 		return fmt.Errorf("installing the operator: %w", err)
@@ -227,10 +235,25 @@ func waitOperatorInCluster(ctx context.Context, kubeconfig string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %v", ctx.Err(), last)
+			return fmt.Errorf("%w: %w", ctx.Err(), last)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// realNodeRuns reports whether the local cluster in dir has a real node whose kubelet runs.
+func realNodeRuns(dir string) (bool, error) {
+	if _, err := realnode.LoadOptions(localRealDir(dir)); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	cp, err := localcluster.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return cp.Process(realnode.Kubelet).Alive(), nil
 }
 
 // downRealNode stops the real node of a local cluster, if one was started there, before the

@@ -117,7 +117,9 @@ func buildMariaDB(ctx context.Context, dir string, s MariaDBSuite, log io.Writer
 		// Root file systems of this suite under other keys are from older command lines.
 		old, _ := filepath.Glob(filepath.Join(dir, "mariadb-"+s.Name+"-*.rootfs.tar"))
 		for _, o := range old {
-			if o != rootfs {
+			// Only this suite's: a key is 16 hex digits ("bookworm-backports-…" is another suite).
+			k := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(o), "mariadb-"+s.Name+"-"), ".rootfs.tar")
+			if o != rootfs && len(k) == 16 && !strings.Contains(k, "-") {
 				os.Remove(o)
 			}
 		}

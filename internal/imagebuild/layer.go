@@ -70,6 +70,7 @@ func writeTar(w io.Writer, files []File, epoch time.Time) error {
 			ModTime: epoch, Format: tar.FormatPAX,
 		}
 		var body io.Reader
+		var closer io.Closer // the source file, closed once copied
 		switch {
 		case f.Dir:
 			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
@@ -78,24 +79,24 @@ func writeTar(w io.Writer, files []File, epoch time.Time) error {
 			if err != nil {
 				return fmt.Errorf("layer entry %s: %w", f.Path, err)
 			}
-			defer src.Close()
 			fi, err := src.Stat()
 			if err != nil {
+				src.Close()
 				return fmt.Errorf("layer entry %s: %w", f.Path, err)
 			}
 			h.Typeflag, h.Size, body = tar.TypeReg, fi.Size(), src
+			closer = src
 		default:
 			h.Typeflag, h.Size, body = tar.TypeReg, int64(len(f.Body)), strings.NewReader(string(f.Body))
 		}
-		if err := tw.WriteHeader(h); err != nil {
+		if err := writeEntry(tw, h, body); err != nil {
+			if closer != nil {
+				closer.Close()
+			}
 			return fmt.Errorf("layer entry %s: %w", f.Path, err)
 		}
-		if body != nil {
-			if n, err := io.Copy(tw, body); err != nil {
-				return fmt.Errorf("layer entry %s: %w", f.Path, err)
-			} else if n != h.Size {
-				return fmt.Errorf("layer entry %s: %s changed while it was read", f.Path, f.Source)
-			}
+		if closer != nil {
+			closer.Close()
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -107,6 +108,24 @@ func writeTar(w io.Writer, files []File, epoch time.Time) error {
 func renameFile(from, to string) error {
 	if err := os.Rename(from, to); err != nil {
 		return fmt.Errorf("renaming %s: %w", from, err)
+	}
+	return nil
+}
+
+// writeEntry writes one header and its body (nil for a directory).
+func writeEntry(tw *tar.Writer, h *tar.Header, body io.Reader) error {
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if body == nil {
+		return nil
+	}
+	n, err := io.Copy(tw, body)
+	if err != nil {
+		return err
+	}
+	if n != h.Size {
+		return fmt.Errorf("the file changed while it was read (%d bytes, %d expected)", n, h.Size)
 	}
 	return nil
 }

@@ -34,27 +34,54 @@ func (l Layout) RunDir() string {
 	return runRoot + "/" + hex.EncodeToString(sum[:6])
 }
 
-// Paths of the node's files and folders.
+// ContainerdConfig is containerd's configuration file. (The node's files live in Dir; the two
+// that hold sockets, ContainerdSocket and KubeletRoot, in RunDir.)
 func (l Layout) ContainerdConfig() string { return l.Dir + "/containerd.toml" }
-func (l Layout) ContainerdRoot() string   { return l.Dir + "/containerd/root" }
-func (l Layout) ContainerdState() string  { return l.Dir + "/containerd/state" }
+
+// ContainerdRoot is containerd's persistent root (images, snapshots).
+func (l Layout) ContainerdRoot() string { return l.Dir + "/containerd/root" }
+
+// ContainerdState is containerd's state folder (tasks, runc's state under runc/).
+func (l Layout) ContainerdState() string { return l.Dir + "/containerd/state" }
+
+// ContainerdSocket is containerd's gRPC socket (ttrpc: the same with .ttrpc).
 func (l Layout) ContainerdSocket() string { return l.RunDir() + "/containerd.sock" }
-func (l Layout) CNIConfDir() string       { return l.Dir + "/cni" }
-func (l Layout) CNIDataDir() string       { return l.Dir + "/cni-ipam" }
-func (l Layout) KubeletConfig() string    { return l.Dir + "/kubelet.yaml" }
-func (l Layout) KubeletRoot() string      { return l.RunDir() + "/kubelet" }
-func (l Layout) KubeletKubeconfig() string {
-	return l.Dir + "/kubelet.kubeconfig"
-}
+
+// CNIConfDir holds the pod network's configuration list.
+func (l Layout) CNIConfDir() string { return l.Dir + "/cni" }
+
+// CNIDataDir is host-local's record of the pods' addresses.
+func (l Layout) CNIDataDir() string { return l.Dir + "/cni-ipam" }
+
+// KubeletConfig is the kubelet's configuration file.
+func (l Layout) KubeletConfig() string { return l.Dir + "/kubelet.yaml" }
+
+// KubeletRoot is the kubelet's root folder (pods' volumes, plugin sockets).
+func (l Layout) KubeletRoot() string { return l.RunDir() + "/kubelet" }
+
+// KubeletKubeconfig is the kubelet's identity (system:node:<name>).
+func (l Layout) KubeletKubeconfig() string { return l.Dir + "/kubelet.kubeconfig" }
+
+// KubeProxyConfig is kube-proxy's configuration file.
 func (l Layout) KubeProxyConfig() string { return l.Dir + "/kube-proxy.yaml" }
-func (l Layout) KubeProxyKubeconfig() string {
-	return l.Dir + "/kube-proxy.kubeconfig"
-}
-func (l Layout) Corefile() string          { return l.Dir + "/Corefile" }
+
+// KubeProxyKubeconfig is kube-proxy's identity (system:kube-proxy).
+func (l Layout) KubeProxyKubeconfig() string { return l.Dir + "/kube-proxy.kubeconfig" }
+
+// Corefile is CoreDNS's configuration.
+func (l Layout) Corefile() string { return l.Dir + "/Corefile" }
+
+// CoreDNSKubeconfig is CoreDNS's access to the API server.
 func (l Layout) CoreDNSKubeconfig() string { return l.Dir + "/coredns.kubeconfig" }
-func (l Layout) ResolvConf() string        { return l.Dir + "/resolv.conf" }
-func (l Layout) PodLogs() string           { return l.Dir + "/pod-logs" }
-func (l Layout) Sysctls() string           { return l.Dir + "/sysctls.json" }
+
+// ResolvConf is the resolv.conf the kubelet gives pods.
+func (l Layout) ResolvConf() string { return l.Dir + "/resolv.conf" }
+
+// PodLogs is the kubelet's podLogsDir.
+func (l Layout) PodLogs() string { return l.Dir + "/pod-logs" }
+
+// Sysctls records the host's sysctls before the node's first start.
+func (l Layout) Sysctls() string { return l.Dir + "/sysctls.json" }
 
 // Network is the node's pod network: one Linux bridge whose address is the node's own
 // address (the kubelet's node IP, the API server's advertised address, the cluster DNS server).

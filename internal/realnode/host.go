@@ -77,14 +77,29 @@ func restoreSysctls(path string) error {
 	return errors.Join(errs...)
 }
 
+// bridgeMark records that the node created its bridge (and so removes it at the end).
+func (l Layout) bridgeMark() string { return l.Dir + "/bridge-created" }
+
+// isBridge reports whether the link called name exists and is a Linux bridge.
+func isBridge(name string) bool {
+	_, err := os.Stat("/sys/class/net/" + name + "/bridge")
+	return err == nil
+}
+
 // setupHost creates the bridge with the node's address (the CNI plugin finds it and keeps
 // it), turns on forwarding and iptables for bridged traffic (Services from pods), and refuses
 // connections to Service addresses kube-proxy does not translate.
-func setupHost(n Network, serviceCIDR string) error {
-	if err := exec.Command("ip", "link", "show", n.Bridge).Run(); err != nil {
+func setupHost(l Layout, n Network, serviceCIDR string) error {
+	switch {
+	case exec.Command("ip", "link", "show", n.Bridge).Run() != nil:
 		if out, err := exec.Command("ip", "link", "add", n.Bridge, "type", "bridge").CombinedOutput(); err != nil {
 			return fmt.Errorf("creating the bridge %s: %w: %s", n.Bridge, err, strings.TrimSpace(string(out)))
 		}
+		if err := os.WriteFile(l.bridgeMark(), []byte(n.Bridge), 0o600); err != nil {
+			return fmt.Errorf("recording the bridge: %w", err)
+		}
+	case !isBridge(n.Bridge):
+		return fmt.Errorf("%s exists and is not a bridge: choose another --bridge", n.Bridge)
 	}
 	addr := fmt.Sprintf("%s/%d", n.Gateway(), n.PodCIDR.Bits())
 	if out, err := exec.Command("ip", "-4", "addr", "show", "dev", n.Bridge).Output(); err != nil || !strings.Contains(string(out), " "+addr+" ") {
@@ -176,40 +191,59 @@ func RemoveSandboxes(ctx context.Context, socket string) (int, error) {
 	return len(list.Items), errors.Join(errs...)
 }
 
-// CleanupHost undoes what the node left on the host once its processes are stopped:
-// kube-proxy's iptables chains (kube-proxy --cleanup), every mount under dir (the kubelet's
-// bind mount of its root, pod volumes, containerd's overlay and shm mounts), the kubepods
-// cgroups, the bridge, and the recorded sysctls.
-func CleanupHost(ctx context.Context, dir, binDir string, n Network) error {
+// CleanupHost undoes what the node left on the host once its processes are stopped: every mount
+// under its folders (the kubelet's bind mount of its root, pod volumes, containerd's overlay
+// and shm mounts), its short folder, the bridge when the node created it; with hostWide (no
+// other kubelet runs here) also kube-proxy's and the kubelet's iptables chains, the kubepods
+// cgroups and the recorded sysctls.
+func CleanupHost(ctx context.Context, dir, binDir string, n Network, hostWide bool) error {
 	var errs []error
-	if out, err := exec.CommandContext(ctx, filepath.Join(binDir, "kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
-		errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, lastLine(out)))
-	}
-	if err := removeKubeletChains(); err != nil {
-		errs = append(errs, err)
-	}
-	l := NewLayout(dir)
-	for _, d := range []string{l.Dir, l.RunDir()} {
-		if err := unmountUnder(d); err != nil {
+	if hostWide {
+		if out, err := exec.CommandContext(ctx, filepath.Join(binDir, "kube-proxy"), "--cleanup").CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, lastLine(out)))
+		}
+		if err := removeKubeletChains(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	// The short folder holds the kubelet's root (pods' emptyDirs, gone with their pods) and
-	// sockets: nothing to keep once everything under it is unmounted.
-	if err := os.RemoveAll(l.RunDir()); err != nil {
-		errs = append(errs, fmt.Errorf("removing %s: %w", l.RunDir(), err))
-	}
-	_ = os.Remove(runRoot) // when no other node uses it
-	if err := removeCgroups(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := exec.Command("ip", "link", "show", n.Bridge).Run(); err == nil {
-		if out, err := exec.Command("ip", "link", "del", n.Bridge).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("removing the bridge %s: %w: %s", n.Bridge, err, strings.TrimSpace(string(out))))
+	l := NewLayout(dir)
+	unmounted := true
+	for _, d := range []string{l.Dir, l.RunDir()} {
+		if err := unmountUnder(d); err != nil {
+			errs = append(errs, err)
+			unmounted = false
 		}
 	}
-	if err := restoreSysctls(NewLayout(dir).Sysctls()); err != nil {
-		errs = append(errs, err)
+	// The short folder holds the kubelet's root (pods' emptyDirs, gone with their pods; the
+	// pods' views of local PVs, which are bind mounts) and sockets: removed only when nothing
+	// under it is mounted any more, so no volume's data can go with it.
+	if left, err := mountsUnder(l.RunDir()); err != nil || len(left) > 0 {
+		unmounted = false
+		errs = append(errs, fmt.Errorf("%s still has mounts %v (%v): not removed", l.RunDir(), left, err))
+	}
+	if unmounted {
+		if err := os.RemoveAll(l.RunDir()); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", l.RunDir(), err))
+		}
+		_ = os.Remove(runRoot) // when no other node uses it
+	}
+	if hostWide {
+		if err := removeCgroups(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if created, _ := os.ReadFile(l.bridgeMark()); string(created) == n.Bridge {
+		if isBridge(n.Bridge) {
+			if out, err := exec.Command("ip", "link", "del", n.Bridge).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("removing the bridge %s: %w: %s", n.Bridge, err, strings.TrimSpace(string(out))))
+			}
+		}
+		_ = os.Remove(l.bridgeMark())
+	}
+	if hostWide {
+		if err := restoreSysctls(l.Sysctls()); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// Fixed paths the kubelet, containerd's shims and its CNI cache create whatever their
 	// configuration says; removed when nothing else left anything in them.
@@ -293,15 +327,15 @@ func unquoteRule(fields []string) []string {
 	return out
 }
 
-// unmountUnder unmounts every mount point under dir, deepest first (lazily when busy).
-func unmountUnder(dir string) error {
+// mountsUnder lists the mount points at or under dir (a path mounted twice twice).
+func mountsUnder(dir string) ([]string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return fmt.Errorf("resolving %s: %w", dir, err)
+		return nil, fmt.Errorf("resolving %s: %w", dir, err)
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return fmt.Errorf("reading mounts: %w", err)
+		return nil, fmt.Errorf("reading mounts: %w", err)
 	}
 	defer f.Close()
 	var points []string
@@ -315,6 +349,18 @@ func unmountUnder(dir string) error {
 		if p == abs || strings.HasPrefix(p, abs+"/") {
 			points = append(points, p)
 		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	return points, nil
+}
+
+// unmountUnder unmounts every mount point under dir, deepest first (lazily when busy).
+func unmountUnder(dir string) error {
+	points, err := mountsUnder(dir)
+	if err != nil {
+		return err
 	}
 	// Deepest first; a path mounted twice is unmounted twice.
 	slices.SortStableFunc(points, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
@@ -40,29 +45,60 @@ func Up(ctx context.Context, cp *localcluster.ControlPlane, o Options, archives 
 }
 
 // Down stops the node and undoes what it changed on the host: the kubelet first (it would
-// start pods again), then every pod sandbox through containerd (CNI removes their network),
-// then kube-proxy, CoreDNS and containerd, then the host's leftovers (CleanupHost). The
-// control plane keeps running. Safe to call when the node is not running or half started.
+// start pods again), then every pod sandbox through containerd (CNI removes their network; with
+// containerd dead, its containers are killed through runc), then kube-proxy, CoreDNS and
+// containerd, then the host's leftovers (CleanupHost) — the host-wide ones (kube-proxy's and
+// the kubelet's chains, kubepods cgroups, sysctls) only when no other kubelet runs here. On
+// success the node's record (node.json) goes, so a second Down does nothing. The control
+// plane keeps running. Safe to call when the node is not running or half started.
 func Down(ctx context.Context, cp *localcluster.ControlPlane, o Options) error {
 	var errs []error
 	if _, err := cp.RemoveAddOn(Kubelet); err != nil {
 		errs = append(errs, err)
 	}
 	layout := NewLayout(o.Dir)
-	if p := cp.Process(Containerd); p != nil && p.Alive() {
+	if p := cp.Process(Containerd); p.Alive() {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		if _, err := RemoveSandboxes(rctx, layout.ContainerdSocket()); err != nil {
 			errs = append(errs, err)
 		}
 		cancel()
+	} else if err := killContainers(layout); err != nil {
+		errs = append(errs, err)
 	}
 	for _, name := range []string{CoreDNS, KubeProxy, Containerd} {
 		if _, err := cp.RemoveAddOn(name); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := CleanupHost(ctx, o.Dir, o.BinDir, o.Network); err != nil {
+	hostWide := otherNode(layout) == ""
+	if err := CleanupHost(ctx, o.Dir, o.BinDir, o.Network, hostWide); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := os.Remove(filepath.Join(o.Dir, "node.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing the node's record: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killContainers kills and deletes, through runc, the containers containerd left running when
+// it died (its shims outlive it).
+func killContainers(l Layout) error {
+	root := l.ContainerdState() + "/runc/k8s.io"
+	if _, err := os.Stat(root); err != nil {
+		return nil
+	}
+	out, err := exec.Command(runcBinary, "--root", root, "list", "-q").Output()
+	if err != nil {
+		return fmt.Errorf("listing the node's containers with runc: %w", err)
+	}
+	var errs []error
+	for _, id := range strings.Fields(string(out)) {
+		if b, err := exec.Command(runcBinary, "--root", root, "delete", "--force", id).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("runc delete --force %s: %w: %s", id, err, strings.TrimSpace(string(b))))
+		}
 	}
 	return errors.Join(errs...)
 }

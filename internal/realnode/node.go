@@ -145,9 +145,9 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 		return nil, err
 	}
 	if other := otherNode(NewLayout(o.Dir)); other != "" {
-		return nil, fmt.Errorf("another real node runs on this host (its kubelet's root is %s): one at a time "+
+		return nil, fmt.Errorf("%w (its kubelet's root is %s): one at a time "+
 			"(their kubelets would share the kubepods cgroups, and kube-proxy's cleanup removes every KUBE- chain); "+
-			"stop it with dolphin local down --dir <its folder>", other)
+			"stop it with dolphin local down --dir <its folder>", ErrOtherNode, other)
 	}
 	if err := o.Save(); err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 	if err := saveSysctls(n.layout.Sysctls()); err != nil {
 		return nil, err
 	}
-	if err := setupHost(o.Network, o.ServiceCIDR); err != nil {
+	if err := setupHost(n.layout, o.Network, o.ServiceCIDR); err != nil {
 		return nil, err
 	}
 	if err := n.writeFiles(cp); err != nil {
@@ -173,8 +173,8 @@ func Prepare(cp *localcluster.ControlPlane, o Options) (*Node, error) {
 	return n, nil
 }
 
-// loadPorts reuses DIR/ports.json when every port in it is still free or used by this node's
-// own processes, else picks new ones.
+// loadPorts reuses the ports recorded in DIR/ports.json (a node started again keeps its
+// command lines, so running add-ons are kept), else picks free ones and records them.
 func (n *Node) loadPorts() error {
 	path := filepath.Join(n.opts.Dir, "ports.json")
 	if data, err := os.ReadFile(path); err == nil && json.Unmarshal(data, &n.ports) == nil && n.ports.Kubelet != 0 {
@@ -371,8 +371,12 @@ func LockHost() (unlock func(), err error) {
 	return func() { f.Close() }, nil
 }
 
-// otherNode returns the root folder of a kubelet of another real node running on this host
-// ("" when there is none).
+// ErrOtherNode is returned by Prepare when another kubelet runs on this host.
+var ErrOtherNode = errors.New("another kubelet runs on this host")
+
+// otherNode returns the root folder of a kubelet running on this host that is not this node's
+// (another real node's, or any other kubelet: "/var/lib/kubelet" when it names none), "" when
+// there is none.
 func otherNode(l Layout) string {
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, c := range cmdlines {
@@ -380,10 +384,18 @@ func otherNode(l Layout) string {
 		if err != nil {
 			continue
 		}
-		for _, arg := range strings.Split(string(b), "\x00") {
-			if root, ok := strings.CutPrefix(arg, "--root-dir="+runRoot+"/"); ok && runRoot+"/"+root != l.KubeletRoot() {
-				return runRoot + "/" + root
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) == 0 || filepath.Base(args[0]) != "kubelet" {
+			continue
+		}
+		root := "/var/lib/kubelet"
+		for _, arg := range args[1:] {
+			if r, ok := strings.CutPrefix(arg, "--root-dir="); ok {
+				root = r
 			}
+		}
+		if root != l.KubeletRoot() {
+			return root
 		}
 	}
 	return ""

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -92,6 +93,7 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 			t.Errorf("stopping the control plane: %v", err)
 		}
 	})
+	sysctlsBefore := readSysctls()
 	archives := []string{images.Pause.Archive, images.MariaDB[0].Archive}
 	began := time.Now()
 	if _, err := Up(ctx, cp, opts, archives, func(step string, took time.Duration) {
@@ -230,8 +232,20 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 			t.Errorf("%s left after Down", d)
 		}
 	}
-	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(mounts, []byte(opts.Dir)) {
-		t.Errorf("mounts under %s left after Down:\n%s", opts.Dir, grepLines(mounts, opts.Dir))
+	l := NewLayout(opts.Dir)
+	for _, d := range []string{l.Dir, l.RunDir()} {
+		if left, err := mountsUnder(d); err != nil || len(left) > 0 {
+			t.Errorf("mounts under %s left after Down: %v %v", d, left, err)
+		}
+	}
+	if _, err := os.Stat(l.RunDir()); err == nil {
+		t.Errorf("%s left after Down", l.RunDir())
+	}
+	if after := readSysctls(); !maps.Equal(after, sysctlsBefore) {
+		t.Errorf("sysctls after Down %v, before Up %v", after, sysctlsBefore)
+	}
+	if _, err := LoadOptions(opts.Dir); err == nil {
+		t.Error("the node's record is still there after Down: a second Down would clean up again")
 	}
 }
 
@@ -277,4 +291,15 @@ func grepLines(b []byte, subs ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// readSysctls reads every sysctl the node may change.
+func readSysctls() map[string]string {
+	out := map[string]string{}
+	for _, k := range changedSysctls {
+		if v, err := os.ReadFile("/proc/sys/" + k); err == nil {
+			out[k] = strings.TrimSpace(string(v))
+		}
+	}
+	return out
 }

@@ -192,7 +192,7 @@ func (s *stack) run(args ...string) string {
 func (s *stack) serviceAddr(svc string) string {
 	s.t.Helper()
 	if s.node != nodeReal {
-		return s.serviceAddr(svc)
+		return "127.0.0.1:" + strconv.Itoa(s.servicePort(svc))
 	}
 	var ip string
 	testenv.Eventually(s.t, 30*time.Second, "Service "+svc+" with a ready endpoint", func() error {
