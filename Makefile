@@ -158,9 +158,11 @@ local-down: build ## Stop everything `local-up` started.
 
 LOCAL_ROUNDS ?= 3
 .PHONY: bench-local
-bench-local: control-plane mariadb ## On dolphin local (root): apply→Ready and client-view failover over LOCAL_ROUNDS rounds; fails on a lost write.
+BENCH_NODE ?= process
+bench-local: control-plane mariadb $(if $(filter real,$(BENCH_NODE)),node images) ## On dolphin local (root; BENCH_NODE=real: on the real node, through kube-proxy): apply→Ready and client-view failover over LOCAL_ROUNDS rounds; fails on a lost write.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
 	  { DOLPHIN_BENCH_LOCAL_ROUNDS=$(LOCAL_ROUNDS) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
+	    DOLPHIN_E2E_NODE=$(BENCH_NODE) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
 	    $(GO) test -count=1 -timeout 30m -run '^TestBenchLocal$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep --line-buffered -E 'round [0-9]+:|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)

@@ -20,7 +20,8 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
-// TestBenchLocal measures, on `dolphin local`, the time from creating a 3-instance cluster to
+// TestBenchLocal measures, on `dolphin local` (the node DOLPHIN_E2E_NODE names: process by
+// default, or real), the time from creating a 3-instance cluster to
 // Ready, and over K rounds per fault kind the write outage a client sees through the primary
 // Service: the primary's server is hung (SIGSTOP) or killed (kill -9; the node restarts it) in
 // turn while an application writer records every acknowledged write, and the outage of a
@@ -35,7 +36,7 @@ func TestBenchLocal(t *testing.T) {
 	if rounds <= 0 {
 		t.Skip("set DOLPHIN_BENCH_LOCAL_ROUNDS (make bench-local)")
 	}
-	s := upStack(t)
+	s := upStackOn(t, repoRoot(), e2eNode())
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "bench"},
 		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete}}}
 	applied := time.Now()
@@ -135,7 +136,7 @@ func TestBenchLocal(t *testing.T) {
 	}
 
 	lost := lostOn(t, primary, w.ackedIDs())
-	line := fmt.Sprintf("local apply_to_ready=%.2fs hung_p50=%.2fs hung_p99=%.2fs killed_p50=%.2fs killed_p99=%.2fs rounds=%d lost_acked_writes=%d",
+	line := fmt.Sprintf("local node="+s.node+" apply_to_ready=%.2fs hung_p50=%.2fs hung_p99=%.2fs killed_p50=%.2fs killed_p99=%.2fs rounds=%d lost_acked_writes=%d",
 		applyToReady.Seconds(), pctl(outages["hung"], 50), pctl(outages["hung"], 99), pctl(outages["killed"], 50), pctl(outages["killed"], 99), rounds, lost)
 	sysbenchLine := fmt.Sprintf("sysbench oltp_read_write threads=4 recovered=%d/%d recovery_p50=%.0fs recovery_max=%.0fs",
 		len(recoveries), 2*rounds, pctl(recoveries, 50), pctl(recoveries, 100))

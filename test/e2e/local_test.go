@@ -82,6 +82,15 @@ const (
 	nodeReal    = "real"
 )
 
+// e2eNode is the node kind DOLPHIN_E2E_NODE names (`make bench-local BENCH_NODE=real`),
+// nodeProcess when unset.
+func e2eNode() string {
+	if n := os.Getenv("DOLPHIN_E2E_NODE"); n != "" {
+		return n
+	}
+	return nodeProcess
+}
+
 // upStackOn is upStackFrom on a node of the given kind: nodeReal runs containerd, the kubelet,
 // kube-proxy and CoreDNS with the images of make images, and Dolphin installed in the cluster
 // from its image (its own bridge and pod range, apart from the process node's).

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -85,13 +86,17 @@ const sysbenchScript = "../sysbench/oltp_read_write_reconnect.lua"
 // script restarts the transaction on every other error, as --mysql-ignore-errors=all would.
 const sysbenchIgnoredErrors = "--mysql-ignore-errors=1213,1205,1020"
 
-func sysbenchArgs(port int, threads int) []string {
+func sysbenchArgs(addr string, threads int) []string {
 	script, err := filepath.Abs(sysbenchScript)
 	if err != nil {
 		panic(err)
 	}
-	return []string{script, "--db-driver=mysql", "--mysql-host=127.0.0.1",
-		"--mysql-port=" + strconv.Itoa(port), "--mysql-user=" + sysbenchUser, "--mysql-password=" + sysbenchPassword,
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		panic(err)
+	}
+	return []string{script, "--db-driver=mysql", "--mysql-host=" + host,
+		"--mysql-port=" + port, "--mysql-user=" + sysbenchUser, "--mysql-password=" + sysbenchPassword,
 		"--mysql-db=app", "--tables=1", "--table-size=2000", "--threads=" + strconv.Itoa(threads)}
 }
 
@@ -101,8 +106,7 @@ func (s *stack) startSysbench(cluster string, threads int) *sysbenchRun {
 	if _, err := exec.LookPath("sysbench"); err != nil {
 		s.t.Fatal("sysbench is not installed: hack/install-mariadb.sh installs it (make mariadb)")
 	}
-	port := s.servicePort(cluster + "-primary")
-	args := sysbenchArgs(port, threads)
+	args := sysbenchArgs(s.serviceAddr(cluster+"-primary"), threads)
 	testenv.Eventually(s.t, 60*time.Second, "sysbench prepare through the primary Service", func() error {
 		_ = exec.Command("sysbench", append(args, "cleanup")...).Run()
 		out, err := exec.Command("sysbench", append(args, "prepare")...).CombinedOutput()
