@@ -64,6 +64,8 @@ type localUpOptions struct {
 	// node is the node kind (nodeProcess or nodeReal); nodeBinDir and imagesDir are the real
 	// node's binaries (hack/node.sh) and images (make images).
 	node, nodeBinDir, imagesDir string
+	// kubeProxyMinSync is the real node's kube-proxy minSyncPeriod (0: kube-proxy's default).
+	kubeProxyMinSync time.Duration
 }
 
 func newLocalUpCmd() *cobra.Command {
@@ -102,6 +104,7 @@ func newLocalUpCmd() *cobra.Command {
 	fs.StringVar(&o.node, "node", nodeProcess, "The node: \"process\" runs pods as host processes; \"real\" runs containerd, kubelet, kube-proxy and CoreDNS (hack/node.sh) with the images of `make images`, and installs Dolphin in the cluster from its image.")
 	fs.StringVar(&o.nodeBinDir, "node-bin-dir", "", "Folder with the real node's binaries (default: where hack/node.sh builds them).")
 	fs.StringVar(&o.imagesDir, "images", "", "Folder of `make images` (default: images in the user's cache folder).")
+	fs.DurationVar(&o.kubeProxyMinSync, "kube-proxy-min-sync-period", 0, "The real node's kube-proxy minSyncPeriod: the shortest time between two rewrites of its rules (default: kube-proxy's, 1s).")
 	return cmd
 }
 

@@ -92,7 +92,7 @@ func localUpReal(ctx context.Context, out io.Writer, o localUpOptions, binDir st
 		fmt.Fprintf(out, "  control plane already running at %s: reused\n", cp.APIServerURL())
 	}
 	nodeOpts := realnode.Options{Dir: localRealDir(cp.Dir), BinDir: nodeBin, NodeName: realnode.DefaultNodeName, Network: netw,
-		ServiceCIDR: realnode.DefaultServiceCIDR}
+		ServiceCIDR: realnode.DefaultServiceCIDR, KubeProxyMinSyncPeriod: o.kubeProxyMinSync}
 	before := addOnPIDs(cp)
 	nodeRan := cp.Process(realnode.Kubelet).Alive()
 	defer func() {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Layout is where one node keeps its files: under the local cluster's folder, but for what
@@ -260,6 +261,9 @@ type KubeProxyOptions struct {
 	NodeName string
 	// HealthzPort and MetricsPort listen on 127.0.0.1.
 	HealthzPort, MetricsPort int
+	// MinSyncPeriod is kube-proxy's minSyncPeriod: the shortest time between two rewrites of
+	// its rules (0: kube-proxy's default, 1 s, what most clusters run).
+	MinSyncPeriod time.Duration
 }
 
 // KubeProxyConfig is kube-proxy in iptables mode (iptables-nft on Debian), as most clusters
@@ -278,7 +282,16 @@ metricsBindAddress: "127.0.0.1:%d"
 conntrack:
   maxPerCore: 0
   min: 0
-`, o.Layout.KubeProxyKubeconfig(), o.Network.PodCIDR.String(), o.NodeName, o.HealthzPort, o.MetricsPort)
+`, o.Layout.KubeProxyKubeconfig(), o.Network.PodCIDR.String(), o.NodeName, o.HealthzPort, o.MetricsPort) +
+		minSync(o.MinSyncPeriod)
+}
+
+// minSync is kube-proxy's iptables.minSyncPeriod setting, when one is asked for.
+func minSync(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("iptables:\n  minSyncPeriod: %s\n", d)
 }
 
 // Corefile is CoreDNS's configuration: the cluster's names from the API server on the node

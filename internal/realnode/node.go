@@ -69,6 +69,8 @@ type Options struct {
 	// ServiceCIDR is the API server's Service range (default DefaultServiceCIDR; start the
 	// control plane with the same).
 	ServiceCIDR string
+	// KubeProxyMinSyncPeriod is kube-proxy's minSyncPeriod (0: its default, 1 s).
+	KubeProxyMinSyncPeriod time.Duration
 }
 
 // ports are the node's local ports, kept in DIR/ports.json so that a second start reuses them
@@ -203,7 +205,7 @@ func (n *Node) writeFiles(cp *localcluster.ControlPlane) error {
 		l.KubeletConfig(): KubeletConfig(KubeletOptions{Layout: l, Network: o.Network, CACert: cp.PKI.CACert(),
 			Port: n.ports.Kubelet, HealthzPort: n.ports.KubeletHealthz, ClusterDomain: o.ClusterDomain}),
 		l.KubeProxyConfig(): KubeProxyConfig(KubeProxyOptions{Layout: l, Network: o.Network, NodeName: o.NodeName,
-			HealthzPort: n.ports.KubeProxyHealthz, MetricsPort: n.ports.KubeProxyMetrics}),
+			HealthzPort: n.ports.KubeProxyHealthz, MetricsPort: n.ports.KubeProxyMetrics, MinSyncPeriod: o.KubeProxyMinSyncPeriod}),
 		l.Corefile():   Corefile(o.Network, l, o.ClusterDomain, n.ports.CoreDNSReady),
 		l.ResolvConf(): ResolvConf(o.Network),
 	}

@@ -161,6 +161,9 @@ func upStackOn(t *testing.T, src, node string) *stack {
 		if d := os.Getenv("DOLPHIN_IMAGES"); d != "" {
 			args = append(args, "--images", d)
 		}
+		if d := os.Getenv("DOLPHIN_E2E_KUBE_PROXY_MIN_SYNC"); d != "" { // an experiment's setting
+			args = append(args, "--kube-proxy-min-sync-period", d)
+		}
 		t.Log(s.run(args...))
 	} else {
 		s.run("local", "up", "--dir", local, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
