@@ -256,8 +256,12 @@ func mergeReceived(r *FailoverProgress, s dbsql.GTIDSet, name string) {
 
 // restartedSinceThePrimary are the candidates whose server started after the primary was last
 // seen answering, sorted. An engine that never saw it (an operator restart while it was
-// down) counts starts from unseenWindow before its own start. Uptime is whole seconds: a
-// server counts only when it surely started after that moment.
+// down) counts starts from unseenWindow before its own start. Uptime is whole seconds, rounded
+// down: a server counts when it may have started after that moment — one that started up to a
+// second before it counts too. Waiting is the safe side: a restart not counted lets a failover
+// promote a replica that lost what it had received (a real-server test saw one started half a
+// second after the primary's last answer counted in one cycle and not in the next, and the
+// failover went on without the write only that replica had held).
 func restartedSinceThePrimary(v ClusterView, candidates []InstanceView) []string {
 	ref := v.PrimarySeenAt
 	if ref.IsZero() && !v.Started.IsZero() {
@@ -268,7 +272,7 @@ func restartedSinceThePrimary(v ClusterView, candidates []InstanceView) []string
 	}
 	var out []string
 	for _, c := range candidates {
-		if c.Status != nil && v.Now.Add(-c.Status.Uptime-time.Second).After(ref) {
+		if c.Status != nil && v.Now.Add(-c.Status.Uptime).After(ref) {
 			out = append(out, c.Name)
 		}
 	}

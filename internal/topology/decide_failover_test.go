@@ -360,6 +360,18 @@ func TestFailoverWaitsForTheLostPrimaryWhenCandidatesRestarted(t *testing.T) {
 	if d := Decide(steady); d.State != StateFailover || d.Primary != "db-2" {
 		t.Fatalf("replicas that did not restart: %s primary %s (%s); want db-2 promoted", d.State, d.Primary, d.Message)
 	}
+	// A replica restarted about half a second after the primary was last seen: its uptime reads
+	// 1 s (whole seconds, rounded down) for a true uptime of 1.0–1.99 s, whatever the cycle's
+	// alignment it may have started after the primary's last answer, so the failover waits.
+	for _, seen := range []time.Duration{1100 * time.Millisecond, 1500 * time.Millisecond, 1900 * time.Millisecond} {
+		justAfter := steady
+		justAfter.Instances = slices.Clone(steady.Instances)
+		justAfter.Instances[1] = up(inst(1).executed("0-1-160810").replicaOf(0, "0-1-160810").ioStopped(), time.Second).v
+		justAfter.PrimarySeenAt = now.Add(-seen)
+		if d := Decide(justAfter); d.State != StatePrimaryLost || d.RestartLostPrimary != "db-0" {
+			t.Fatalf("uptime 1 s, primary last seen %s ago: %s primary %s (%s); want waiting for db-0", seen, d.State, d.Primary, d.Message)
+		}
+	}
 	// A replica restarted an hour ago, the primary seen a second ago: not since.
 	earlier := steady
 	earlier.Instances[1] = up(inst(1).executed("0-1-160810").replicaOf(0, "0-1-160810").ioStopped(), time.Hour).v
