@@ -53,12 +53,17 @@ func TestServerFailoverLossAcceptedPromotesTheBestLeft(t *testing.T) {
 	if !h.e.AcceptFailoverLoss("db-0") {
 		t.Fatal("the waiting failover from db-0 did not take the acceptance")
 	}
-	// db-1 (back, without the write) and db-2 hold the same: either may be promoted.
+	// db-1 back and db-2 hold the same, unless db-1's replication applied its relay log as the
+	// server started (then it holds the write: seen in a make test with the CPUs busy): either
+	// may be promoted, and the write may only be on db-1, the one replica that received it.
 	d := h.converge("a replica promoted, the write given up", func(d Decision) bool { return d.Primary != "db-0" && d.State != StateFailover })
 	t.Logf("after the acceptance: %s, primary %s (%s)", d.State, d.Primary, d.Message)
 	var n int
-	if err := h.pool(h.index(d.Primary)).QueryRow("SELECT COUNT(*) FROM app.rows WHERE id = 1").Scan(&n); err != nil || n != 0 {
+	if err := h.pool(h.index(d.Primary)).QueryRow("SELECT COUNT(*) FROM app.rows WHERE id = 1").Scan(&n); err != nil || (n != 0 && d.Primary != "db-1") {
 		t.Fatalf("the given-up write on the new primary %s: %d rows, %v", d.Primary, n, err)
+	}
+	if n == 1 {
+		t.Logf("db-1 applied its relay log when it started: the write was kept after all")
 	}
 	if h.e.AcceptFailoverLoss("db-0") {
 		t.Error("an acceptance was taken after the failover it was for had ended")
