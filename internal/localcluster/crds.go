@@ -106,7 +106,7 @@ func waitDiscovered(ctx context.Context, dc *discovery.DiscoveryClient, objs []*
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("CRDs not served by discovery: %w (missing %s; last error: %v)", ctx.Err(), missing, err)
+			return fmt.Errorf("CRDs not served by discovery: %w (missing %s; last error: %w)", ctx.Err(), missing, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -195,7 +195,7 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("CRD %s not established: %w (last error: %v)", name, ctx.Err(), err)
+			return fmt.Errorf("CRD %s not established: %w (last error: %w)", name, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

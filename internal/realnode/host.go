@@ -217,9 +217,13 @@ func CleanupHost(ctx context.Context, dir, binDir string, n Network, hostWide bo
 	// The short folder holds the kubelet's root (pods' emptyDirs, gone with their pods; the
 	// pods' views of local PVs, which are bind mounts) and sockets: removed only when nothing
 	// under it is mounted any more, so no volume's data can go with it.
-	if left, err := mountsUnder(l.RunDir()); err != nil || len(left) > 0 {
+	switch left, err := mountsUnder(l.RunDir()); {
+	case err != nil:
 		unmounted = false
-		errs = append(errs, fmt.Errorf("%s still has mounts %v (%v): not removed", l.RunDir(), left, err))
+		errs = append(errs, fmt.Errorf("%s not removed: %w", l.RunDir(), err))
+	case len(left) > 0:
+		unmounted = false
+		errs = append(errs, fmt.Errorf("%s still has mounts %v: not removed", l.RunDir(), left))
 	}
 	if unmounted {
 		if err := os.RemoveAll(l.RunDir()); err != nil {
