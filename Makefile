@@ -139,10 +139,17 @@ stress-semisync: mariadb ## Restart a semi-sync replica's connection STALL_ROUND
 	    | grep -E 'semisync_stall_test|--- |^ok|FAIL'; \
 	  kill $$burners; rc=$$(cat $$rcfile); rm -f $$rcfile; exit $$rc
 
+# E2E_NODE is the node the end-to-end suites, benchmarks and chaos run on: real (containerd,
+# kubelet, kube-proxy, CoreDNS; images built here) or process (pods as host processes, the
+# Service proxy of `dolphin local`; kept for comparison and the operator-upgrade test).
+E2E_NODE ?= real
+E2E_DEPS = control-plane mariadb versitygw $(if $(filter real,$(E2E_NODE)),node images)
+E2E_ENV = KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) DOLPHIN_E2E_NODE=$(E2E_NODE) \
+	  DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR)
+
 .PHONY: test-e2e
-test-e2e: control-plane mariadb versitygw node images ## End-to-end suite on `dolphin local` (needs root).
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
-	  $(GO) test -count=1 -timeout 40m -v ./test/e2e/
+test-e2e: $(E2E_DEPS) ## End-to-end suite on `dolphin local` (needs root; E2E_NODE=real|process).
+	$(E2E_ENV) $(GO) test -count=1 -timeout 40m -v ./test/e2e/
 
 .PHONY: local-up
 local-up: control-plane mariadb build ## Start the whole stack on this machine (needs root): bin/dolphin local up.
@@ -158,11 +165,9 @@ local-down: build ## Stop everything `local-up` started.
 
 LOCAL_ROUNDS ?= 3
 .PHONY: bench-local
-BENCH_NODE ?= process
-bench-local: control-plane mariadb $(if $(filter real,$(BENCH_NODE)),node images) ## On dolphin local (root; BENCH_NODE=real: on the real node, through kube-proxy): apply→Ready and client-view failover over LOCAL_ROUNDS rounds; fails on a lost write.
+bench-local: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process, real by default: through kube-proxy): apply→Ready and client-view failover over LOCAL_ROUNDS rounds; fails on a lost write.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_BENCH_LOCAL_ROUNDS=$(LOCAL_ROUNDS) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
-	    DOLPHIN_E2E_NODE=$(BENCH_NODE) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
+	  { DOLPHIN_BENCH_LOCAL_ROUNDS=$(LOCAL_ROUNDS) DOLPHIN_BENCH_OUT=$$out $(E2E_ENV) \
 	    $(GO) test -count=1 -timeout 30m -run '^TestBenchLocal$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep --line-buffered -E 'round [0-9]+:|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
@@ -186,9 +191,9 @@ CHAOS_FAULTS ?=
 CHAOS_STAMP := $(shell date +%Y%m%d-%H%M%S)
 CHAOS_KEEP ?= $(HOME)/.cache/dolphin/chaos-logs/$(CHAOS_STAMP)
 .PHONY: chaos
-chaos: control-plane mariadb ## On dolphin local (root): every fault kind CHAOS_ROUNDS times (CHAOS_FAULTS=a,b to pick) under the checker's clients and sysbench; one line per kind; fails on a lost write, split brain or a stale read. Bounded: 6 min per fault at most.
+chaos: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process): every fault kind CHAOS_ROUNDS times (CHAOS_FAULTS=a,b to pick) under the checker's clients and sysbench; one line per kind; fails on a lost write, split brain or a stale read. Bounded: 6 min per fault at most.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) DOLPHIN_CHAOS_FAULTS=$(CHAOS_FAULTS) DOLPHIN_CHAOS_OUT=$$out DOLPHIN_E2E_KEEP=$(CHAOS_KEEP) KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
+	  { DOLPHIN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) DOLPHIN_CHAOS_FAULTS=$(CHAOS_FAULTS) DOLPHIN_CHAOS_OUT=$$out DOLPHIN_E2E_KEEP=$(CHAOS_KEEP) $(E2E_ENV) \
 	    $(GO) test -count=1 -timeout $$(( $(CHAOS_ROUNDS) * 10 * 6 + 10 ))m -run '^TestChaos$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep --line-buffered -E 'round [0-9]+:|chaos fault=|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
@@ -197,9 +202,9 @@ chaos: control-plane mariadb ## On dolphin local (root): every fault kind CHAOS_
 
 DAY2_ROUNDS ?= 3
 .PHONY: bench-day2
-bench-day2: control-plane mariadb ## On dolphin local (root): client-view cost of password rotation, a run-time setting and a restart-needing change over DAY2_ROUNDS rounds; fails on a lost write.
+bench-day2: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process): client-view cost of password rotation, a run-time setting and a restart-needing change over DAY2_ROUNDS rounds; fails on a lost write.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_BENCH_DAY2_ROUNDS=$(DAY2_ROUNDS) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) \
+	  { DOLPHIN_BENCH_DAY2_ROUNDS=$(DAY2_ROUNDS) DOLPHIN_BENCH_OUT=$$out $(E2E_ENV) \
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchDay2$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep -E 'round [0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)

@@ -68,6 +68,8 @@ type InstanceAgent interface {
 	Keep(ctx context.Context, req agent.KeepRequest) (*agent.KeepResponse, error)
 	// GTIDState reads the instance's @@gtid_binlog_state.
 	GTIDState(ctx context.Context, db agent.DBConn) (string, error)
+	// EngineUpgrade brings the instance's system tables up to its server's version.
+	EngineUpgrade(ctx context.Context, db agent.DBConn) (agent.EngineUpgradeResponse, error)
 }
 
 // AgentConnector reaches the agent of one instance pod of a cluster.
@@ -100,6 +102,9 @@ type MySQLBackupReconciler struct {
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlbackups,verbs=get;list;watch;update;patch;delete;create
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlbackups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlbackups/finalizers,verbs=update
+// A restore check runs in a pod of its own (backup_verify.go): found missing when the operator
+// first ran in a cluster under its own ServiceAccount (the real node), not as an admin.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=create
 
 // SetupWithManager registers the reconciler.
 func (r *MySQLBackupReconciler) SetupWithManager(mgr manager.Manager, opts controller.Options) error {

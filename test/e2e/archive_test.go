@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -41,7 +39,7 @@ import (
 // target), and to the latest archived position (every row of both, from the newest backup).
 func TestLocalBinlogArchive(t *testing.T) {
 	s := upStack(t)
-	srv := s3test.StartOn(t, e2eGateway)
+	srv := s3test.StartOn(t, s.gateway())
 	s.createS3Secret("s3", srv.AccessKey, srv.SecretKey)
 	_, key := s.healthyAppCluster("arc")
 	s.setBackupStore(key, srv)
@@ -107,14 +105,7 @@ func TestLocalBinlogArchive(t *testing.T) {
 
 	// The operator killed and restarted: the archiver never depended on it, and the status
 	// resumes.
-	op := s.process("operator")
-	if err := exec.Command("kill", "-9", strconv.Itoa(op.PID)).Run(); err != nil {
-		t.Fatal(err)
-	}
-	s.run("local", "up", "--dir", s.dir, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
-	if s.process("operator").PID == op.PID {
-		t.Fatal("the operator was not restarted")
-	}
+	s.crashOperator()
 	s.waitArchived(key, primary, "the archive status resumes after an operator restart")
 
 	// The store hangs for a while: the lag grows and the condition turns False (stallAfter
@@ -322,8 +313,6 @@ func (s *stack) waitArchived(key client.ObjectKey, primary *sql.DB, what string)
 	return out
 }
 
-// e2eBridge is the local node's bridge in these tests (dolphin local up --bridge).
-const e2eBridge = "dle2e"
 
 // tailMarker is the id of the row written only into an unacknowledged tail.
 const tailMarker = 5_000_000
@@ -469,23 +458,6 @@ func (s *stack) failOverWithUnacknowledgedTail(key client.ObjectKey) droppedTail
 	return tail
 }
 
-// setPodLink sets the host end of a pod's veth pair (the local node names it after the
-// bridge and the pod's UID) up or down: down, the pod is cut off from everything, its server
-// and agent untouched. A pod re-created gets a new veth, up.
-func (s *stack) setPodLink(pod string, up bool) {
-	s.t.Helper()
-	var p corev1.Pod
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
-		s.t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte(p.UID))
-	veth := e2eBridge + hex.EncodeToString(sum[:])[:15-len(e2eBridge)]
-	state := map[bool]string{true: "up", false: "down"}[up]
-	if out, err := exec.Command("ip", "link", "set", "dev", veth, state).CombinedOutput(); err != nil {
-		s.t.Fatalf("ip link set %s %s (pod %s): %v: %s", veth, state, pod, err, out)
-	}
-}
-
 // failOverByCrash makes the primary fail for good and waits for a failover: its server is
 // hung (SIGSTOP) until another instance is primary, then killed (-9), and the node restarts
 // it as the replica it must rejoin as. A kill -9 alone is not enough: the node restarts the
@@ -551,20 +523,6 @@ func (s *stack) archiverPod(cluster string) string {
 		}
 	}
 	return ""
-}
-
-// containerPID is the host PID of a pod's first container (0 while it does not run).
-func (s *stack) containerPID(pod string) int {
-	s.t.Helper()
-	if pod == "" {
-		return 0
-	}
-	var p corev1.Pod
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil || len(p.Status.ContainerStatuses) == 0 {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
-	return pid
 }
 
 // wantClusterConditionWithin waits until the cluster's condition typ has status and reason.

@@ -75,7 +75,7 @@ func TestLocalPVCBackupStore(t *testing.T) {
 	if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
 		t.Fatal(err)
 	}
-	volume := filepath.Join(s.dir, "node", "volumes", string(pvc.UID))
+	volume := s.claimDir(pvc.Name)
 	manifest := filepath.Join(volume, b.Status.Path, "manifest.json")
 	if _, err := os.Stat(manifest); err != nil {
 		t.Fatalf("the manifest is not on the claim's volume: %v", err)

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -22,9 +21,6 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
-// e2eGateway is the host's address on the e2e stack's pod bridge (the pods' default
-// gateway): the S3 server listens there so that the agents in the pods reach it.
-const e2eGateway = "10.244.77.1"
 
 // TestLocalBackupAndRestore backs up a 3-instance cluster under an application writer into a
 // real S3 server (versitygw), restores it into a new cluster and checks row by row that the
@@ -34,7 +30,7 @@ const e2eGateway = "10.244.77.1"
 // makes a restore refuse with the object's name before any server starts.
 func TestLocalBackupAndRestore(t *testing.T) {
 	s := upStack(t)
-	srv := s3test.StartOn(t, e2eGateway)
+	srv := s3test.StartOn(t, s.gateway())
 	s.createS3Secret("s3", srv.AccessKey, srv.SecretKey)
 
 	src, srcKey := s.healthyAppCluster("src")
@@ -146,7 +142,7 @@ func TestLocalBackupAndRestore(t *testing.T) {
 	var lastFailed *dolphinv1.MySQLBackup
 	for _, tc := range []struct{ name, endpoint, bucket, want string }{
 		{"b2-nobucket", srv.Endpoint, "no-such-bucket", "the S3 bucket does not exist"},
-		{"b2-unreachable", "http://" + e2eGateway + ":1", srv.Bucket, "cannot reach the S3 endpoint"},
+		{"b2-unreachable", "http://" + s.gateway() + ":1", srv.Bucket, "cannot reach the S3 endpoint"},
 	} {
 		s.setBackupStoreTo(srcKey, tc.endpoint, tc.bucket)
 		b := s.backupAndWait(tc.name, "src", dolphinv1.BackupFailed)
@@ -180,14 +176,7 @@ func TestLocalBackupAndRestore(t *testing.T) {
 		}
 		return nil
 	})
-	op := s.process("operator")
-	if err := exec.Command("kill", "-9", strconv.Itoa(op.PID)).Run(); err != nil {
-		t.Fatal(err)
-	}
-	s.run("local", "up", "--dir", s.dir, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
-	if s.process("operator").PID == op.PID {
-		t.Fatal("the operator was not restarted")
-	}
+	s.crashOperator()
 	testenv.Eventually(t, 120*time.Second, "b4 finished after the operator restart", func() error {
 		if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(b4), b4); err != nil {
 			return err

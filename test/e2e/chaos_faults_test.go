@@ -135,23 +135,6 @@ func diskFullReplica(s *stack, key client.ObjectKey) func() {
 	}
 }
 
-// claimDir is the host folder of a claim's volume (the local node's PVs are host paths).
-func (s *stack) claimDir(claim string) string {
-	s.t.Helper()
-	var pvc corev1.PersistentVolumeClaim
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: claim}, &pvc); err != nil {
-		s.t.Fatal(err)
-	}
-	var pv corev1.PersistentVolume
-	if err := s.c.Get(s.ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv); err != nil {
-		s.t.Fatal(err)
-	}
-	if pv.Spec.HostPath == nil {
-		s.t.Fatal(fmt.Errorf("volume %s of claim %s is not a host path", pv.Name, claim))
-	}
-	return pv.Spec.HostPath.Path
-}
-
 // fillUp writes zeros to a new file at path until a write fails, and returns that error.
 func fillUp(path string) error {
 	f, err := os.Create(path)
@@ -169,8 +152,8 @@ func fillUp(path string) error {
 
 // waitWatchersBack waits until the control plane's watchers are back after a kube-apiserver
 // restart: a new Service for the primary's pod gets its EndpointSlice (the controller
-// manager watches again) and the local proxy forwards it to the server (the node agent
-// watches again). Until then a change of primary would not reach clients: client-go retries a
+// manager watches again) and the Service proxy (kube-proxy, or the process node's) forwards
+// it to the server (it watches again). Until then a change of primary would not reach clients: client-go retries a
 // broken watch with a backoff that grows to 30 s, so a failover shortly after an API server
 // outage waits for it — a finding of the first runs (operator-restart-switchover right after
 // apiserver-restart: 13–18 s outages). The next fault kind starts once it is over.
@@ -189,9 +172,9 @@ func (s *stack) waitWatchersBack(key client.ObjectKey) {
 		return nil
 	})
 	defer func() { _ = s.c.Delete(s.ctx, svc) }()
-	port := s.servicePortWithin(svc.Name, 120*time.Second)
+	addr := s.serviceAddrWithin(svc.Name, 120*time.Second)
 	testenv.Eventually(s.t, 120*time.Second, "the canary Service forwarded to "+primary, func() error {
-		return mysqlGreeting("127.0.0.1:" + strconv.Itoa(port))
+		return mysqlGreeting(addr)
 	})
 	s.t.Logf("apiserver-restart: watchers back %.1fs after the API server", time.Since(began).Seconds())
 }

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -101,7 +99,7 @@ var chaosFaults = []chaosFault{
 		old := s.currentPrimary(key)
 		pid := signalServer(s, old, syscall.SIGSTOP)
 		time.Sleep(1500 * time.Millisecond) // detection under way
-		s.restartLocalProcess("operator")
+		s.crashOperator()
 		return func() { s.killAfterFailover(key, old, pid) }
 	}},
 	{"operator-restart-switchover", func(s *stack, key client.ObjectKey) func() {
@@ -113,7 +111,7 @@ var chaosFaults = []chaosFault{
 			c.Annotations[controller.SwitchoverAnnotation] = "auto"
 		})
 		time.Sleep(300 * time.Millisecond) // the operator is fencing or promoting
-		s.restartLocalProcess("operator")
+		s.crashOperator()
 		return func() {
 			// Not fatal: a switchover lost in the restart is a finding the suite reports
 			// (with the cluster's state), and the next rounds still run.
@@ -436,32 +434,6 @@ func (s *stack) killAfterFailover(key client.ObjectKey, old string, pid int) {
 	})
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		s.t.Errorf("killing the hung server of %s: %v", old, err)
-	}
-}
-
-// podVeth is the host end of a pod's veth pair (the local node names it after the bridge and
-// the pod's UID).
-func (s *stack) podVeth(pod string) string {
-	s.t.Helper()
-	var p corev1.Pod
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
-		s.t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte(p.UID))
-	return e2eBridge + hex.EncodeToString(sum[:])[:15-len(e2eBridge)]
-}
-
-// restartLocalProcess kills one process of `dolphin local` (kill -9) and has `dolphin local
-// up` start it again, as a supervisor would.
-func (s *stack) restartLocalProcess(name string) {
-	s.t.Helper()
-	before := s.process(name)
-	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
-		s.t.Fatalf("killing %s: %v", name, err)
-	}
-	s.run("local", "up", "--dir", s.dir, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
-	if s.process(name).PID == before.PID {
-		s.t.Fatalf("%s was not restarted", name)
 	}
 }
 

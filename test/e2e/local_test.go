@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,22 +56,18 @@ type stack struct {
 	// node is the node kind: nodeProcess (pods as host processes, Services on 127.0.0.1
 	// ports) or nodeReal (containers; Services at their ClusterIPs through kube-proxy).
 	node string
+	// upArgs are the arguments of the stack's `dolphin local up` (upAgain runs it again).
+	upArgs []string
 }
 
 func repoRoot() string { return filepath.Join("..", "..") }
 
 // upStack builds the dolphin binary and runs `dolphin local up` in a fresh folder, with its
-// own bridge and pod range so it does not disturb a local cluster the developer runs.
+// own bridge and pod range so it does not disturb a local cluster the developer runs, on the
+// node e2eNode names (the real node unless DOLPHIN_E2E_NODE says otherwise).
 func upStack(t *testing.T) *stack {
 	t.Helper()
-	return upStackFrom(t, repoRoot())
-}
-
-// upStackFrom is upStack with the dolphin binary built from the source tree at src (another
-// build of Dolphin, for the upgrade test).
-func upStackFrom(t *testing.T, src string) *stack {
-	t.Helper()
-	return upStackOn(t, src, nodeProcess)
+	return upStackOn(t, repoRoot(), e2eNode())
 }
 
 // Node kinds of `dolphin local up --node`.
@@ -82,16 +76,17 @@ const (
 	nodeReal    = "real"
 )
 
-// e2eNode is the node kind DOLPHIN_E2E_NODE names (`make bench-local BENCH_NODE=real`),
-// nodeProcess when unset.
+// e2eNode is the node kind DOLPHIN_E2E_NODE names (`make bench-local BENCH_NODE=process`),
+// nodeReal when unset: every suite runs on the real node unless told otherwise.
 func e2eNode() string {
 	if n := os.Getenv("DOLPHIN_E2E_NODE"); n != "" {
 		return n
 	}
-	return nodeProcess
+	return nodeReal
 }
 
-// upStackOn is upStackFrom on a node of the given kind: nodeReal runs containerd, the kubelet,
+// upStackOn is upStack with the dolphin binary built from the source tree at src (another
+// build of Dolphin, for the upgrade test), on a node of the given kind: nodeReal runs containerd, the kubelet,
 // kube-proxy and CoreDNS with the images of make images, and Dolphin installed in the cluster
 // from its image (its own bridge and pod range, apart from the process node's).
 func upStackOn(t *testing.T, src, node string) *stack {
@@ -123,9 +118,10 @@ func upStackOn(t *testing.T, src, node string) *stack {
 	// (`up` stops what it started when it fails; down also catches what a killed up left).
 	t.Cleanup(func() {
 		if (t.Failed() || s.keepLogs) && s.node == nodeReal {
-			// The operator runs in the cluster: its pods' logs, as a user reads them.
+			// The operator runs in the cluster: its pods' logs (the leader's and the
+			// standby's), as a user reads them.
 			out, _ := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), "--kubeconfig", filepath.Join(local, "kubeconfig"),
-				"-n", "dolphin-system", "logs", "deploy/dolphin-operator", "--all-containers", "--tail=60").CombinedOutput()
+				"-n", operatorNS, "logs", "-l", "app.kubernetes.io/name="+operatorAppName, "--prefix", "--tail=40").CombinedOutput()
 			t.Logf("--- operator (kubectl logs, tail)\n%s", out)
 		}
 		if t.Failed() || s.keepLogs {
@@ -134,11 +130,11 @@ func upStackOn(t *testing.T, src, node string) *stack {
 					t.Logf("--- %s (tail)\n%s", f, tail(string(b), 30))
 				}
 			}
-			// DOLPHIN_E2E_KEEP=<dir> keeps every log of a failed test (operator, node,
-			// every container) for a later look.
+			// DOLPHIN_E2E_KEEP=<dir> keeps every log of a failed test (control plane, node,
+			// every container; on the real node the kubelet's pod logs) for a later look.
 			if keep := os.Getenv("DOLPHIN_E2E_KEEP"); keep != "" {
 				dst := filepath.Join(keep, t.Name())
-				keepLogs := exec.Command("sh", "-c", `mkdir -p "$1" && find logs node/pods -name '*.log' -exec cp --parents {} "$1" \;`, "sh", dst)
+				keepLogs := exec.Command("sh", "-c", `mkdir -p "$1" && for d in logs node/pods realnode/pod-logs; do if [ -d "$d" ]; then find "$d" -name '*.log' -exec cp --parents {} "$1" \; || exit 1; fi; done`, "sh", dst)
 				keepLogs.Dir = local
 				if out, err := keepLogs.CombinedOutput(); err != nil {
 					t.Logf("keeping logs: %v: %s", err, out)
@@ -152,22 +148,19 @@ func upStackOn(t *testing.T, src, node string) *stack {
 			t.Errorf("dolphin local down: %v\n%s", err, out)
 		}
 	})
-	// The CRDs built into the binary (the restart below passes --crd-dir instead).
+	s.upArgs = upArgs(local, node)
 	if node == nodeReal {
-		args := []string{"local", "up", "--dir", local, "--node", nodeReal, "--bridge", "dle2er", "--pod-cidr", "10.244.78.0/24"}
 		if d := os.Getenv("DOLPHIN_NODE_BIN"); d != "" {
-			args = append(args, "--node-bin-dir", d)
+			s.upArgs = append(s.upArgs, "--node-bin-dir", d)
 		}
 		if d := os.Getenv("DOLPHIN_IMAGES"); d != "" {
-			args = append(args, "--images", d)
+			s.upArgs = append(s.upArgs, "--images", d)
 		}
 		if d := os.Getenv("DOLPHIN_E2E_KUBE_PROXY_MIN_SYNC"); d != "" { // an experiment's setting
-			args = append(args, "--kube-proxy-min-sync-period", d)
+			s.upArgs = append(s.upArgs, "--kube-proxy-min-sync-period", d)
 		}
-		t.Log(s.run(args...))
-	} else {
-		s.run("local", "up", "--dir", local, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
 	}
+	t.Log(s.run(s.upArgs...))
 	s.dir = local
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(local, "kubeconfig"))
 	if err != nil {
@@ -203,11 +196,17 @@ func (s *stack) run(args ...string) string {
 // on the process node.
 func (s *stack) serviceAddr(svc string) string {
 	s.t.Helper()
+	return s.serviceAddrWithin(svc, 30*time.Second)
+}
+
+// serviceAddrWithin is serviceAddr, waiting up to within for a ready endpoint or the route.
+func (s *stack) serviceAddrWithin(svc string, within time.Duration) string {
+	s.t.Helper()
 	if s.node != nodeReal {
-		return "127.0.0.1:" + strconv.Itoa(s.servicePort(svc))
+		return "127.0.0.1:" + strconv.Itoa(s.servicePortWithin(svc, within))
 	}
 	var ip string
-	testenv.Eventually(s.t, 30*time.Second, "Service "+svc+" with a ready endpoint", func() error {
+	testenv.Eventually(s.t, within, "Service "+svc+" with a ready endpoint", func() error {
 		var svcObj corev1.Service
 		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: svc}, &svcObj); err != nil {
 			return err
@@ -404,15 +403,7 @@ func TestLocalStackEndToEnd(t *testing.T) {
 	// Restarting the operator changes nothing it should not: same primary, no pod restarted
 	// or replaced, the StatefulSet untouched.
 	snap := s.snapshot(key)
-	op := s.process("operator")
-	if err := exec.Command("kill", "-9", strconv.Itoa(op.PID)).Run(); err != nil {
-		t.Fatal(err)
-	}
-	s.run("local", "up", "--dir", s.dir, "--crd-dir", filepath.Join(repoRoot(), "config", "crd", "bases"),
-		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
-	if s.process("operator").PID == op.PID {
-		t.Fatal("the operator was not restarted")
-	}
+	s.crashOperator()
 	time.Sleep(5 * time.Second) // let the new operator reconcile and run its engine
 	if after := s.snapshot(key); after != snap {
 		t.Errorf("an operator restart changed the cluster:\n before %s\n after  %s", snap, after)
@@ -562,24 +553,6 @@ func (s *stack) process(name string) localcluster.Process {
 	}
 	s.t.Fatalf("no %s process in state.json", name)
 	return localcluster.Process{}
-}
-
-// metrics scrapes the operator's metrics endpoint.
-func (s *stack) metrics() string {
-	s.t.Helper()
-	for _, a := range s.process("operator").Args {
-		if addr, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
-			resp, err := http.Get("http://" + addr + "/metrics")
-			if err != nil {
-				s.t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return string(b)
-		}
-	}
-	s.t.Fatal("the operator has no metrics address")
-	return ""
 }
 
 // snapshot summarises what an operator restart must not change.

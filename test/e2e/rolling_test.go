@@ -17,8 +17,8 @@ import (
 
 // TestLocalRollingChange makes three changes that need a restart on `dolphin local` under an
 // application writer through the primary Service: a static setting (performance_schema), a
-// patch-version change (10.11 → 10.11.14: a new image tag; the local node runs Debian's
-// mariadbd for every MariaDB image, so the server binary itself does not change here), and
+// patch-version change (10.11 → 10.11.x: a new image tag; make images tags one image both
+// ways, so the server binary itself does not change here — the 10.11 → 11.8 upgrade does), and
 // TLS turned on (replicas then replicate over TLS). Each
 // is rolled replicas first, one at a time, then one switchover, then the old primary; no
 // acknowledged write is lost.
@@ -27,6 +27,7 @@ func TestLocalRollingChange(t *testing.T) {
 	const name = "roll"
 	cluster, key := s.healthyAppCluster(name)
 	w := s.startSteadyAppWriter(name)
+	patch := s.mariadbPatchVersion()
 
 	for _, change := range []struct {
 		what  string
@@ -36,9 +37,9 @@ func TestLocalRollingChange(t *testing.T) {
 		{"static setting performance_schema=ON",
 			map[string]any{"mysqlConfig": map[string]string{"innodb_buffer_pool_size": "32M", "performance_schema": "ON"}},
 			func() error { s.waitConfigApplied(key, "performance_schema", "ON"); return nil }},
-		{"patch version 10.11 -> 10.11.14",
-			map[string]any{"engine": map[string]string{"version": "10.11.14"}},
-			func() error { return s.imageIs(name, "docker.io/library/mariadb:10.11.14") }},
+		{"patch version 10.11 -> " + patch,
+			map[string]any{"engine": map[string]string{"version": patch}},
+			func() error { return s.imageIs(name, "docker.io/library/mariadb:"+patch) }},
 		// Turning TLS on restarts every instance; while some serve TLS and others do not,
 		// Dolphin reaches each the way it serves, and replicas are re-pointed over TLS once
 		// both ends serve it.

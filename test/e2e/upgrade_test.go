@@ -185,7 +185,9 @@ func (s *stack) storedVersions(name string) []string {
 // loses nothing.
 func TestLocalOperatorUpgrade(t *testing.T) {
 	prevDir, ref := checkoutPrevious(t)
-	s := upStackFrom(t, prevDir)
+	// The process node: the previous release's `dolphin local` has no real node, and its
+	// operator runs as a host process, replaced here by this build's.
+	s := upStackOn(t, prevDir, nodeProcess)
 	t.Logf("stack up with the previous release %s", ref)
 	current := s.c
 	if before := s.storedVersions("mysqlclusters.mysql.dolphin.dev"); !slices.Contains(before, "v1beta1") {
@@ -234,7 +236,7 @@ func TestLocalOperatorUpgrade(t *testing.T) {
 	if err := os.Rename(newBin, s.bin); err != nil {
 		t.Fatal(err)
 	}
-	s.run("local", "up", "--dir", s.dir, "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24")
+	s.upAgain()
 	if s.process("operator").PID == op.PID {
 		t.Fatal("the operator was not replaced")
 	}
