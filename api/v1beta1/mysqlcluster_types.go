@@ -150,14 +150,15 @@ type MySQLConfigValue string
 type Flavor string
 
 const (
-	// FlavorMariaDB is MariaDB (10.11 or 11.4).
+	// FlavorMariaDB is MariaDB (10.11, 11.4 or 11.8).
 	FlavorMariaDB Flavor = "mariadb"
 	// FlavorMySQL is Oracle MySQL (8.4 LTS).
 	FlavorMySQL Flavor = "mysql"
 )
 
 // EngineSpec selects the database server.
-// +kubebuilder:validation:XValidation:rule="self.flavor == 'mariadb' ? self.version.matches('^(10\\\\.11|11\\\\.4)(\\\\.[0-9]+)?$') : self.version.matches('^8\\\\.4(\\\\.[0-9]+)?$')",message="unsupported engine version: use 10.11 or 11.4 (optionally with a patch level, e.g. 11.4.5) for mariadb, and 8.4 (e.g. 8.4.3) for mysql"
+// +kubebuilder:validation:XValidation:rule="self.flavor == 'mariadb' ? self.version.matches('^(10\\\\.11|11\\\\.4|11\\\\.8)(\\\\.[0-9]+)?$') : self.version.matches('^8\\\\.4(\\\\.[0-9]+)?$')",message="unsupported engine version: use 10.11, 11.4 or 11.8 (optionally with a patch level, e.g. 11.8.3) for mariadb, and 8.4 (e.g. 8.4.3) for mysql"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.version) || !has(self.version) || self.flavor != oldSelf.flavor || int(self.version.split('.')[0]) * 1000 + int(self.version.split('.')[1]) >= int(oldSelf.version.split('.')[0]) * 1000 + int(oldSelf.version.split('.')[1])",message="engine.version cannot go back to an older release series: a server cannot start on a data directory a newer series has upgraded. Keep the version, or restore a backup taken before the upgrade into a new MySQLCluster"
 type EngineSpec struct {
 	// Flavor is the server family: `mariadb` or `mysql`. It cannot be changed after creation.
 	// +kubebuilder:default=mariadb

@@ -36,7 +36,7 @@ func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
 		{"negative instances", dolphinv1.MySQLClusterSpec{Instances: -1}, "instances must be between 1 and 9"},
 		{"unknown flavor", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "postgres"}}, `supported values: "mariadb", "mysql"`},
 		{"malformed version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Version: "latest"}}, "engine.version must look like MAJOR.MINOR"},
-		{"unsupported mariadb version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "mariadb", Version: "10.6"}}, "unsupported engine version: use 10.11 or 11.4"},
+		{"unsupported mariadb version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "mariadb", Version: "10.6"}}, "unsupported engine version: use 10.11, 11.4 or 11.8"},
 		{"mysql with a mariadb version", dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: "mysql", Version: "10.11"}}, "unsupported engine version"},
 		{"hyphenated config key", dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb-buffer-pool-size": "1G"}}, "keys must be lower-case mysqld option names with underscores"},
 		{"multi-line config value", dolphinv1.MySQLClusterSpec{MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"max_connections": "10\nserver_id=1"}}, "values must be a single line"},
@@ -113,6 +113,21 @@ func TestEnvtestImmutableFieldsAreRejected(t *testing.T) {
 			t.Errorf("growing storage, scaling and upgrading were rejected: %v", err)
 		}
 	})
+	// Release series only go forward: 11.4 -> 11.8 and a patch level back within 11.8 pass,
+	// 11.8 -> 11.4 and 11.8 -> 10.11 are refused.
+	for _, step := range []struct {
+		version, refused string
+	}{{"11.8.9", ""}, {"11.8.3", ""}, {"11.8", ""}, {"11.4.5", "cannot go back to an older release series"}, {"10.11", "cannot go back to an older release series"}} {
+		obj := getCluster(t, c, key)
+		obj.Spec.Engine.Version = step.version
+		err := c.Update(ctx, obj)
+		switch {
+		case step.refused == "" && err != nil:
+			t.Errorf("engine.version %s after %s: %v", step.version, getCluster(t, c, key).Spec.Engine.Version, err)
+		case step.refused != "" && (err == nil || !strings.Contains(err.Error(), step.refused)):
+			t.Errorf("engine.version %s after 11.8: %v; want a rejection containing %q", step.version, err, step.refused)
+		}
+	}
 }
 
 // TestEnvtestDefaultsMatchTheCRD checks that resources.Defaulted and the CRD's defaults agree.

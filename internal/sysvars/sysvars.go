@@ -4,7 +4,7 @@
 // as a restart only when it must be, and a setting nobody knows is reported
 // before anything restarts.
 //
-// It holds one table per flavor and release series (MariaDB 10.11 and 11.4,
+// It holds one table per flavor and release series (MariaDB 10.11, 11.4 and 11.8,
 // MySQL 8.4) of the commonly tuned settings, keyed by my.cnf option name:
 //
 //   - Dynamic: SET GLOBAL changes it at run time (for new sessions where the
@@ -27,7 +27,8 @@
 // MariaDB 11.4 table is the 10.11 table with the differences documented for
 // 11.0–11.4; the MySQL 8.4 table comes from the MySQL 8.4 Reference Manual.
 // No MySQL or MariaDB 11.4 server can be installed here, so those two are
-// covered by exact-value tests only.
+// covered by exact-value tests only; the MariaDB 11.8 table is checked against an 11.8 server
+// in a pod of the real node by the end-to-end suite (sysvarstest).
 //
 // Settings that Dolphin manages for replication and durability (server_id,
 // log_bin, gtid_*, read_only, rpl_semi_sync_*, sync_binlog,
@@ -256,6 +257,21 @@ func tableFor(flavor, version string) table {
 		}
 	}
 	return best.vars
+}
+
+// HasTable reports whether a table describes exactly the release series of version (Lookup
+// and the others fall back to the nearest series otherwise).
+func HasTable(flavor, version string) bool {
+	major, minor, ok := parseVersion(version)
+	if !ok {
+		return false
+	}
+	for _, r := range releases[flavor] {
+		if r.major == major && r.minor == minor {
+			return true
+		}
+	}
+	return false
 }
 
 // seriesIndex orders release series: 10.11 < 11.0 < 11.4 < 12.0.

@@ -154,6 +154,16 @@ var mariadb114 = mariadb1011.
 		Info{Option: "transaction_read_only", Kind: Dynamic},
 	)
 
+// mariadb118 is MariaDB 11.8: 11.4 with what changed in 11.5–11.8. Checked entry by entry
+// against a real 11.8 server (Debian trixie's 11.8.9, in the image make images builds) by the
+// end-to-end suite on the real node (TestRealNodeEngineUpgrade): the 11.4 entries all hold
+// there except innodb_doublewrite, which 11.8 changes with SET GLOBAL (it is an enumeration
+// there: OFF, ON, fast). It was first checked by hand against the same server started from
+// the image's root file system with chroot.
+var mariadb118 = mariadb114.with(
+	Info{Option: "innodb_doublewrite", Kind: Dynamic},
+)
+
 // mysql84 is MySQL 8.4 LTS, from the MySQL 8.4 Reference Manual ("Dynamic"
 // in each variable's table); no MySQL server is available here to check it.
 // MySQL has no Aria, no query cache, no thread pool in the community
@@ -254,7 +264,7 @@ type release struct {
 // releases lists the known series per flavor, oldest first; the first is the
 // one used when a version cannot be parsed.
 var releases = map[string][]release{
-	FlavorMariaDB: {{10, 11, mariadb1011}, {11, 4, mariadb114}},
+	FlavorMariaDB: {{10, 11, mariadb1011}, {11, 4, mariadb114}, {11, 8, mariadb118}},
 	FlavorMySQL:   {{8, 4, mysql84}},
 }
 

@@ -111,6 +111,10 @@ func checkName(name string) error {
 	return nil
 }
 
+// ParseSize reads a my.cnf size (plain bytes or with a suffix such as 64M) as a number of
+// bytes.
+func ParseSize(v string) (uint64, bool) { return sizeValue(v) }
+
 // sizeValue reads a my.cnf size (plain bytes or with a suffix) as a number
 // of bytes.
 func sizeValue(v string) (uint64, bool) {
