@@ -17,6 +17,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/restore"
@@ -151,6 +152,20 @@ func (w *agentWiring) keepFunc() agent.KeepFunc {
 			resp.StoreLocation = objectstore.Locate(remote, req.StorePrefix+cp.Object)
 		}
 		return resp, nil
+	}
+}
+
+// engineUpgradeFunc runs mariadb-upgrade against the local server with the caller's account
+// (the image's tool: the server's own version).
+func (w *agentWiring) engineUpgradeFunc() agent.EngineUpgradeFunc {
+	return func(ctx context.Context, db agent.DBConn) (agent.EngineUpgradeResponse, error) {
+		socket := db.Socket
+		if socket == "" && db.Host == "" {
+			socket = w.socket
+		}
+		res, err := engineupgrade.Run(ctx, engineupgrade.Options{DataDir: w.dataDir, Socket: socket, Host: db.Host, Port: db.Port,
+			User: db.User, Password: db.Password})
+		return agent.EngineUpgradeResponse{From: res.From, To: res.To, Ran: res.Ran, Seconds: res.Took.Seconds()}, err
 	}
 }
 

@@ -24,6 +24,8 @@
 //	                         instance holds and the primary lacks (422 code binlogs-purged,
 //	                         503 code binlog-being-written); only on `dolphin agent`
 //	POST   /v1/gtid-state    GTIDStateRequest → 200 GTIDStateResponse (@@gtid_binlog_state)
+//	POST   /v1/engine-upgrade EngineUpgradeRequest → 200 EngineUpgradeResponse (mariadb-upgrade);
+//	                         only on `dolphin agent`
 //	GET    /healthz          → 200 "ok", no token needed
 //
 // Errors are an ErrorResponse with a 4xx/5xx status.

@@ -59,6 +59,8 @@ type ServerOptions struct {
 	Keep KeepFunc
 	// GTIDState, when set, enables POST /v1/gtid-state (GTIDStateFunc).
 	GTIDState GTIDStateFunc
+	// EngineUpgrade, when set, enables POST /v1/engine-upgrade (EngineUpgradeFunc).
+	EngineUpgrade EngineUpgradeFunc
 	// Logger receives the agent's log; passwords and store configurations never reach it.
 	Logger logr.Logger
 	// ShutdownTimeout bounds the graceful shutdown (DefaultShutdownTimeout when zero).
@@ -186,6 +188,9 @@ func (s *Server) handler() http.Handler {
 	}
 	if s.opts.GTIDState != nil {
 		api.HandleFunc("POST /v1/gtid-state", s.gtidState)
+	}
+	if s.opts.EngineUpgrade != nil {
+		api.HandleFunc("POST /v1/engine-upgrade", s.engineUpgrade)
 	}
 	if s.opts.Seed != nil {
 		api.HandleFunc("POST /v1/seed", s.startSeed)

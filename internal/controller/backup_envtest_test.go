@@ -110,6 +110,11 @@ func (f *fakeAgent) Keep(_ context.Context, req agent.KeepRequest) (*agent.KeepR
 // GTIDState answers as every instance's server: the test's primary state.
 func (f *fakeAgent) GTIDState(context.Context, agent.DBConn) (string, error) { return "0-1000-10", nil }
 
+// EngineUpgrade answers as an agent whose server's tables are at its version already.
+func (f *fakeAgent) EngineUpgrade(context.Context, agent.DBConn) (agent.EngineUpgradeResponse, error) {
+	return agent.EngineUpgradeResponse{From: "10.11.19-MariaDB", To: "10.11.19-MariaDB"}, nil
+}
+
 func (f *fakeAgent) SeedStatus(context.Context) (agent.SeedStatus, error) {
 	return agent.SeedStatus{Phase: agent.SeedWaiting}, nil
 }

@@ -248,6 +248,7 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 	}
 	o.Claims = claims
 	o.ForceRollout = c.Annotations[ForceRolloutAnnotation] == "true"
+	o.EngineUpgrades = r.engineUpgrades(c)
 	backups, err := r.clusterBackups(ctx, c)
 	if err != nil {
 		return o, err

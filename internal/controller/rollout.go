@@ -36,6 +36,11 @@ type rolloutInput struct {
 	Pods        []corev1.Pod              // the cluster's pods
 	Topology    *dolphinv1.TopologyStatus // the engine's record (status.topology)
 	Forced      bool                      // ForceRolloutAnnotation is "true"
+	// EngineUpgrades is true for MariaDB: a pod re-created with the new template counts as
+	// back only once the engine-upgrade step recorded its system tables at the server's
+	// version (EngineUpgradedAnnotation), so no switchover reaches a server whose tables an
+	// older release series wrote.
+	EngineUpgrades bool
 }
 
 // rolloutKind is what the rollout step does next.
@@ -121,6 +126,8 @@ func nextRollout(in rolloutInput) rolloutAction {
 			return wait("waiting for %s to terminate", name(n))
 		case !podReady(p) && revisionOf(p) == rev:
 			return wait("waiting for %s to be ready and caught up", name(n))
+		case in.EngineUpgrades && revisionOf(p) == rev && p.Annotations[EngineUpgradedAnnotation] == "":
+			return wait("waiting for %s's system tables to be upgraded to its server's version (mariadb-upgrade)", name(n))
 		}
 	}
 
@@ -354,8 +361,8 @@ func podOrdinal(sts, name string) (int, bool) {
 // rolloutProgress is the Progressing message of a rollout still to do, or "" when every pod
 // runs the current template. It cannot see the force annotation: a held rollout says how to
 // force it.
-func rolloutProgress(sts *appsv1.StatefulSet, pods []corev1.Pod, t *dolphinv1.TopologyStatus, forced bool) string {
-	return nextRollout(rolloutInput{StatefulSet: sts, Pods: pods, Topology: t, Forced: forced}).Message
+func rolloutProgress(sts *appsv1.StatefulSet, pods []corev1.Pod, t *dolphinv1.TopologyStatus, forced, engineUpgrades bool) string {
+	return nextRollout(rolloutInput{StatefulSet: sts, Pods: pods, Topology: t, Forced: forced, EngineUpgrades: engineUpgrades}).Message
 }
 
 // reconcileRollout takes the next step of rolling a new pod template out (nextRollout): it
@@ -376,7 +383,7 @@ func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphi
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	a := nextRollout(rolloutInput{StatefulSet: &sts, Pods: pods.Items, Topology: c.Status.Topology,
-		Forced: c.Annotations[ForceRolloutAnnotation] == "true"})
+		Forced: c.Annotations[ForceRolloutAnnotation] == "true", EngineUpgrades: r.engineUpgrades(c)})
 	logger := log.FromContext(ctx)
 	switch a.Kind {
 	case rolloutDeletePod:

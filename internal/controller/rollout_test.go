@@ -110,6 +110,25 @@ func (rc *rolloutCase) state(s, msg string) *rolloutCase {
 
 func (rc *rolloutCase) with(f func(rc *rolloutCase)) *rolloutCase { f(rc); return rc }
 
+// upgraded records the engine-upgrade step's run on pods (EngineUpgradedAnnotation).
+func (rc *rolloutCase) upgraded(names ...string) *rolloutCase {
+	for _, n := range names {
+		p := rc.pod(n)
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[EngineUpgradedAnnotation] = "11.8.9-MariaDB"
+	}
+	return rc
+}
+
+// engineUpgrades is input for a MariaDB cluster: restarted pods wait for their upgrade.
+func (rc *rolloutCase) engineUpgrades(forced bool) rolloutInput {
+	in := rc.input(forced)
+	in.EngineUpgrades = true
+	return in
+}
+
 func (rc *rolloutCase) input(forced bool) rolloutInput {
 	return rolloutInput{StatefulSet: rc.sts, Pods: rc.pods, Topology: rc.topo, Forced: forced}
 }
@@ -164,6 +183,20 @@ func TestNextRollout(t *testing.T) {
 		{"restarted replica not observed by the engine yet",
 			newRollout(3).updated("shop-2").with(func(rc *rolloutCase) { rc.topo.Instances = rc.topo.Instances[:2] }).input(false),
 			rolloutWait, "", []string{"shop-2", "not observed yet"}},
+		{"MariaDB: a restarted replica's system tables not upgraded yet",
+			newRollout(3).updated("shop-2").engineUpgrades(false), rolloutWait, "",
+			[]string{"waiting for shop-2's system tables to be upgraded"}},
+		{"MariaDB: forced waits for the upgrade too",
+			newRollout(3).updated("shop-2").engineUpgrades(true), rolloutWait, "", []string{"shop-2's system tables"}},
+		{"MariaDB: the next replica once the restarted one is upgraded",
+			newRollout(3).updated("shop-2").upgraded("shop-2").engineUpgrades(false), rolloutDeletePod, "shop-1", nil},
+		{"MariaDB: no switchover before the updated replicas are upgraded",
+			newRollout(3).updated("shop-1", "shop-2").upgraded("shop-2").engineUpgrades(false), rolloutWait, "",
+			[]string{"shop-1's system tables"}},
+		{"MariaDB: switchover once they are",
+			newRollout(3).updated("shop-1", "shop-2").upgraded("shop-1", "shop-2").engineUpgrades(false), rolloutSwitchover, "shop-1", nil},
+		{"an outdated pod is not waited for (its tables were checked when it started, or are at the old version)",
+			newRollout(3).engineUpgrades(false), rolloutDeletePod, "shop-2", nil},
 		{"an outdated replica lags: nothing starts",
 			newRollout(3).lag("shop-1", 2).input(false), rolloutWait, "", []string{"waiting for shop-1", "2s behind"}},
 
@@ -338,7 +371,7 @@ func TestRolloutProgressNamesTheInstance(t *testing.T) {
 		t.Fatalf("Progressing %+v, want True RollingOut %q", c, want)
 	}
 	rc.updated("shop-0", "shop-1").lag("shop-2", 0)
-	if msg := rolloutProgress(rc.sts, rc.pods, rc.topo, false); msg != "" {
+	if msg := rolloutProgress(rc.sts, rc.pods, rc.topo, false, false); msg != "" {
 		t.Errorf("rolloutProgress after the rollout = %q, want \"\"", msg)
 	}
 }

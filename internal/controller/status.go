@@ -45,6 +45,9 @@ type observation struct {
 	VolumeSize resource.Quantity
 	// ForceRollout is true when the user forces a rolling restart (ForceRolloutAnnotation).
 	ForceRollout bool
+	// EngineUpgrades is true when restarted instances get their system tables upgraded
+	// (MariaDB) before a rollout goes on (rolloutInput.EngineUpgrades).
+	EngineUpgrades bool
 	// Backups are the cluster's MySQLBackups; BackupConfigured is true when spec.backup is set.
 	Backups          []dolphinv1.MySQLBackup
 	BackupConfigured bool
@@ -176,7 +179,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 
 	// Progressing.
 	settled, rollout := statefulSetSettled(o.StatefulSet, o.Replicas)
-	if msg := rolloutProgress(o.StatefulSet, o.Pods, o.Previous.Topology, o.ForceRollout); msg != "" {
+	if msg := rolloutProgress(o.StatefulSet, o.Pods, o.Previous.Topology, o.ForceRollout, o.EngineUpgrades); msg != "" {
 		settled, rollout = false, msg // names the instance the rollout restarts or waits for
 	}
 	volumesDone, volumesMsg := true, ""

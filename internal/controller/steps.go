@@ -43,6 +43,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{"statefulset", r.reconcileStatefulSet},
 		{"seed", r.reconcileSeeds},
 		{"reclone", r.reconcileReclone},
+		{"engine-upgrade", r.reconcileEngineUpgrade},
 		{"rollout", r.reconcileRollout},
 		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
 		{"storage", r.reconcileStorage},

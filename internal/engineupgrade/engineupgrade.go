@@ -1,0 +1,130 @@
+// Package engineupgrade brings a MariaDB data directory up to the server that runs on it.
+//
+// A server of a newer release series (11.8) starts on a data directory an older one (10.11)
+// wrote, but its system tables (mysql.*, sys, performance_schema) keep the old definitions
+// until mariadb-upgrade runs: privileges, statistics and new features then misbehave quietly,
+// which is how peers' users found upgrade steps silently skipped (mariadb-operator#1920).
+// The official image runs the tool only when MARIADB_AUTO_UPGRADE is set, from an entrypoint
+// Dolphin does not use; so the instance agent runs it, asked by the operator after every
+// instance restart (docs/design/0048).
+//
+// The tool decides itself whether work is due: it compares the version recorded in the data
+// directory (mariadb_upgrade_info; mysql_upgrade_info before 11.x) with the server's and does
+// nothing when they agree. It writes nothing to the binary log (--skip-write-binlog): each
+// server upgrades its own tables, and a replica's upgrade never becomes a transaction the
+// others lack.
+package engineupgrade
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Tool is the default upgrade tool, looked up on PATH (the MariaDB image's /usr/bin).
+const Tool = "mariadb-upgrade"
+
+// infoFiles are the files the tool records the version of an upgraded data directory in,
+// newest name first.
+var infoFiles = []string{"mariadb_upgrade_info", "mysql_upgrade_info"}
+
+// Options say how to reach the server and where its data directory is.
+type Options struct {
+	// Tool is the mariadb-upgrade to run (Tool on PATH when empty).
+	Tool string
+	// DataDir is the server's data directory, where the tool records what it did.
+	DataDir string
+	// Socket is the server's Unix socket; Host and Port are used when it is empty.
+	Socket string
+	Host   string
+	Port   int
+	// User and Password are an account with the privileges of the tool (Dolphin's own).
+	// The password reaches the tool in its environment (MYSQL_PWD), never its arguments.
+	User, Password string
+}
+
+// Result says what a Run found and did.
+type Result struct {
+	// From is the version the data directory was upgraded to before ("" when it recorded
+	// none: a data directory the tool never ran on).
+	From string
+	// To is the version recorded after the run: the server's.
+	To string
+	// Ran is true when the tool upgraded something (the recorded version changed).
+	Ran bool
+	// Took is how long the tool ran.
+	Took time.Duration
+}
+
+// Run runs mariadb-upgrade against the server and reports what the data directory recorded
+// before and after. The tool's output is part of the error when it fails.
+func Run(ctx context.Context, o Options) (Result, error) {
+	tool := o.Tool
+	if tool == "" {
+		tool = Tool
+	}
+	var res Result
+	from, err := RecordedVersion(o.DataDir)
+	if err != nil {
+		return res, err
+	}
+	res.From = from
+	args := []string{"--skip-write-binlog", "--user=" + o.User}
+	if o.Socket != "" {
+		args = append(args, "--socket="+o.Socket)
+	} else {
+		args = append(args, "--protocol=tcp", "--host="+o.Host, "--port="+strconv.Itoa(o.Port))
+	}
+	cmd := exec.CommandContext(ctx, tool, args...)
+	cmd.Env = append(os.Environ(), "MYSQL_PWD="+o.Password)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	began := time.Now()
+	err = cmd.Run()
+	res.Took = time.Since(began)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w: %s", tool, err, lastLines(out.String(), 8))
+	}
+	if res.To, err = RecordedVersion(o.DataDir); err != nil {
+		return res, err
+	}
+	if res.To == "" {
+		return res, fmt.Errorf("%s succeeded but recorded no version in %s: %s", tool, o.DataDir, lastLines(out.String(), 8))
+	}
+	res.Ran = res.To != res.From
+	return res, nil
+}
+
+// RecordedVersion is the version the upgrade tool last recorded in dataDir, e.g.
+// "11.8.9-MariaDB" ("" when it recorded none).
+func RecordedVersion(dataDir string) (string, error) {
+	for _, name := range infoFiles {
+		b, err := os.ReadFile(filepath.Join(dataDir, name))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return "", fmt.Errorf("reading the upgrade record: %w", err)
+		}
+		// The file holds the version and, from some releases on, a NUL or newline after it.
+		return strings.TrimRight(string(b), "\x00\n\r "), nil
+	}
+	return "", nil
+}
+
+// lastLines is the last n lines of s, on one line each separated by " | ".
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
