@@ -117,6 +117,9 @@ func upStackOn(t *testing.T, src, node string) *stack {
 	// Registered before `up`, so that a stack whose start failed part way is stopped too
 	// (`up` stops what it started when it fails; down also catches what a killed up left).
 	t.Cleanup(func() {
+		if s.node == nodeReal {
+			forbiddenInOperatorLogs(t, local)
+		}
 		if (t.Failed() || s.keepLogs) && s.node == nodeReal {
 			// The operator runs in the cluster: its pods' logs (the leader's and the
 			// standby's), as a user reads them.

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -393,4 +394,32 @@ func (s *stack) mariadbPatchVersion() string {
 	}
 	s.t.Fatalf("make images built no MariaDB 10.11.x image: %+v", m.MariaDB)
 	return ""
+}
+
+// forbiddenInOperatorLogs fails the test when the operator's pods logged a request the API
+// server refused for lack of permission: on the real node the operator runs under its own
+// ServiceAccount with the RBAC of config/rbac, as users install it, and a missing rule shows
+// only there (the process node ran it as an administrator). It reads the kubelet's log files of
+// the operator's pods that still exist (a crashed pod's logs go with it).
+func forbiddenInOperatorLogs(t *testing.T, local string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(local, "realnode", "pod-logs", operatorNS+"_*", "*", "*.log"))
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			i := strings.Index(line, "is forbidden: User ")
+			if i < 0 {
+				continue
+			}
+			what := line[i:min(len(line), i+220)]
+			if !seen[what] {
+				seen[what] = true
+				t.Errorf("the operator was refused a request (a missing RBAC rule in config/rbac): ...%s", what)
+			}
+		}
+	}
 }
