@@ -96,6 +96,20 @@ type Network struct {
 // Gateway is the bridge's address: the first address of PodCIDR.
 func (n Network) Gateway() netip.Addr { return n.PodCIDR.Masked().Addr().Next() }
 
+// ClientAddr is the last address of PodCIDR before its broadcast address, kept out of the
+// pods' range: the address of a client the host runs in a network namespace of its own on the
+// bridge, as a client pod would be (the e2e suite's load generator, with the kernel's TCP
+// settings of a client pod).
+func (n Network) ClientAddr() netip.Addr { return n.broadcast().Prev() }
+
+// broadcast is PodCIDR's last address.
+func (n Network) broadcast() netip.Addr {
+	a := n.PodCIDR.Masked().Addr().As4()
+	host := uint32(1)<<(32-n.PodCIDR.Bits()) - 1
+	v := (uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
 // ParseNetwork checks a bridge name and pod range.
 func ParseNetwork(bridge, podCIDR string) (Network, error) {
 	if bridge == "" || len(bridge) > 15 || strings.ContainsAny(bridge, "/ \t") {
@@ -164,7 +178,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
 }
 
 // CNIConfList is the pods' network: the node's bridge with the gateway address, addresses from
-// host-local in PodCIDR (state kept in the node's folder), masquerade for traffic leaving the
+// host-local in PodCIDR up to the one before ClientAddr (state kept in the node's folder), masquerade for traffic leaving the
 // range, hairpin so that a pod reaches itself through a Service, and portmap for hostPorts.
 func CNIConfList(n Network, l Layout) string {
 	return fmt.Sprintf(`{
@@ -180,14 +194,14 @@ func CNIConfList(n Network, l Layout) string {
       "ipam": {
         "type": "host-local",
         "dataDir": %q,
-        "ranges": [[{"subnet": %q, "gateway": %q}]],
+        "ranges": [[{"subnet": %q, "gateway": %q, "rangeEnd": %q}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, n.Bridge, l.CNIDataDir(), n.PodCIDR.String(), n.Gateway().String())
+`, n.Bridge, l.CNIDataDir(), n.PodCIDR.String(), n.Gateway().String(), n.ClientAddr().Prev().String())
 }
 
 // KubeletOptions are the settings of the kubelet's configuration.

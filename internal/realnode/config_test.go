@@ -40,10 +40,20 @@ func TestConfigsCarryTheSettingsThisMachineNeeds(t *testing.T) {
 		{"kubelet", KubeletConfig(KubeletOptions{Layout: l, Network: n}), "imageGCHighThresholdPercent: 100"},
 		{"kube-proxy", KubeProxyConfig(KubeProxyOptions{Layout: l, Network: n}), "mode: iptables"},
 		{"cni", CNIConfList(n, l), `"gateway": "10.244.64.1"`},
+		{"cni", CNIConfList(n, l), `"rangeEnd": "10.244.64.253"`}, // ClientAddr .254 stays free
 		{"coredns", Corefile(n, l, "cluster.local", 1), "bind 10.244.64.1"},
 	} {
 		if !strings.Contains(c.text, c.want) {
 			t.Errorf("%s configuration lacks %q:\n%s", c.name, c.want, c.text)
+		}
+	}
+}
+
+func TestClientAddrIsOutOfThePodsRange(t *testing.T) {
+	for cidr, want := range map[string]string{"10.244.64.0/24": "10.244.64.254", "10.244.0.0/16": "10.244.255.254", "10.244.64.16/28": "10.244.64.30"} {
+		n, err := ParseNetwork("dl0", cidr)
+		if err != nil || n.ClientAddr().String() != want {
+			t.Errorf("%s: client address %v (%v), want %s", cidr, n.ClientAddr(), err, want)
 		}
 	}
 }

@@ -193,6 +193,8 @@ type Engine struct {
 	// started is when this engine was made; primarySeenAt when it last saw the recorded
 	// primary answering (ClusterView.PrimarySeenAt).
 	started, primarySeenAt time.Time
+	// former is the primary the last promotion replaced (former_primary.go).
+	former formerPrimary
 }
 
 // New returns an engine that starts from a persisted state.
@@ -416,6 +418,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	err := e.act(ctx, members, d)
 	acted := time.Now()
 	e.reloadCertificates(ctx, members, views)
+	e.disconnectFormerPrimaryClients(ctx, members, views)
 
 	e.mu.Lock()
 	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation,
@@ -430,6 +433,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 			}
 			rep.Promotion = &Promotion{From: d.PromotedFrom, To: d.Primary, Planned: planned, Duration: time.Since(start)}
 			e.misses, e.lostSince = 0, time.Time{}
+			e.noteFormerPrimary(d.PromotedFrom, acted)
 		}
 		e.state.Primary, e.state.Failover, e.state.Tail, e.state.Replaced = d.Primary, d.Failover, d.Tail, d.Replaced
 		if e.switchover == view.Switchover {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/imagebuild/manifest"
 	"github.com/dolphin-operator/dolphin/internal/operator"
+	"github.com/dolphin-operator/dolphin/internal/realnode"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -422,4 +424,53 @@ func forbiddenInOperatorLogs(t *testing.T, local string) {
 			}
 		}
 	}
+}
+
+// clientNetnsName is the network namespace of the e2e stack's client on the real node.
+const clientNetnsName = "dle2ecl"
+
+// clientSysctls are the kernel's TCP settings of the client namespace: what a client pod sets
+// (docs/mysqlcluster.md, "Clients and failover") so that a connection kube-proxy keeps to a
+// lost primary ends in seconds instead of minutes or hours. Keepalive probes after 5 s without
+// traffic, every second, 3 unanswered: the connection dies ~8 s after the server last answered
+// (safe sysctls a pod may set). tcp_retries2=5 gives up a send that is never acknowledged after
+// ~13 s instead of ~15 min; a pod needs it allowed as an unsafe sysctl, so applications should
+// rather set a read timeout in their driver (sysbench has none).
+var clientSysctls = map[string]string{
+	"net.ipv4.tcp_keepalive_time": "5", "net.ipv4.tcp_keepalive_intvl": "1", "net.ipv4.tcp_keepalive_probes": "3",
+	"net.ipv4.tcp_retries2": "5",
+}
+
+// clientNetns makes a network namespace on the real node's bridge at its client address
+// (realnode.Network.ClientAddr, outside the pods' range), routed through the node like a pod,
+// with clientSysctls, and returns its name (`ip netns exec <name> …`). It is removed when the
+// test ends.
+func (s *stack) clientNetns() string {
+	s.t.Helper()
+	netw, err := realnode.ParseNetwork(e2eRealBridge, e2eRealCIDR)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ns, hostEnd := clientNetnsName, clientNetnsName+"0"
+	_ = exec.Command("ip", "netns", "del", ns).Run() // one a killed test left
+	s.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	bits := strconv.Itoa(netw.PodCIDR.Bits())
+	steps := [][]string{
+		{"ip", "netns", "add", ns},
+		{"ip", "link", "add", hostEnd, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"ip", "link", "set", hostEnd, "master", netw.Bridge, "up"},
+		{"ip", "-n", ns, "link", "set", "lo", "up"},
+		{"ip", "-n", ns, "addr", "add", netw.ClientAddr().String() + "/" + bits, "dev", "eth0"},
+		{"ip", "-n", ns, "link", "set", "eth0", "up"},
+		{"ip", "-n", ns, "route", "add", "default", "via", netw.Gateway().String()},
+	}
+	for _, k := range slices.Sorted(maps.Keys(clientSysctls)) {
+		steps = append(steps, []string{"ip", "netns", "exec", ns, "sysctl", "-qw", k + "=" + clientSysctls[k]})
+	}
+	for _, st := range steps {
+		if out, err := exec.Command(st[0], st[1:]...).CombinedOutput(); err != nil {
+			s.t.Fatalf("client namespace: %s: %v: %s", strings.Join(st, " "), err, out)
+		}
+	}
+	return ns
 }

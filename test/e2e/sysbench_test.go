@@ -107,16 +107,26 @@ func (s *stack) startSysbench(cluster string, threads int) *sysbenchRun {
 		s.t.Fatal("sysbench is not installed: hack/install-mariadb.sh installs it (make mariadb)")
 	}
 	args := sysbenchArgs(s.serviceAddr(cluster+"-primary"), threads)
+	// On the real node sysbench runs as a client pod would (clientNetns): it has no read
+	// timeout of its own, and a connection kube-proxy keeps to a lost primary ends only by the
+	// kernel's TCP settings of the client.
+	sysbench := func(args ...string) *exec.Cmd { return exec.Command("sysbench", args...) }
+	if s.node == nodeReal {
+		ns := s.clientNetns()
+		sysbench = func(args ...string) *exec.Cmd {
+			return exec.Command("ip", append([]string{"netns", "exec", ns, "sysbench"}, args...)...)
+		}
+	}
 	testenv.Eventually(s.t, 60*time.Second, "sysbench prepare through the primary Service", func() error {
-		_ = exec.Command("sysbench", append(args, "cleanup")...).Run()
-		out, err := exec.Command("sysbench", append(args, "prepare")...).CombinedOutput()
+		_ = sysbench(append(args, "cleanup")...).Run()
+		out, err := sysbench(append(args, "prepare")...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, tail(string(out), 5))
 		}
 		return nil
 	})
 	r := &sysbenchRun{t: s.t, done: make(chan struct{})}
-	r.cmd = exec.Command("sysbench", append(args, "--time=0", "--report-interval=1", sysbenchIgnoredErrors, "run")...)
+	r.cmd = sysbench(append(args, "--time=0", "--report-interval=1", sysbenchIgnoredErrors, "run")...)
 	stdout, err := r.cmd.StdoutPipe()
 	if err != nil {
 		s.t.Fatal(err)
