@@ -17,8 +17,8 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/backup"
-	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
+	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/restore"
 )

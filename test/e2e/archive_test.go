@@ -313,7 +313,6 @@ func (s *stack) waitArchived(key client.ObjectKey, primary *sql.DB, what string)
 	return out
 }
 
-
 // tailMarker is the id of the row written only into an unacknowledged tail.
 const tailMarker = 5_000_000
 

@@ -21,7 +21,6 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
-
 // TestLocalBackupAndRestore backs up a 3-instance cluster under an application writer into a
 // real S3 server (versitygw), restores it into a new cluster and checks row by row that the
 // restored data is exactly the source's history up to the backup's GTID position, including
