@@ -530,5 +530,8 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced, From: sw.From}
 	}
 	p.LastSwitchoverRequest = t.LastSwitchoverRequest
+	if lp := t.LastPromotion; lp != nil {
+		p.LastPromotion = &topology.PromotionSeen{From: lp.From, At: lp.Time.Time}
+	}
 	return p
 }

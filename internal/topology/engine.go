@@ -112,6 +112,11 @@ type Persisted struct {
 	// Answering are the instances the last status showed answering. Read at start only:
 	// until this engine observes them, what they hold is unknown (ClusterView.Unseen).
 	Answering map[string]bool
+	// LastPromotion is the last change of primary the status records (nil when none). Read
+	// at start only: a promotion less than formerPrimaryWindow ago still has its former
+	// primary's clients disconnected (former_primary.go) — the engine that made it may have
+	// stopped before it could.
+	LastPromotion *PromotionSeen
 	// Variables are the run-time settings this engine applies (Config.Variables plus
 	// DEFAULT for those an earlier engine applied). Carried from one engine to the next
 	// within a process, not stored in status.
@@ -227,6 +232,10 @@ func New(cfg Config, from Persisted) *Engine {
 	from.Variables = vars
 	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, state: from,
 		seen: map[string]dbsql.GTIDSet{}, unseen: maps.Clone(from.Answering), started: time.Now()}
+	if lp := from.LastPromotion; lp != nil && lp.From != "" && time.Since(lp.At) < formerPrimaryWindow {
+		e.former = formerPrimary{name: lp.From, since: lp.At}
+	}
+	e.state.LastPromotion = nil // read at start only
 	if from.Switchover != nil {
 		// Resumed: the request's time is unknown, so its duration counts from now.
 		e.switchover, e.switchAt = from.Switchover, time.Now()
@@ -309,7 +318,12 @@ func (e *Engine) PendingSwitchover() *SwitchoverRequest {
 func (e *Engine) State() Persisted {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.state.clone()
+	p := e.state.clone()
+	if f := e.former; f.name != "" && f.done < len(formerPrimaryDisconnects) {
+		// An engine that replaces this one in the process goes on disconnecting.
+		p.LastPromotion = &PromotionSeen{From: f.name, At: f.since}
+	}
+	return p
 }
 
 // Primary returns the current primary.

@@ -20,6 +20,17 @@ import (
 // too, and reconnect: a moment's disruption of readers right after a primary change.
 var formerPrimaryDisconnects = []time.Duration{3 * time.Second, 10 * time.Second}
 
+// formerPrimaryWindow is how long after a promotion a new engine (a restarted operator, a new
+// leader) still disconnects the former primary's clients the promotion's engine may not have.
+const formerPrimaryWindow = 2 * time.Minute
+
+// PromotionSeen is a change of primary as the status recorded it.
+type PromotionSeen struct {
+	// From is the former primary; At when the new one became writable.
+	From string
+	At   time.Time
+}
+
 // formerPrimary is the instance a promotion replaced and what was done since.
 type formerPrimary struct {
 	name  string

@@ -61,4 +61,23 @@ func TestServerFormerPrimaryClientsDisconnectedAfterAPromotion(t *testing.T) {
 	if err := fresh.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)); err != nil {
 		t.Errorf("the new primary's client was disconnected too: %v", err)
 	}
+
+	// An operator that stops right after its promotion leaves the disconnects to the next
+	// one: a new engine started from the status (its lastPromotion) disconnects the former
+	// primary's clients at once, the moments being past.
+	h.e.Close()
+	from := h.e.State()
+	from.LastPromotion = &PromotionSeen{From: "db-0", At: promoted} // as the status records it
+	h.e = New(h.cfg, from)
+	late := appConn(0)
+	disconnected := false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !disconnected; time.Sleep(200 * time.Millisecond) {
+		if _, err := h.e.Cycle(context.Background()); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		disconnected = late.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)) != nil
+	}
+	if !disconnected {
+		t.Error("a new engine did not disconnect the former primary's clients of a promotion it found in the status")
+	}
 }
