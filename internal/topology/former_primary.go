@@ -14,11 +14,13 @@ import (
 // by default) on every node. kube-proxy never closes an established connection when its
 // endpoint leaves, so a connection made in that window stays on the former primary — now a
 // read-only replica — and its reads lag behind what the new primary acknowledged (the chaos
-// checker counted 7,115 stale reads on the real node in one switchover before this). Killing
-// them again once the Services have moved sends those clients to the new primary; 10 s covers
-// a slower node. Connections to the former primary through the replicas Service are killed
+// checker counted 7,115 stale reads on the real node in one switchover before this). They
+// are killed right after the promotion (the clients that connected while the former primary was
+// fenced but still behind the Service, which is how a switchover resumed by a new operator ends
+// up), and again once the Services have moved (3 s; 10 s covers a slower node): each time the
+// clients reconnect, and once kube-proxy has moved they reach the new primary. Connections to the former primary through the replicas Service are killed
 // too, and reconnect: a moment's disruption of readers right after a primary change.
-var formerPrimaryDisconnects = []time.Duration{3 * time.Second, 10 * time.Second}
+var formerPrimaryDisconnects = []time.Duration{0, 3 * time.Second, 10 * time.Second}
 
 // formerPrimaryWindow is how long after a promotion a new engine (a restarted operator, a new
 // leader) still disconnects the former primary's clients the promotion's engine may not have.

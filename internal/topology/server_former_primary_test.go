@@ -43,7 +43,7 @@ func TestServerFormerPrimaryClientsDisconnectedAfterAPromotion(t *testing.T) {
 	stale, fresh := appConn(0), appConn(1)
 
 	var killedAfter time.Duration
-	for deadline := time.Now().Add(formerPrimaryDisconnects[0] + 5*time.Second); time.Now().Before(deadline) && killedAfter == 0; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(formerPrimaryDisconnects[1] + 5*time.Second); time.Now().Before(deadline) && killedAfter == 0; time.Sleep(200 * time.Millisecond) {
 		if _, err := h.e.Cycle(context.Background()); err != nil {
 			t.Logf("cycle: %v", err)
 		}
@@ -53,10 +53,10 @@ func TestServerFormerPrimaryClientsDisconnectedAfterAPromotion(t *testing.T) {
 		}
 	}
 	if killedAfter == 0 {
-		t.Fatalf("a client of the former primary db-0 still connected %s after the promotion", formerPrimaryDisconnects[0]+5*time.Second)
+		t.Fatalf("a client of the former primary db-0 still connected %s after the promotion", formerPrimaryDisconnects[1]+5*time.Second)
 	}
-	if killedAfter < formerPrimaryDisconnects[0]-time.Second {
-		t.Errorf("disconnected %s after the promotion, before the Services could move (%s)", killedAfter, formerPrimaryDisconnects[0])
+	if killedAfter < formerPrimaryDisconnects[1]-time.Second {
+		t.Errorf("disconnected %s after the promotion, before the Services could move (%s)", killedAfter, formerPrimaryDisconnects[1])
 	}
 	if err := fresh.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)); err != nil {
 		t.Errorf("the new primary's client was disconnected too: %v", err)
