@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 
 	"github.com/go-sql-driver/mysql"
@@ -123,6 +124,24 @@ func (in *instance) KillConnections(ctx context.Context, exceptUsers []string) e
 		}
 	}
 	return nil
+}
+
+// variableName is what GlobalVariable accepts as a name.
+var variableName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// GlobalVariable implements Instance.
+func (in *instance) GlobalVariable(ctx context.Context, name string) (string, error) {
+	if !variableName.MatchString(name) {
+		return "", fmt.Errorf("dbsql: %q is not a variable name", name)
+	}
+	rows, err := in.queryRows(ctx, "SELECT @@GLOBAL."+name+" AS v")
+	if err != nil {
+		return "", err
+	}
+	if len(rows) != 1 {
+		return "", fmt.Errorf("dbsql: @@GLOBAL.%s: %d rows", name, len(rows))
+	}
+	return rows[0]["v"], nil
 }
 
 // SetGlobalVariables implements Instance.

@@ -234,6 +234,9 @@ type Instance interface {
 	// MASTER_USE_GTID=slave_pos continues after its own last transaction. On
 	// MySQL it does nothing (gtid_executed already covers it).
 	SeedGTIDForRejoin(ctx context.Context) error
+	// GlobalVariable reads SELECT @@GLOBAL.<name> ("" for NULL); name is a variable name
+	// (lower case, digits, underscores).
+	GlobalVariable(ctx context.Context, name string) (string, error)
 	// SetGlobalVariables runs SET GLOBAL name = literal for each entry, in name order:
 	// literals as sysvars.SetGlobalValue makes them, or DEFAULT. Every entry is tried;
 	// the error names each one the server refused.

@@ -200,6 +200,9 @@ type Engine struct {
 	started, primarySeenAt time.Time
 	// former is the primary the last promotion replaced (former_primary.go).
 	former formerPrimary
+	// loginsChecked are the instances whose init_connect this engine checked for a refusal an
+	// earlier engine left (restoreRefusedLogins), by address.
+	loginsChecked map[string]bool
 }
 
 // New returns an engine that starts from a persisted state.
@@ -230,10 +233,14 @@ func New(cfg Config, from Persisted) *Engine {
 		}
 	}
 	from.Variables = vars
-	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, state: from,
+	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, loginsChecked: map[string]bool{}, state: from,
 		seen: map[string]dbsql.GTIDSet{}, unseen: maps.Clone(from.Answering), started: time.Now()}
 	if lp := from.LastPromotion; lp != nil && lp.From != "" && time.Since(lp.At) < formerPrimaryWindow {
 		e.former = formerPrimary{name: lp.From, since: lp.At}
+		if time.Since(lp.At) >= formerPrimaryRefusal {
+			// Past the refusal: no new one; the disconnect that ends it runs at once.
+			e.former.done = 1
+		}
 	}
 	e.state.LastPromotion = nil // read at start only
 	if from.Switchover != nil {
@@ -433,6 +440,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	acted := time.Now()
 	e.reloadCertificates(ctx, members, views)
 	e.disconnectFormerPrimaryClients(ctx, members, views)
+	e.restoreRefusedLogins(ctx, members, views)
 
 	e.mu.Lock()
 	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation,

@@ -2,25 +2,47 @@ package topology
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/sysvars"
 )
 
-// formerPrimaryDisconnects are the moments after a promotion at which the former primary's
-// client connections are killed once more.
+// After a promotion the former primary's clients are disconnected, and for a moment it refuses
+// application logins (docs/design/0049).
 //
-// Fencing kills them before the promotion, but clients reconnect through the primary Service
-// until it stops sending new connections there: the role labels move after the promotion, the
-// EndpointSlice follows, and kube-proxy rewrites its rules at most once per minSyncPeriod (1 s
-// by default) on every node. kube-proxy never closes an established connection when its
-// endpoint leaves, so a connection made in that window stays on the former primary — now a
-// read-only replica — and its reads lag behind what the new primary acknowledged (the chaos
-// checker counted 7,115 stale reads on the real node in one switchover before this). They
-// are killed right after the promotion (the clients that connected while the former primary was
-// fenced but still behind the Service, which is how a switchover resumed by a new operator ends
-// up), and again once the Services have moved (3 s; 10 s covers a slower node): each time the
-// clients reconnect, and once kube-proxy has moved they reach the new primary. Connections to the former primary through the replicas Service are killed
-// too, and reconnect: a moment's disruption of readers right after a primary change.
-var formerPrimaryDisconnects = []time.Duration{0, 3 * time.Second, 10 * time.Second}
+// Fencing kills client connections before the promotion, but clients reconnect through the
+// primary Service until it stops sending new connections there: the role labels move after the
+// promotion, the EndpointSlice follows, and kube-proxy rewrites its rules at most once per
+// minSyncPeriod (1 s by default) on every node — and while a switchover waits (for a new
+// operator to resume it) the fenced former primary is still the Service's endpoint. kube-proxy
+// never closes an established connection when its endpoint leaves, so such a connection stays
+// on the former primary — now a read-only replica — and its reads lag behind what the new
+// primary acknowledged (the chaos checker counted 7,115 stale reads on the real node in one
+// switchover before this).
+//
+// So, in the promotion's own cycle, the former primary gets an init_connect that fails
+// (refusedLogin: accounts with CONNECTION ADMIN or SUPER — Dolphin's own — are not subject to
+// it) and its client connections are killed; a client that reconnects there before the
+// Services moved is refused and tries again, until kube-proxy sends it to the new primary.
+// After formerPrimaryRefusal the configured init_connect is put back (Config.Variables, or the
+// server's default), and the connections are killed once more then and at +10 s. Readers of the
+// former primary through the replicas Service are refused and disconnected too: a moment's
+// disruption right after a primary change. A new engine puts the configured value back on any
+// server it finds refusing with a refusal older than its own (restoreRefusedLogins).
+
+// formerPrimaryDisconnects are the moments after a promotion at which the former primary's
+// client connections are killed; the first refuses logins, the second ends the refusal.
+var formerPrimaryDisconnects = []time.Duration{0, formerPrimaryRefusal, 10 * time.Second}
+
+// formerPrimaryRefusal is how long the former primary refuses application logins: long enough
+// for the Services to move on every node.
+const formerPrimaryRefusal = 3 * time.Second
+
+// refusedLogin is the init_connect of a former primary while it refuses application logins.
+// Its failure aborts the login ("init_connect command failed"); the message is in the server's
+// error log.
+const refusedLogin = "SIGNAL SQLSTATE '08004' SET MESSAGE_TEXT = 'dolphin: this server stopped being the primary a moment ago; connect again'"
 
 // formerPrimaryWindow is how long after a promotion a new engine (a restarted operator, a new
 // leader) still disconnects the former primary's clients the promotion's engine may not have.
@@ -45,10 +67,9 @@ func (e *Engine) noteFormerPrimary(from string, at time.Time) {
 	e.former = formerPrimary{name: from, since: at}
 }
 
-// disconnectFormerPrimaryClients kills the client connections of the former primary (all but
-// Dolphin's own, replication and the server's threads) at each of formerPrimaryDisconnects,
-// while it is not the primary again. Best effort: an unreachable former primary (killed, hung,
-// cut off) has no client to disconnect, and a failure is logged.
+// disconnectFormerPrimaryClients does what is due of formerPrimaryDisconnects, while the former
+// primary is not the primary again. Best effort: an unreachable former primary (killed, hung,
+// cut off) has no client to disconnect and is not waited for; a failure is logged.
 func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []Member, views []InstanceView) {
 	e.mu.Lock()
 	f, primary := e.former, e.state.Primary
@@ -74,14 +95,89 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 		in, err := e.conn(m)
 		if err == nil {
 			kctx, cancel := context.WithTimeout(ctx, max(e.cfg.ObserveTimeout, time.Second))
-			err = in.KillConnections(kctx, []string{e.cfg.Credentials.Accounts.Operator.User})
+			switch f.done {
+			case 0:
+				err = e.setInitConnect(kctx, in, refusedLogin)
+			case 1:
+				err = e.setInitConnect(kctx, in, "")
+			}
+			if err == nil {
+				err = in.KillConnections(kctx, []string{e.cfg.Credentials.Accounts.Operator.User})
+			}
 			cancel()
 		}
 		if err != nil {
-			e.cfg.Log.V(1).Info("could not disconnect the former primary's clients", "instance", f.name, "error", err.Error())
+			e.cfg.Log.Info("could not disconnect the former primary's clients", "instance", f.name, "error", err.Error())
 			return
 		}
 		e.cfg.Log.Info("disconnected the former primary's clients, which the primary Service may have sent there before it moved",
-			"instance", f.name, "afterSeconds", formerPrimaryDisconnects[f.done].Seconds())
+			"instance", f.name, "afterSeconds", formerPrimaryDisconnects[f.done].Seconds(), "refusingLogins", f.done == 0)
+	}
+}
+
+// initConnectSetter is what setInitConnect needs of an instance.
+type initConnectSetter interface {
+	SetGlobalVariables(ctx context.Context, vars map[string]string) error
+}
+
+// setInitConnect sets init_connect: to value, or when value is "" to what the cluster
+// configures (spec.mysqlConfig through Config.Variables) or the server's default.
+func (e *Engine) setInitConnect(ctx context.Context, in initConnectSetter, value string) error {
+	lit := "DEFAULT"
+	if value != "" {
+		var err error
+		if lit, err = sysvars.SetGlobalValue("init_connect", value); err != nil {
+			return err
+		}
+	} else {
+		e.mu.Lock()
+		if v, ok := e.state.Variables["init_connect"]; ok {
+			lit = v
+		}
+		e.mu.Unlock()
+	}
+	if err := in.SetGlobalVariables(ctx, map[string]string{"init_connect": lit}); err != nil {
+		return fmt.Errorf("init_connect: %w", err)
+	}
+	return nil
+}
+
+// restoreRefusedLogins puts the configured init_connect back on every answering instance that
+// still refuses application logins although no refusal of this engine is under way there: an
+// engine that stopped within formerPrimaryRefusal of a promotion left it. Checked once per
+// instance address by each engine.
+func (e *Engine) restoreRefusedLogins(ctx context.Context, members []Member, views []InstanceView) {
+	for _, m := range members {
+		e.mu.Lock()
+		checked := e.loginsChecked[m.Addr()]
+		refusing := e.former.name == m.Name && e.former.done == 1 // this engine's own refusal
+		e.mu.Unlock()
+		if checked || refusing {
+			continue
+		}
+		answered := false
+		for _, v := range views {
+			answered = answered || v.Name == m.Name && v.Reachable()
+		}
+		if !answered {
+			continue
+		}
+		in, err := e.conn(m)
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, max(e.cfg.ObserveTimeout, time.Second))
+		v, err := in.GlobalVariable(cctx, "init_connect")
+		if err == nil && v == refusedLogin {
+			if err = e.setInitConnect(cctx, in, ""); err == nil {
+				e.cfg.Log.Info("put back init_connect on a former primary an earlier engine left refusing logins", "instance", m.Name)
+			}
+		}
+		cancel()
+		if err == nil {
+			e.mu.Lock()
+			e.loginsChecked[m.Addr()] = true
+			e.mu.Unlock()
+		}
 	}
 }

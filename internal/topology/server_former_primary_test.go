@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// After a switchover, a client that reached the former primary after the fence — as one does
-// through a Service kube-proxy has not moved yet — is disconnected once the Services have had
-// time to move (formerPrimaryDisconnects), so that it reconnects to the new primary instead of
-// reading from a replica; a client of the new primary keeps its connection.
-func TestServerFormerPrimaryClientsDisconnectedAfterAPromotion(t *testing.T) {
+// After a switchover the former primary refuses application logins for formerPrimaryRefusal —
+// a client that reaches it through a Service kube-proxy has not moved yet is refused and tries
+// again — then takes them again; its clients are disconnected at each step, a new engine puts
+// back an init_connect an earlier one left refusing, and disconnects the clients of a promotion
+// it finds in the status. A client of the new primary keeps its connection throughout.
+func TestServerFormerPrimaryRefusesThenDisconnectsAfterAPromotion(t *testing.T) {
 	h := newHarness(t, 2)
 	h.converge("two instances healthy", healthyWith("db-0"))
 	admin := h.sqlDB(0)
@@ -21,10 +22,7 @@ func TestServerFormerPrimaryClientsDisconnectedAfterAPromotion(t *testing.T) {
 	h.createAppAccount()
 	h.waitSameRows("db-0", "db-1")
 
-	h.e.RequestSwitchover("db-1")
-	h.converge("switchover to db-1", healthyWith("db-1"))
-	promoted := time.Now()
-	appConn := func(i int) *sql.Conn {
+	appConn := func(i int) (*sql.Conn, error) {
 		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s",
 			appAccount.User, appAccount.Password, h.db.Instances[i].Addr()))
 		if err != nil {
@@ -32,52 +30,85 @@ func TestServerFormerPrimaryClientsDisconnectedAfterAPromotion(t *testing.T) {
 		}
 		t.Cleanup(func() { db.Close() })
 		c, err := db.Conn(context.Background())
-		if err != nil {
-			t.Fatal(err)
+		if err == nil {
+			err = c.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM app.rows").Scan(new(int))
 		}
-		if err := c.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM app.rows").Scan(new(int)); err != nil {
-			t.Fatal(err)
-		}
-		return c
+		return c, err
 	}
-	stale, fresh := appConn(0), appConn(1)
-
-	var killedAfter time.Duration
-	for deadline := time.Now().Add(formerPrimaryDisconnects[1] + 5*time.Second); time.Now().Before(deadline) && killedAfter == 0; time.Sleep(200 * time.Millisecond) {
+	alive := func(c *sql.Conn) bool { return c.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)) == nil }
+	cycle := func() {
 		if _, err := h.e.Cycle(context.Background()); err != nil {
 			t.Logf("cycle: %v", err)
 		}
-		if err := stale.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)); err != nil {
-			killedAfter = time.Since(promoted)
-			t.Logf("the former primary's client was disconnected %.1fs after the promotion: %v", killedAfter.Seconds(), err)
+	}
+
+	h.e.RequestSwitchover("db-1")
+	h.converge("switchover to db-1", healthyWith("db-1"))
+	promoted := time.Now()
+	fresh, err := appConn(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appConn(0); err == nil {
+		t.Fatal("the former primary db-0 took an application login right after the promotion")
+	} else {
+		t.Logf("the former primary refused an application login: %v", err)
+	}
+	var back *sql.Conn
+	for deadline := time.Now().Add(formerPrimaryRefusal + 5*time.Second); time.Now().Before(deadline) && back == nil; time.Sleep(200 * time.Millisecond) {
+		cycle()
+		if c, err := appConn(0); err == nil {
+			back = c
+			t.Logf("the former primary takes application logins again %.1fs after the promotion", time.Since(promoted).Seconds())
 		}
 	}
-	if killedAfter == 0 {
-		t.Fatalf("a client of the former primary db-0 still connected %s after the promotion", formerPrimaryDisconnects[1]+5*time.Second)
+	switch {
+	case back == nil:
+		t.Fatalf("the former primary db-0 still refuses application logins %s after the promotion", formerPrimaryRefusal+5*time.Second)
+	case time.Since(promoted) < formerPrimaryRefusal-time.Second:
+		t.Errorf("logins taken again %s after the promotion, before the Services could move", time.Since(promoted))
 	}
-	if killedAfter < formerPrimaryDisconnects[1]-time.Second {
-		t.Errorf("disconnected %s after the promotion, before the Services could move (%s)", killedAfter, formerPrimaryDisconnects[1])
+	if v := h.globalString(0, "SHOW GLOBAL VARIABLES LIKE 'init_connect'"); v != "" {
+		t.Errorf("init_connect after the refusal %q, want the default (empty)", v)
 	}
-	if err := fresh.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)); err != nil {
-		t.Errorf("the new primary's client was disconnected too: %v", err)
+	if !alive(fresh) {
+		t.Error("the new primary's client was disconnected")
+	}
+
+	// An engine stopped during a refusal leaves it: the next one puts the setting back.
+	h.e.Close()
+	mustExec(t, admin, "SET GLOBAL init_connect = ?", refusedLogin)
+	st := h.e.State()
+	st.LastPromotion = nil // a status that records no recent promotion
+	h.e = New(h.cfg, st)
+	cycle()
+	if _, err := appConn(0); err != nil {
+		t.Errorf("a new engine left the refusal an earlier one set: %v", err)
 	}
 
 	// An operator that stops right after its promotion leaves the disconnects to the next
-	// one: a new engine started from the status (its lastPromotion) disconnects the former
-	// primary's clients at once, the moments being past.
+	// one: a new engine started from the status (its lastPromotion) does them at once.
+	late, err := appConn(0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.e.Close()
 	from := h.e.State()
 	from.LastPromotion = &PromotionSeen{From: "db-0", At: promoted} // as the status records it
 	h.e = New(h.cfg, from)
-	late := appConn(0)
-	disconnected := false
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !disconnected; time.Sleep(200 * time.Millisecond) {
-		if _, err := h.e.Cycle(context.Background()); err != nil {
-			t.Logf("cycle: %v", err)
-		}
-		disconnected = late.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)) != nil
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && alive(late); time.Sleep(200 * time.Millisecond) {
+		cycle()
 	}
-	if !disconnected {
+	if alive(late) {
 		t.Error("a new engine did not disconnect the former primary's clients of a promotion it found in the status")
+	}
+	for i := 0; i < 3; i++ { // the refusal it started ends too, the moments being past
+		cycle()
+	}
+	if _, err := appConn(0); err != nil {
+		t.Errorf("the former primary refuses logins after the new engine's catch-up: %v", err)
+	}
+	if !alive(fresh) {
+		t.Error("the new primary's client was disconnected")
 	}
 }

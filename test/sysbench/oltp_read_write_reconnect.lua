@@ -20,10 +20,11 @@ local ffi = require("ffi")
 ffi.cdef [[int usleep(unsigned int usec);]]
 
 -- Client errors that mean the connection is gone (CR_CONNECTION_ERROR, CR_CONN_HOST_ERROR,
--- CR_SERVER_GONE_ERROR, CR_TCP_CONNECTION, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED) and the
--- server's ER_CONNECTION_KILLED.
+-- CR_SERVER_GONE_ERROR, CR_TCP_CONNECTION, CR_SERVER_LOST, CR_SERVER_LOST_EXTENDED), the
+-- server's ER_CONNECTION_KILLED, and ER_NEW_ABORTING_CONNECTION: a login the server refused
+-- and closed (a former primary refusing application logins for a moment after a promotion).
 local lost = { [2002] = true, [2003] = true, [2006] = true, [2011] = true, [2013] = true,
-               [2055] = true, [1927] = true }
+               [2055] = true, [1927] = true, [1184] = true }
 
 -- forget_statements closes the prepared statements and empties their tables (as thread_init
 -- made them), so that none is closed twice when preparing fails part way.
