@@ -35,7 +35,9 @@ func TestServerFormerPrimaryRefusesThenDisconnectsAfterAPromotion(t *testing.T) 
 		}
 		return c, err
 	}
-	alive := func(c *sql.Conn) bool { return c.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)) == nil }
+	alive := func(c *sql.Conn) bool {
+		return c.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)) == nil
+	}
 	cycle := func() {
 		if _, err := h.e.Cycle(context.Background()); err != nil {
 			t.Logf("cycle: %v", err)
