@@ -67,18 +67,31 @@ func (e *Engine) noteFormerPrimary(from string, at time.Time) {
 	e.former = formerPrimary{name: from, since: at}
 }
 
-// disconnectFormerPrimaryClients does what is due of formerPrimaryDisconnects, while the former
-// primary is not the primary again. Best effort: an unreachable former primary (killed, hung,
-// cut off) has no client to disconnect and is not waited for; a failure is logged.
+// disconnectFormerPrimaryClients does what is due of formerPrimaryDisconnects (the latest step
+// due: an earlier one missed is not done late), while the former primary is not the primary
+// again. A former primary that does not answer (killed and restarting, hung, cut off) is tried
+// again at the next cycle — a killed server the kubelet restarts answers within seconds, as a
+// replica clients must not read from yet — and is given up formerPrimaryWindow after the
+// promotion. A failure is logged.
 func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []Member, views []InstanceView) {
 	e.mu.Lock()
 	f, primary := e.former, e.state.Primary
-	due := f.name != "" && f.done < len(formerPrimaryDisconnects) && time.Since(f.since) >= formerPrimaryDisconnects[f.done]
-	if due {
-		e.former.done++
+	since := time.Since(f.since)
+	switch {
+	case f.name == "" || f.done >= len(formerPrimaryDisconnects):
+		e.mu.Unlock()
+		return
+	case f.name == primary || since > formerPrimaryWindow:
+		e.former.done = len(formerPrimaryDisconnects) // primary again, or never seen again
+		e.mu.Unlock()
+		return
 	}
 	e.mu.Unlock()
-	if !due || f.name == primary {
+	step := -1
+	for k := f.done; k < len(formerPrimaryDisconnects) && since >= formerPrimaryDisconnects[k]; k++ {
+		step = k
+	}
+	if step < 0 {
 		return
 	}
 	answered := false
@@ -86,7 +99,7 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 		answered = answered || v.Name == f.name && v.Reachable()
 	}
 	if !answered {
-		return // killed, hung or cut off this cycle: a hung server would hold the cycle up
+		return // a hung server would hold the cycle up; try again at the next one
 	}
 	for _, m := range members {
 		if m.Name != f.name {
@@ -95,7 +108,7 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 		in, err := e.conn(m)
 		if err == nil {
 			kctx, cancel := context.WithTimeout(ctx, max(e.cfg.ObserveTimeout, time.Second))
-			switch f.done {
+			switch step {
 			case 0:
 				err = e.setInitConnect(kctx, in, refusedLogin)
 			case 1:
@@ -107,11 +120,16 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 			cancel()
 		}
 		if err != nil {
-			e.cfg.Log.Info("could not disconnect the former primary's clients", "instance", f.name, "error", err.Error())
+			e.cfg.Log.Info("could not disconnect the former primary's clients; trying again", "instance", f.name, "error", err.Error())
 			return
 		}
+		e.mu.Lock()
+		if e.former.name == f.name && e.former.since.Equal(f.since) {
+			e.former.done = step + 1
+		}
+		e.mu.Unlock()
 		e.cfg.Log.Info("disconnected the former primary's clients, which the primary Service may have sent there before it moved",
-			"instance", f.name, "afterSeconds", formerPrimaryDisconnects[f.done].Seconds(), "refusingLogins", f.done == 0)
+			"instance", f.name, "afterSeconds", time.Since(f.since).Round(100*time.Millisecond).Seconds(), "refusingLogins", step == 0)
 	}
 }
 
