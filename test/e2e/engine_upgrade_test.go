@@ -64,10 +64,24 @@ func TestRealNodeEngineUpgrade(t *testing.T) {
 	// Every server runs 11.8 and its data directory says it was upgraded to it; each pod's
 	// upgrade was announced.
 	pass := s.secretValue(name+"-credentials", "operator-password")
+	// The operator records the upgrade on the pod, then emits the event, which its recorder
+	// writes asynchronously: the last pod's may arrive a moment after its annotation.
 	var evs eventsv1.EventList
-	if err := s.c.List(s.ctx, &evs, client.InNamespace(s.ns)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Eventually(t, 30*time.Second, "an EngineUpgraded event for every instance", func() error {
+		if err := s.c.List(s.ctx, &evs, client.InNamespace(s.ns)); err != nil {
+			return err
+		}
+		n := 0
+		for _, e := range evs.Items {
+			if e.Reason == "EngineUpgraded" {
+				n++
+			}
+		}
+		if n < 3 {
+			return fmt.Errorf("%d EngineUpgraded events", n)
+		}
+		return nil
+	})
 	for _, p := range s.clusterPods(name) {
 		var version string
 		if err := s.sqlDBAs(resources.OperatorUser, pass, p.Status.PodIP+":3306").QueryRow("SELECT VERSION()").Scan(&version); err != nil {
@@ -84,7 +98,13 @@ func TestRealNodeEngineUpgrade(t *testing.T) {
 		if !slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool {
 			return e.Reason == "EngineUpgraded" && strings.HasPrefix(e.Note, p.Name+": system tables upgraded from 10.11.")
 		}) {
-			t.Errorf("no EngineUpgraded event from 10.11 for %s", p.Name)
+			var said []string
+			for _, e := range evs.Items {
+				if e.Related != nil && e.Related.Name == p.Name && strings.HasPrefix(e.Reason, "EngineUpgrade") {
+					said = append(said, e.Reason+": "+e.Note)
+				}
+			}
+			t.Errorf("no EngineUpgraded event from 10.11 for %s; its engine-upgrade events: %q", p.Name, said)
 		}
 		t.Logf("%s: server %s, data directory upgraded to %s", p.Name, version, recorded)
 	}
