@@ -27,6 +27,7 @@ import (
 type binlogArchiveFlags struct {
 	storeConfig, prefix              string
 	sources                          []string
+	replicaOnly                      bool
 	user, passwordFile               string
 	serverID                         uint32
 	start                            string
@@ -60,6 +61,7 @@ func newBinlogArchiveCmd() *cobra.Command {
 	fs.StringVar(&f.prefix, "prefix", "", "key prefix of the archive in the store (required)")
 	fs.StringSliceVar(&f.sources, "source", nil, "host:port of a server to read from, in order of preference (repeatable; required)")
 	fs.StringVar(&f.user, "user", "", "account with REPLICATION SLAVE on the sources (required)")
+	fs.BoolVar(&f.replicaOnly, "replica-only", false, "read only from read-only servers (replicas): a writable source found through a Service is refused and another tried")
 	fs.StringVar(&f.passwordFile, "password-file", "", "file holding the account's password (required)")
 	fs.Uint32Var(&f.serverID, "server-id", 0, "server_id the archiver registers with (no server or replica may use it; required)")
 	fs.StringVar(&f.start, "start", "", "GTID position to archive after when the store holds no segment yet (a base backup's)")
@@ -116,7 +118,7 @@ func (f *binlogArchiveFlags) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--source %q: port: %w", s, err)
 		}
-		candidates = append(candidates, binlog.Endpoint{Host: host, Port: p, User: f.user, Password: password, TLS: sourceTLS})
+		candidates = append(candidates, binlog.Endpoint{Host: host, Port: p, User: f.user, Password: password, TLS: sourceTLS, ReplicaOnly: f.replicaOnly})
 	}
 	log := zap.New().WithName("binlog-archive")
 	a, err := binlog.NewArchiver(binlog.ArchiverOptions{

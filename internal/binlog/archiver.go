@@ -51,7 +51,14 @@ type Endpoint struct {
 	// TLS, when set, is used for the connection (the server's certificate verified by it);
 	// nil: a plain connection.
 	TLS *tls.Config
+	// ReplicaOnly refuses to read from a server that is not read-only (a primary), checked on
+	// the connection the stream then uses: through a Service, a connection can reach any
+	// server behind it, and a primary's binary log can hold a tail no replica acknowledged.
+	ReplicaOnly bool
 }
+
+// ErrSourceIsPrimary is returned by a session whose ReplicaOnly source turned out writable.
+var ErrSourceIsPrimary = errors.New("the source is writable (a primary), and the archiver reads only from replicas")
 
 // ArchiverOptions configures an Archiver.
 type ArchiverOptions struct {

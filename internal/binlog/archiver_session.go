@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -141,6 +142,19 @@ func (a *Archiver) syncerConfig(ep Endpoint, log logr.Logger) replication.Binlog
 		TimestampStringLocation: time.UTC,
 		EventCacheCount:         1024,
 		Logger:                  slog.New(quietHandler{logr.ToSlogHandler(log.WithName("go-mysql").V(1))}),
+		Option: func(c *client.Conn) error {
+			if !ep.ReplicaOnly {
+				return nil
+			}
+			r, err := c.Execute("SELECT @@read_only")
+			if err != nil {
+				return fmt.Errorf("reading the source's read_only: %w", err)
+			}
+			if ro, err := r.GetInt(0, 0); err != nil || ro != 1 {
+				return ErrSourceIsPrimary
+			}
+			return nil
+		},
 	}
 }
 

@@ -113,7 +113,8 @@ func (r *MySQLClusterReconciler) reconcileBinlogArchive(ctx context.Context, c *
 	if err != nil {
 		return err
 	}
-	args := resources.BinlogArchiveArgs{Sources: sources, Start: newest.Status.GTIDPosition, SecretHash: secretDigest(secret)}
+	args := resources.BinlogArchiveArgs{Sources: sources, Start: newest.Status.GTIDPosition, SecretHash: secretDigest(secret),
+		ReplicaOnly: c.Spec.Instances > 1}
 	if len(secret.Data[resources.ArchiveServerCAKey]) > 0 {
 		// The Service's name, which the certificate holds; the archiver dials its ClusterIP.
 		args.SourceServerName = archiveSourceService(c) + "." + c.Namespace + ".svc"

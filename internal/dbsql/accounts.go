@@ -84,6 +84,20 @@ var (
 // threads killed on one session, so the statement never kills its own
 // connection.
 func (in *instance) KillConnections(ctx context.Context, exceptUsers []string) error {
+	return in.killWhere(ctx, func(user, command string) bool {
+		idleExcepted := slices.Contains(exceptUsers, user) && command == "Sleep"
+		return !slices.Contains(systemUsers, user) && !idleExcepted && !slices.Contains(systemCommands, command)
+	})
+}
+
+// KillBinlogReaders implements Instance.
+func (in *instance) KillBinlogReaders(ctx context.Context) error {
+	return in.killWhere(ctx, func(_, command string) bool { return command == "Binlog Dump" || command == "Binlog Dump GTID" })
+}
+
+// killWhere kills the threads pick chooses by user and command. The process list is read and
+// the threads killed on one session, so the statement never kills its own connection.
+func (in *instance) killWhere(ctx context.Context, pick func(user, command string) bool) error {
 	conn, err := in.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("dbsql: kill connections: %w", err)
@@ -106,11 +120,9 @@ func (in *instance) KillConnections(ctx context.Context, exceptUsers []string) e
 			rows.Close()
 			return fmt.Errorf("dbsql: process list: %w", err)
 		}
-		idleExcepted := slices.Contains(exceptUsers, user.String) && command.String == "Sleep"
-		if slices.Contains(systemUsers, user.String) || idleExcepted || slices.Contains(systemCommands, command.String) {
-			continue
+		if pick(user.String, command.String) {
+			ids = append(ids, id)
 		}
-		ids = append(ids, id)
 	}
 	err = errors.Join(rows.Err(), rows.Close())
 	if err != nil {

@@ -220,6 +220,9 @@ type Instance interface {
 	// wrongly using the operator account, whose commit may be waiting for a
 	// semi-sync acknowledgement) is killed all the same.
 	KillConnections(ctx context.Context, exceptUsers []string) error
+	// KillBinlogReaders kills the connections reading the binary log (Binlog Dump threads:
+	// replicas and archivers reading from this server).
+	KillBinlogReaders(ctx context.Context) error
 	// EnsureAccounts creates or updates the three accounts (host '%') with
 	// their passwords and grants, sets root@localhost's password (Accounts.Root),
 	// and drops passwordless root accounts other than root@localhost and

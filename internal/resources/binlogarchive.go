@@ -71,6 +71,9 @@ type BinlogArchiveArgs struct {
 	// Sources are host:port of the servers to read from, in order of preference (the
 	// replicas Service; the primary Service for a cluster of one instance).
 	Sources []string
+	// ReplicaOnly makes the archiver refuse a writable source (the replicas Service of a
+	// cluster of more than one instance can still reach a replica promoted since).
+	ReplicaOnly bool
 	// Start is the GTID position to archive after when the store holds no segment yet.
 	Start string
 	// SecretHash is BinlogArchiveSecretHashAnnotation's value.
@@ -108,6 +111,9 @@ func BinlogArchiveDeployment(c *dolphinv1.MySQLCluster, a BinlogArchiveArgs, o B
 	}
 	for _, s := range a.Sources {
 		args = append(args, "--source", s)
+	}
+	if a.ReplicaOnly {
+		args = append(args, "--replica-only")
 	}
 	if a.SourceServerName != "" {
 		args = append(args, "--source-ca", secret(ArchiveServerCAKey), "--source-server-name", a.SourceServerName)

@@ -111,7 +111,18 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		if err := in.SetSemiSyncSource(ctx, s.SemiSync); err != nil {
 			return err
 		}
-		return in.SetReadOnly(ctx, false)
+		if err := in.SetReadOnly(ctx, false); err != nil {
+			return err
+		}
+		// Whoever read its binary log as a replica's — a binlog archiver that reached it
+		// through the replicas Service, whose connection kube-proxy keeps — must not go on
+		// reading a primary's, which can end in a tail no replica acknowledged: disconnected,
+		// it reconnects and refuses a writable source (binlog.Endpoint.ReplicaOnly). The
+		// replicas are pointed at it only after this step. Best effort: the promotion stands.
+		if err := in.KillBinlogReaders(ctx); err != nil {
+			e.cfg.Log.Info("could not disconnect the binary log's readers of the new primary", "instance", m.Name, "error", err.Error())
+		}
+		return nil
 	case StepApplyVariables:
 		e.mu.Lock()
 		vars := maps.Clone(e.state.Variables)
