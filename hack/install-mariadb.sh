@@ -59,7 +59,7 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 
-packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux mount e2fsprogs nftables sysbench)
+packages=(mariadb-server mariadb-client mariadb-backup iproute2 util-linux mount e2fsprogs nftables sysbench procps)
 
 # Keep package scripts from starting the server: invoke-rc.d and
 # deb-systemd-invoke ask /usr/sbin/policy-rc.d, and exit code 101 means
