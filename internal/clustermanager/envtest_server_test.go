@@ -3,6 +3,7 @@ package clustermanager
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,6 +162,24 @@ func (o *operatorEnv) waitReady(t *testing.T) {
 
 // TestEnvtestServerOperatorRunsTheTopology: bootstrap, a switchover by annotation, scaling
 // down past the primary, a failover, deletion.
+// primaryServiceSelects checks that the primary Service selects pod by name, with a selector
+// only the topology reporter owns (the reconciler, running all along, must not take it back).
+func primaryServiceSelects(ctx context.Context, c client.Client, ns, pod string) error {
+	var svc corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop-primary"}, &svc); err != nil {
+		return err
+	}
+	if got, ok := resources.SelectsOnePod(svc.Spec.Selector); !ok || got != pod {
+		return fmt.Errorf("primary Service selector %v, want pod %s by name", svc.Spec.Selector, pod)
+	}
+	for _, f := range svc.ManagedFields {
+		if f.FieldsV1 != nil && strings.Contains(string(f.FieldsV1.Raw), `"f:selector"`) && f.Manager != resources.TopologyFieldManager {
+			return fmt.Errorf("primary Service's selector is also owned by field manager %q", f.Manager)
+		}
+	}
+	return nil
+}
+
 func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 	o := startOperator(t, "topo", dolphinv1.FailoverSpec{
 		Detection: dolphinv1.DetectionSpec{Interval: &metav1.Duration{Duration: 200 * time.Millisecond}, Attempts: 2}}, nil)
@@ -188,6 +207,9 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 			}
 			if roleOf(to) != "primary" || roleOf(from) != "replica" {
 				return fmt.Errorf("roles %s=%q %s=%q", to, roleOf(to), from, roleOf(from))
+			}
+			if err := primaryServiceSelects(ctx, c, ns, to); err != nil {
+				return err
 			}
 			if _, still := cluster.Annotations[mysqlcontroller.SwitchoverAnnotation]; still {
 				return fmt.Errorf("annotation not removed")
@@ -279,6 +301,9 @@ func TestEnvtestServerOperatorRunsTheTopology(t *testing.T) {
 		newPrimary = lp.To
 		if roleOf(newPrimary) != "primary" {
 			return fmt.Errorf("roles: %s=%q", newPrimary, roleOf(newPrimary))
+		}
+		if err := primaryServiceSelects(ctx, c, ns, newPrimary); err != nil {
+			return err
 		}
 		// The replaced primary did not answer: its pod is deleted so that it restarts and
 		// rejoins (this test's pods have no node, so the API server removes them at once).

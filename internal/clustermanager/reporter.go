@@ -90,6 +90,10 @@ func (r *reporter) Report(ctx context.Context, rep topology.Report) {
 	// Metrics with the status, before the labels and the lost primary's restart (which can
 	// take a while): whoever sees a promotion recorded finds it counted too.
 	r.metrics(rep)
+	if err := r.pointPrimaryService(ctx, rep); err != nil {
+		r.failed(ctx, "service", err)
+		log.Error(err, "pointing the primary Service at the primary")
+	}
 	if err := r.label(ctx, rep); err != nil {
 		r.failed(ctx, "labels", err)
 		log.Error(err, "setting pod role labels")

@@ -120,8 +120,16 @@ func (r *MySQLClusterReconciler) reconcileServiceAccount(ctx context.Context, c 
 }
 
 func (r *MySQLClusterReconciler) reconcileServices(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	// The topology reporter owns the primary Service's selector once it has pointed it at the
+	// primary's pod: applying it here would take it back (docs/design/0050).
+	var primary corev1.Service
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.NamesFor(c).PrimaryService}, &primary)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the primary Service: %w", err)
+	}
+	_, topologyOwnsSelector := resources.SelectsOnePod(primary.Spec.Selector)
 	for _, svc := range []*corev1ac.ServiceApplyConfiguration{
-		resources.HeadlessService(c), resources.PrimaryService(c), resources.ReplicaService(c),
+		resources.HeadlessService(c), resources.PrimaryService(c, topologyOwnsSelector), resources.ReplicaService(c),
 	} {
 		if err := applyAndRecord(ctx, r, c, &corev1.Service{}, svc, corev1ac.ExtractService); err != nil {
 			return err

@@ -49,11 +49,11 @@ var (
 	}, []string{"namespace", "name", "instance"})
 
 	// EngineErrors counts failures of the topology engine by stage: "plan" (a step of a
-	// decided plan failed), "status", "labels" and "restart" (the reporter could not write
-	// to Kubernetes what the engine decided).
+	// decided plan failed), "status", "service" (the primary Service's selector), "labels"
+	// and "restart" (the reporter could not write to Kubernetes what the engine decided).
 	EngineErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mysql_cluster_engine_errors_total",
-		Help: "Topology engine failures by stage (plan, status, labels, restart).",
+		Help: "Topology engine failures by stage (plan, status, service, labels, restart).",
 	}, []string{"namespace", "name", "stage"})
 	// SemiSyncFallback is 1 while the primary's semi-sync replication fell back to async.
 	SemiSyncFallback = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
@@ -21,8 +23,11 @@ const (
 	// instance restart changes (engine, mysqlConfig).
 	ConfigHashAnnotation = "mysql.dolphin.dev/config-hash"
 
-	// FieldManager is the one server-side-apply field manager the operator uses.
+	// FieldManager is the server-side-apply field manager of the operator's reconcilers.
 	FieldManager = "dolphin-operator"
+	// TopologyFieldManager is the field manager of the topology reporter, which owns the
+	// primary Service's selector once it has pointed it at a pod (PrimaryPodSelector).
+	TopologyFieldManager = "dolphin-topology"
 
 	appName   = "mysql"
 	managedBy = "dolphin"
@@ -87,6 +92,24 @@ func RoleSelector(c *dolphinv1.MySQLCluster, role dolphinv1.InstanceRole) map[st
 	l := SelectorLabels(c)
 	l[RoleLabel] = string(role)
 	return l
+}
+
+// PrimaryPodSelector selects the one pod of a cluster named pod: the primary Service's
+// selector once the topology engine has named the primary. Moving the primary is then one
+// change of one object — the Service's selector — which the EndpointSlice controller turns
+// into one EndpointSlice write and kube-proxy into one rules sync. Moving it with role labels
+// takes two pod changes (the old primary's label off, then the new one's on), and kube-proxy
+// applies a second change no sooner than its minSyncPeriod (1 s by default) after the first:
+// clients waited that second on every failover (docs/design/0050).
+func PrimaryPodSelector(cluster, pod string) map[string]string {
+	return map[string]string{LabelName: appName, LabelInstance: cluster, appsv1.StatefulSetPodNameLabel: pod}
+}
+
+// SelectsOnePod reports whether a Service selector selects one pod by name
+// (PrimaryPodSelector), and which.
+func SelectsOnePod(selector map[string]string) (string, bool) {
+	pod, ok := selector[appsv1.StatefulSetPodNameLabel]
+	return pod, ok
 }
 
 // PodName is the name of the pod of instance ordinal i.

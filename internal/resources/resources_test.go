@@ -114,7 +114,7 @@ func TestBuildersGolden(t *testing.T) {
 				golden(t, name+"-generation1-statefulset", first)
 			}
 			golden(t, name+"-configmap", cm)
-			golden(t, name+"-services", []any{HeadlessService(c), PrimaryService(c), ReplicaService(c)})
+			golden(t, name+"-services", []any{HeadlessService(c), PrimaryService(c, false), ReplicaService(c)})
 			golden(t, name+"-pdb", PodDisruptionBudget(c))
 			golden(t, name+"-serviceaccount", ServiceAccount(c))
 		})
@@ -127,7 +127,7 @@ func TestEveryChildIsOwnedByTheCluster(t *testing.T) {
 	cm, _ := ConfigMap(c)
 	owners := map[string][]metav1.OwnerReference{}
 	for name, obj := range map[string]any{
-		"statefulset": sts, "configmap": cm, "headless": HeadlessService(c), "primary": PrimaryService(c),
+		"statefulset": sts, "configmap": cm, "headless": HeadlessService(c), "primary": PrimaryService(c, false),
 		"replicas": ReplicaService(c), "pdb": PodDisruptionBudget(c), "sa": ServiceAccount(c),
 	} {
 		var m struct {
@@ -149,8 +149,23 @@ func TestEveryChildIsOwnedByTheCluster(t *testing.T) {
 
 func TestServicesSelectOnRole(t *testing.T) {
 	c := minimal()
-	if got := PrimaryService(c).Spec.Selector[RoleLabel]; got != "primary" {
-		t.Errorf("primary Service selects role %q", got)
+	if got := PrimaryService(c, false).Spec.Selector[RoleLabel]; got != "primary" {
+		t.Errorf("primary Service selects role %q before the topology reporter points it at a pod", got)
+	}
+	if sel := PrimaryService(c, true).Spec.Selector; sel != nil {
+		t.Errorf("primary Service's selector %v is applied by the reconciler once the topology reporter owns it", sel)
+	}
+	sel := PrimaryPodSelector(c.Name, c.Name+"-2")
+	if pod, ok := SelectsOnePod(sel); !ok || pod != c.Name+"-2" {
+		t.Errorf("PrimaryPodSelector %v: SelectsOnePod = %q, %v", sel, pod, ok)
+	}
+	for k, v := range SelectorLabels(c) {
+		if sel[k] != v {
+			t.Errorf("PrimaryPodSelector %v lacks the cluster's selector label %s=%s", sel, k, v)
+		}
+	}
+	if _, ok := SelectsOnePod(RoleSelector(c, dolphinv1.RolePrimary)); ok {
+		t.Error("the role selector is not a one-pod selector")
 	}
 	if got := ReplicaService(c).Spec.Selector[RoleLabel]; got != "replica" {
 		t.Errorf("replica Service selects role %q", got)

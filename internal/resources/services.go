@@ -23,10 +23,17 @@ func HeadlessService(c *dolphinv1.MySQLCluster) *corev1ac.ServiceApplyConfigurat
 			WithPorts(mysqlServicePort()))
 }
 
-// PrimaryService points at the one writable instance: the pod the topology engine labels
-// `mysql.dolphin.dev/role=primary`.
-func PrimaryService(c *dolphinv1.MySQLCluster) *corev1ac.ServiceApplyConfiguration {
-	return clientService(c, NamesFor(c).PrimaryService, c.Spec.PrimaryService, dolphinv1.RolePrimary)
+// PrimaryService points at the one writable instance. Until the topology engine names a
+// primary it selects the pod labeled `mysql.dolphin.dev/role=primary` (none, in a new
+// cluster); from then on the topology reporter owns its selector and points it at the
+// primary's pod by name (PrimaryPodSelector), so the builder leaves the selector out when
+// topologyOwnsSelector is true.
+func PrimaryService(c *dolphinv1.MySQLCluster, topologyOwnsSelector bool) *corev1ac.ServiceApplyConfiguration {
+	svc := clientService(c, NamesFor(c).PrimaryService, c.Spec.PrimaryService, dolphinv1.RolePrimary)
+	if topologyOwnsSelector {
+		svc.Spec.Selector = nil
+	}
+	return svc
 }
 
 // ReplicaService load-balances read-only connections over the ready replicas.

@@ -66,14 +66,18 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 	}
 	if !p.Reachable() {
 		// Missing observations: it stays the primary while it is only suspected — a client
-		// that cannot reach it now would not reach anyone else either — and leaves the
-		// Service once a failover from it begins (the replicas' fence), before a replica is
-		// promoted. Clients are then refused at once instead of waiting on a server Dolphin
-		// gave up, and the promotion's report only adds the new primary: one pod change for
-		// the EndpointSlice controller, which retries a second change that follows the first
-		// within milliseconds a whole second later when its cache has not seen its own write
-		// yet ("EndpointSlice informer cache is out of date": docs/design/0035).
-		return !failingOverFrom(p.Name, v, d, planErr)
+		// that cannot reach it now would not reach anyone else either. Once a failover from it
+		// begins (the replicas' fence) it leaves the Service — clients are then refused at
+		// once instead of waiting on a server Dolphin gave up — unless it refuses connections
+		// itself (killed, restarting: its host answers with a reset, as fast as kube-proxy's
+		// reject) and the failover proceeds: then it stays until the promotion moves the
+		// primary Service in one change of its selector. kube-proxy applies a change that
+		// follows another no sooner than its minSyncPeriod (1 s by default): withdrawing it at
+		// the fence, some 0.2 s before the promotion, held the new primary back from clients
+		// for that second (docs/design/0050). A silent primary (hung, cut off) still leaves at
+		// the fence: kept, it would make every client that connects before the promotion wait
+		// for its own connect timeout.
+		return !failingOverFrom(p.Name, v, d, planErr) || (refusedConnection(p.Err) && failoverProceeds(d, planErr))
 	}
 	if d.State == StateSplitBrain && d.Primary != p.Name {
 		return false
@@ -81,6 +85,12 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 	// Read-only without a promotion in this plan: fenced (switchover under way) or restarted
 	// and waiting; clients must not be sent to a server that refuses their writes.
 	return !p.Status.ReadOnly || planned(StepPromote, p.Name)
+}
+
+// failoverProceeds reports whether this cycle's plan carries a failover forward (its fence or
+// its promotion), as opposed to one that waits with nothing to do.
+func failoverProceeds(d Decision, planErr error) bool {
+	return planErr == nil && d.State == StateFailover && len(d.Plan) > 0
 }
 
 // failingOverFrom reports whether a failover from the lost primary name is under way after

@@ -1,8 +1,14 @@
 package topology
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"net"
+	"os"
+	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -30,23 +36,47 @@ func TestRolesFollowTheRecordNotOneProbe(t *testing.T) {
 		}
 	}
 	// Enough misses: the failover fences first. The record still names db-0 until a replica
-	// is promoted, but db-0 leaves the primary Service with the fence: the promotion's report
-	// then only adds db-1 (one pod change for the EndpointSlice controller, not two within
-	// milliseconds, which it may retry a second later).
+	// is promoted. A primary that refuses connections (killed, restarting) keeps the primary
+	// Service through the fence, so that the promotion moves it in one change (kube-proxy
+	// applies a second change no sooner than its minSyncPeriod after the first;
+	// docs/design/0050); a silent one (hung, cut off) leaves it at the fence, so that clients
+	// are refused at once instead of waiting on it for their connect timeout.
 	v := lostPrimary(attempts)
 	v.Instances[2].Status.Replica.IORunning = false
 	v.Instances[1].Status.Replica.IORunning = false
+	v.Instances[0].Err = fmt.Errorf("status probe: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
 	d := Decide(v)
 	if d.State != StateFailover || d.Primary != "db-0" {
 		t.Fatalf("fence phase: state %s primary %s", d.State, d.Primary)
 	}
-	want := map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}
+	want := map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleReplica}
 	if got := Roles(v, d, nil); !maps.Equal(got, want) {
-		t.Fatalf("fence phase: roles %v, want %v (db-0 withdrawn once the failover begins)", got, want)
+		t.Fatalf("fence phase, primary refusing connections: roles %v, want %v (db-0 kept while the failover proceeds)", got, want)
 	}
-	// A fence that failed part way keeps the failover, and db-0 stays withdrawn.
+	silent := v
+	silent.Instances = slices.Clone(v.Instances)
+	silent.Instances[0].Err = fmt.Errorf("status probe: %w", context.DeadlineExceeded)
+	want = map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}
+	if got := Roles(silent, Decide(silent), nil); !maps.Equal(got, want) {
+		t.Fatalf("fence phase, silent primary: roles %v, want %v (db-0 withdrawn at the fence)", got, want)
+	}
+	// A fence that failed part way keeps the failover, which no longer proceeds: db-0 is
+	// withdrawn and clients are refused at once.
+	want = map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}
 	if got := Roles(v, d, errors.New("stop io failed")); !maps.Equal(got, want) {
 		t.Fatalf("failed fence: roles %v, want %v", got, want)
+	}
+	// A failover that waits (here: no replica left to promote) withdraws db-0 even when it
+	// refuses connections: nothing will move the Service soon.
+	waiting := lostPrimary(attempts)
+	waiting.Failover = &FailoverProgress{From: "db-0", Fenced: true}
+	waiting.Instances[1] = inst(1).down().v
+	waiting.Instances[2] = inst(2).down().v
+	waiting.Instances[0].Err = v.Instances[0].Err // refusing connections: withdrawn all the same
+	if wd := Decide(waiting); wd.State == StateFailover || len(wd.Plan) > 0 {
+		t.Fatalf("waiting failover: state %s plan %v", wd.State, steps(wd))
+	} else if got := Roles(waiting, wd, nil)["db-0"]; got != RoleNone {
+		t.Fatalf("waiting failover (%s: %s): db-0 has role %q, want none", wd.State, wd.Message, got)
 	}
 	v.Failover = d.Failover
 	d = Decide(v)

@@ -1,0 +1,69 @@
+package clustermanager
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/topology"
+)
+
+// primaryServiceSelector is the selector the primary Service gets for the roles the engine
+// published: the primary's pod by name, or — when no instance is published as primary — the
+// role selector, which selects nothing once the labels follow. ok is false when the engine
+// published no roles (nothing observed yet): the selector stays as it is.
+func primaryServiceSelector(cluster string, roles map[string]topology.Role) (selector map[string]string, ok bool) {
+	if len(roles) == 0 {
+		return nil, false
+	}
+	for name, role := range roles {
+		if role == topology.RolePrimary {
+			return resources.PrimaryPodSelector(cluster, name), true
+		}
+	}
+	c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}
+	return resources.RoleSelector(c, dolphinv1.RolePrimary), true
+}
+
+// pointPrimaryService points the primary Service at the pod the engine published as primary,
+// before the role labels move: a change of primary is then one change of the Service's
+// selector, which reaches kube-proxy as one EndpointSlice write, instead of two pod label
+// changes that kube-proxy applies at least its minSyncPeriod apart (docs/design/0050). The
+// selector is applied with the topology reporter's own field manager, which takes it over
+// from the reconciler (resources.PrimaryService leaves it out from then on).
+func (r *reporter) pointPrimaryService(ctx context.Context, rep topology.Report) error {
+	want, ok := primaryServiceSelector(r.key.Name, rep.Roles)
+	if !ok {
+		return nil
+	}
+	name := resources.NamesFor(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: r.key.Name}}).PrimaryService
+	var svc corev1.Service
+	switch err := r.m.Client.Get(ctx, types.NamespacedName{Namespace: r.key.Namespace, Name: name}, &svc); {
+	case apierrors.IsNotFound(err):
+		return nil // the reconciler creates it
+	case err != nil:
+		return fmt.Errorf("reading Service %s: %w", name, err)
+	}
+	if maps.Equal(svc.Spec.Selector, want) {
+		return nil
+	}
+	if _, onePod := resources.SelectsOnePod(svc.Spec.Selector); !onePod {
+		if _, wantOnePod := resources.SelectsOnePod(want); !wantOnePod {
+			return nil // the reconciler's role selector: it follows the labels already
+		}
+	}
+	apply := corev1ac.Service(name, r.key.Namespace).WithSpec(corev1ac.ServiceSpec().WithSelector(want))
+	if err := r.m.Client.Apply(ctx, apply, client.FieldOwner(resources.TopologyFieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("pointing Service %s at %v: %w", name, want, err)
+	}
+	return nil
+}
