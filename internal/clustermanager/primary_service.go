@@ -18,9 +18,9 @@ import (
 )
 
 // primaryServiceSelector is the selector the primary Service gets for the roles the engine
-// published: the primary's pod by name, or — when no instance is published as primary — the
-// role selector, which selects nothing once the labels follow. ok is false when the engine
-// published no roles (nothing observed yet): the selector stays as it is.
+// published: the primary's pod by name, or no pod when no instance is published as primary.
+// ok is false when the engine published no roles (nothing observed yet): the selector stays
+// as it is.
 func primaryServiceSelector(cluster string, roles map[string]topology.Role) (selector map[string]string, ok bool) {
 	if len(roles) == 0 {
 		return nil, false
@@ -30,8 +30,7 @@ func primaryServiceSelector(cluster string, roles map[string]topology.Role) (sel
 			return resources.PrimaryPodSelector(cluster, name), true
 		}
 	}
-	c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}
-	return resources.RoleSelector(c, dolphinv1.RolePrimary), true
+	return resources.PrimaryPodSelector(cluster, ""), true
 }
 
 // pointPrimaryService points the primary Service at the pod the engine published as primary,
@@ -55,11 +54,6 @@ func (r *reporter) pointPrimaryService(ctx context.Context, rep topology.Report)
 	}
 	if maps.Equal(svc.Spec.Selector, want) {
 		return nil
-	}
-	if _, onePod := resources.SelectsOnePod(svc.Spec.Selector); !onePod {
-		if _, wantOnePod := resources.SelectsOnePod(want); !wantOnePod {
-			return nil // the reconciler's role selector: it follows the labels already
-		}
 	}
 	apply := corev1ac.Service(name, r.key.Namespace).WithSpec(corev1ac.ServiceSpec().WithSelector(want))
 	if err := r.m.Client.Apply(ctx, apply, client.FieldOwner(resources.TopologyFieldManager), client.ForceOwnership); err != nil {

@@ -94,8 +94,9 @@ func RoleSelector(c *dolphinv1.MySQLCluster, role dolphinv1.InstanceRole) map[st
 	return l
 }
 
-// PrimaryPodSelector selects the one pod of a cluster named pod: the primary Service's
-// selector once the topology engine has named the primary. Moving the primary is then one
+// PrimaryPodSelector selects the one pod of a cluster named pod — none when pod is "" (no
+// pod has an empty name): the primary Service's selector once the topology engine has
+// published roles. Moving the primary is then one
 // change of one object — the Service's selector — which the EndpointSlice controller turns
 // into one EndpointSlice write and kube-proxy into one rules sync. Moving it with role labels
 // takes two pod changes (the old primary's label off, then the new one's on), and kube-proxy
