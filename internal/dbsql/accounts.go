@@ -90,6 +90,13 @@ func (in *instance) KillConnections(ctx context.Context, exceptUsers []string) e
 	})
 }
 
+// KillClientConnections implements Instance.
+func (in *instance) KillClientConnections(ctx context.Context, spareUsers []string) error {
+	return in.killWhere(ctx, func(user, command string) bool {
+		return !slices.Contains(systemUsers, user) && !slices.Contains(spareUsers, user) && !slices.Contains(systemCommands, command)
+	})
+}
+
 // KillBinlogReaders implements Instance.
 func (in *instance) KillBinlogReaders(ctx context.Context) error {
 	return in.killWhere(ctx, func(_, command string) bool { return command == "Binlog Dump" || command == "Binlog Dump GTID" })

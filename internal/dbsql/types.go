@@ -220,6 +220,11 @@ type Instance interface {
 	// wrongly using the operator account, whose commit may be waiting for a
 	// semi-sync acknowledgement) is killed all the same.
 	KillConnections(ctx context.Context, exceptUsers []string) error
+	// KillClientConnections kills every client connection except replication and system
+	// threads, the connection it runs on and every connection of spareUsers, idle or busy:
+	// for a server that is no longer the primary, whose clients must go while Dolphin's own
+	// work there (mariadb-upgrade, a backup, a clone) goes on.
+	KillClientConnections(ctx context.Context, spareUsers []string) error
 	// KillBinlogReaders kills the connections reading the binary log (Binlog Dump threads:
 	// replicas and archivers reading from this server).
 	KillBinlogReaders(ctx context.Context) error

@@ -115,7 +115,10 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 				err = e.setInitConnect(kctx, in, "")
 			}
 			if err == nil {
-				err = in.KillConnections(kctx, []string{e.cfg.Credentials.Accounts.Operator.User})
+				// Dolphin's own connections stay, busy or not: after a rollout restarted the
+				// former primary, mariadb-upgrade runs there as Dolphin's account, and killing
+				// it failed the engine upgrade ("Server has gone away", fresh make test).
+				err = in.KillClientConnections(kctx, []string{e.cfg.Credentials.Accounts.Operator.User})
 			}
 			cancel()
 		}
