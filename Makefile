@@ -152,12 +152,15 @@ test-e2e: $(E2E_DEPS) ## End-to-end suite on `dolphin local` (needs root; E2E_NO
 	$(E2E_ENV) $(GO) test -count=1 -timeout 60m -v ./test/e2e/
 
 .PHONY: local-up
-local-up: control-plane mariadb build ## Start the whole stack on this machine (needs root): bin/dolphin local up.
-	bin/dolphin local up --bin-dir $(KUBEBUILDER_ASSETS)
+local-up: control-plane mariadb node images build ## Start the whole stack on this machine (root): control plane, a real node (containerd, kubelet, kube-proxy, CoreDNS), Dolphin installed from its image.
+	bin/dolphin local up --node real --bin-dir $(KUBEBUILDER_ASSETS) --node-bin-dir $(NODE_BIN) --images $(IMAGES_DIR)
 
 .PHONY: local-up-real
-local-up-real: control-plane node images build ## Start the stack on a real node (root): containerd, kubelet, kube-proxy, CoreDNS, Dolphin installed from its image.
-	bin/dolphin local up --node real --bin-dir $(KUBEBUILDER_ASSETS) --node-bin-dir $(NODE_BIN) --images $(IMAGES_DIR)
+local-up-real: local-up ## Same as local-up (kept for those who learned it).
+
+.PHONY: local-up-process
+local-up-process: control-plane mariadb build ## The stack on the host-process node instead (pods as host processes, Dolphin's Service proxy; for comparisons).
+	bin/dolphin local up --node process --bin-dir $(KUBEBUILDER_ASSETS)
 
 .PHONY: local-down
 local-down: build ## Stop everything `local-up` started.

@@ -41,12 +41,14 @@ func newLocalCmd() *cobra.Command {
 		Use:   "local",
 		Short: "Run a real Kubernetes control plane and the operator on this machine, without Docker",
 		Long: "Run a real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,\n" +
-			"kube-scheduler, built from Go modules by hack/control-plane.sh) and the Dolphin operator as\n" +
-			"host processes on 127.0.0.1. Everything lives in one folder (--dir); the processes keep\n" +
+			"kube-scheduler, built from Go modules by hack/control-plane.sh) as host processes, and the\n" +
+			"Dolphin operator on it. Everything lives in one folder (--dir); the processes keep\n" +
 			"running after `up` returns, until `down`.\n\n" +
-			"`up` also starts a local node that runs pods as host processes (each in its own network\n" +
-			"and mount namespace; needs root) and forwards Dolphin's Services to 127.0.0.1 ports\n" +
-			"(`status` lists them). It is not a container runtime: images map to host binaries.",
+			"`up` also starts a node (needs root): by default a real one — containerd, the kubelet,\n" +
+			"kube-proxy and CoreDNS, with Dolphin installed in the cluster from its image; this host\n" +
+			"reaches Services at their ClusterIPs (`status` lists them). `--node process` starts the\n" +
+			"host-process node instead: pods as host processes, images mapped to host binaries,\n" +
+			"Services forwarded to 127.0.0.1 ports.",
 	}
 	cmd.AddCommand(newLocalUpCmd(), newLocalDownCmd(), newLocalStatusCmd(), newLocalAgentCmd(), newLocalProvisionerCmd())
 	return cmd
@@ -79,7 +81,7 @@ func newLocalUpCmd() *cobra.Command {
 			"The binaries come from --bin-dir, else KUBEBUILDER_ASSETS, else the folder that\n" +
 			"hack/control-plane.sh builds into; when they are missing and ./hack/control-plane.sh\n" +
 			"exists (run from the repository), it is run to build them (~8 min once).\n\n" +
-			"The local node (pods as host processes) needs root: run `sudo dolphin local up`.\n\n" +
+			"The node needs root: run `sudo dolphin local up`.\n\n" +
 			"--s3 also runs an S3 server for backups, versitygw (built by hack/versitygw.sh or\n" +
 			"`make versitygw`; --versitygw or DOLPHIN_VERSITYGW name another binary), listening on the\n" +
 			"pods' gateway address (the first address of --pod-cidr: http://10.244.0.1:7070 by default),\n" +
@@ -101,7 +103,7 @@ func newLocalUpCmd() *cobra.Command {
 	fs.BoolVar(&o.s3, "s3", false, "Also run an S3 server for backups (versitygw) on the pods' gateway address, with bucket dolphin and Secret default/dolphin-s3 (see above).")
 	fs.IntVar(&o.s3Port, "s3-port", localcluster.DefaultS3Port, "Port of the S3 server (--s3) on the pods' gateway address.")
 	fs.StringVar(&o.versitygw, "versitygw", "", "The versitygw binary for --s3 (default: $"+localcluster.EnvVersitygw+", else where hack/versitygw.sh builds it).")
-	fs.StringVar(&o.node, "node", nodeProcess, "The node: \"process\" runs pods as host processes; \"real\" runs containerd, kubelet, kube-proxy and CoreDNS (hack/node.sh) with the images of `make images`, and installs Dolphin in the cluster from its image.")
+	fs.StringVar(&o.node, "node", "", "The node: \"real\" runs containerd, kubelet, kube-proxy and CoreDNS (hack/node.sh) with the images of `make images`, and installs Dolphin in the cluster from its image; \"process\" runs pods as host processes (kept for comparisons and the operator-upgrade test). Default: the kind the folder was started with, else real.")
 	fs.StringVar(&o.nodeBinDir, "node-bin-dir", "", "Folder with the real node's binaries (default: where hack/node.sh builds them).")
 	fs.StringVar(&o.imagesDir, "images", "", "Folder of `make images` (default: images in the user's cache folder).")
 	fs.DurationVar(&o.kubeProxyMinSync, "kube-proxy-min-sync-period", 0, "The real node's kube-proxy minSyncPeriod: the shortest time between two rewrites of its rules (default: kube-proxy's, 1s).")
@@ -113,6 +115,12 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	if o.node == "" {
+		var err error
+		if o.node, err = runningNodeKind(o.dir); err != nil {
+			return err
+		}
+	}
 	// Each node kind has its own bridge and pod range, so a real node never takes over (and
 	// removes at `down`) the bridge of a host-process node left on the defaults.
 	if o.bridge == "" {

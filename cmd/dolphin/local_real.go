@@ -256,6 +256,27 @@ func realNodeRuns(dir string) (bool, error) {
 	return cp.Process(realnode.Kubelet).Alive(), nil
 }
 
+// runningNodeKind is the kind of node the local cluster in dir was started with (its `up`
+// without --node keeps it): real when the folder has the real node's settings, process when
+// it recorded a node agent, and real — the default — for a new folder.
+func runningNodeKind(dir string) (string, error) {
+	if _, err := realnode.LoadOptions(localRealDir(dir)); err == nil {
+		return nodeReal, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	cp, err := localcluster.Open(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nodeReal, nil
+	case err != nil:
+		return "", err
+	case cp.Process(agentName) != nil:
+		return nodeProcess, nil
+	}
+	return nodeReal, nil
+}
+
 // downRealNode stops the real node of a local cluster, if one was started there, before the
 // control plane stops (its pods must go while containerd runs).
 func downRealNode(out io.Writer, cp *localcluster.ControlPlane) error {

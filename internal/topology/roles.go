@@ -23,11 +23,11 @@ const (
 // The primary role follows the engine's record of the primary, not single observations: the
 // recorded primary keeps it while it merely misses observations (PrimarySuspect), so one slow
 // probe never empties the primary Service. It moves only when a plan promoted another
-// instance (and ran to its end), and it is withdrawn when an unreachable primary is silent
-// to its replicas too (one probe before the failover) or a failover from it stops making
-// progress, when the primary is fenced or found read-only without a promotion under way (a
-// switchover's fence, a restart behind a replica), when it is errant, or when several
-// instances accept writes and none of them is the record.
+// instance (and ran to its end), and it is withdrawn when a failover from an unreachable
+// primary begins (a silent one) or stops making progress, when the primary is fenced or
+// found read-only without a promotion under way (a switchover's fence, a restart behind a
+// replica), when it is errant, or when several instances accept writes and none of them is
+// the record.
 //
 // A replica is published while it answers, is read-only, replicates (or is being pointed
 // at the primary by this plan) and is not errant.
@@ -67,18 +67,18 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 	}
 	if !p.Reachable() {
 		// Missing observations: it stays the primary while it is only suspected — a client
-		// that cannot reach it now would not reach anyone else either — until it is silent
-		// to its replicas too, one probe before the failover from it can begin.
+		// that cannot reach it now would not reach anyone else either — and until a failover
+		// from it begins (the replicas' fence).
 		//
 		// kube-proxy applies a change to a Service no sooner than its minSyncPeriod (1 s by
-		// default) after the previous one, so the Service must move to the promoted replica
-		// in one change, and any earlier change must come well before it (docs/design/0050).
-		// A primary that refuses connections (killed, restarting: its host resets them, as
-		// fast as kube-proxy's reject would) stays until the promotion moves the Service. A
-		// silent one (hung, cut off) leaves early, so that clients are refused instead of
-		// waiting on it for their connect timeout, and the promotion follows a probe later.
+		// default) after the previous one, so the promotion should move the Service in one
+		// change (docs/design/0050). A primary that refuses connections (killed, restarting:
+		// its host resets them, as fast as kube-proxy's reject would) stays until the
+		// promotion moves the Service. A silent one (hung, cut off) leaves at the fence, so
+		// that clients are refused instead of waiting on it for their connect timeout; the
+		// promotion, ~0.2 s later, then reaches clients up to a minSyncPeriod after that.
 		if !failingOverFrom(p.Name, v, d, planErr) {
-			return !silentToAll(p, v)
+			return true
 		}
 		return refusedConnection(p.Err) && failoverProceeds(d, planErr)
 	}
@@ -88,32 +88,6 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 	// Read-only without a promotion in this plan: fenced (switchover under way) or restarted
 	// and waiting; clients must not be sent to a server that refuses their writes.
 	return !p.Status.ReadOnly || planned(StepPromote, p.Name)
-}
-
-// silentToAll reports whether the unreachable primary p is silent to its replicas as well
-// as to Dolphin, one probe short of the detection attempts: its probes time out (it does not
-// refuse connections) and every replica receiving from it has heard nothing, not even a
-// heartbeat, for longer than the heartbeat period — the evidence the failover itself waits
-// for. Without a replica to say so (a single instance; replicas not observed) it is not.
-func silentToAll(p InstanceView, v ClusterView) bool {
-	if refusedConnection(p.Err) || v.PrimaryMisses < max(v.Settings.DetectionAttempts-1, 1) {
-		return false
-	}
-	witnesses := 0
-	for _, in := range v.Instances {
-		if in.Name == p.Name || !in.Reachable() || in.Status.Replica == nil {
-			continue
-		}
-		rs := in.Status.Replica
-		if !rs.IORunning || rs.SourceHost != p.Host || rs.SourcePort != p.Port {
-			continue // says nothing about p
-		}
-		if in.ReceiverSilentFor < receiverSilence(rs.HeartbeatPeriod) {
-			return false // hears from it
-		}
-		witnesses++
-	}
-	return witnesses > 0
 }
 
 // failoverProceeds reports whether this cycle's plan carries a failover forward (its fence or

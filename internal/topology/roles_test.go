@@ -10,7 +10,6 @@ import (
 	"slices"
 	"syscall"
 	"testing"
-	"time"
 )
 
 func TestRolesFollowTheRecordNotOneProbe(t *testing.T) {
@@ -162,54 +161,5 @@ func TestRoles(t *testing.T) {
 				t.Fatalf("roles %v, want %v (state %s, plan %v)", got, tc.want, d.State, steps(d))
 			}
 		})
-	}
-}
-
-// A primary silent to Dolphin and to every replica receiving from it leaves the primary
-// Service one probe before the failover can begin, so that the promotion's change comes
-// well after this one (kube-proxy applies a change no sooner than its minSyncPeriod after
-// the previous; docs/design/0050). Without that evidence — a replica still hears it, it
-// refuses connections, or no replica can say — it keeps the Service.
-func TestRolesWithdrawAPrimarySilentToAll(t *testing.T) {
-	const attempts = 3
-	timedOut := fmt.Errorf("status probe: %w", context.DeadlineExceeded)
-	refused := fmt.Errorf("status probe: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
-	view := func(misses int, probeErr error, silence1, silence2 time.Duration) ClusterView {
-		v := cluster("db-0",
-			inst(0).down(),
-			inst(1).executed("0-1-10").replicaOf(0, "0-1-10").silent(silence1),
-			inst(2).executed("0-1-10").replicaOf(0, "0-1-10").silent(silence2))
-		v.Instances[0].Err = probeErr
-		v.Settings.DetectionAttempts = attempts
-		v.PrimaryMisses = misses
-		return v
-	}
-	silent := 2 * ReceiverSilence
-	cases := []struct {
-		name string
-		v    ClusterView
-		want Role
-	}{
-		{"silent to all, one probe short", view(attempts-1, timedOut, silent, silent), RoleNone},
-		{"silent to all, two probes short", view(attempts-2, timedOut, silent, silent), RolePrimary},
-		{"a replica still hears it", view(attempts-1, timedOut, silent, 0), RolePrimary},
-		{"it refuses connections", view(attempts-1, refused, silent, silent), RolePrimary},
-	}
-	single := cluster("db-0", inst(0).down())
-	single.Instances[0].Err = timedOut
-	single.Settings.DetectionAttempts, single.PrimaryMisses = attempts, attempts-1
-	cases = append(cases, struct {
-		name string
-		v    ClusterView
-		want Role
-	}{"no replica to say so", single, RolePrimary})
-	for _, tc := range cases {
-		d := Decide(tc.v)
-		if d.State != StatePrimarySuspect {
-			t.Fatalf("%s: state %s (%s), want %s", tc.name, d.State, d.Message, StatePrimarySuspect)
-		}
-		if got := Roles(tc.v, d, nil)["db-0"]; got != tc.want {
-			t.Errorf("%s: db-0 role %q, want %q", tc.name, got, tc.want)
-		}
 	}
 }

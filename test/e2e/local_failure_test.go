@@ -42,7 +42,7 @@ func TestLocalUpFailureStopsWhatItStarted(t *testing.T) {
 		_ = exec.Command(bin, "local", "down", "--dir", local, "--wipe").Run()
 	})
 	out, err := exec.Command(bin, "local", "up", "--dir", local, "--crd-dir", crds,
-		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24").CombinedOutput()
+		"--node", "process", "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24").CombinedOutput()
 	t.Logf("dolphin local up:\n%s", out)
 	if err == nil {
 		t.Fatal("dolphin local up with CRDs that do not parse succeeded")
@@ -67,7 +67,7 @@ func TestLocalUpFailureStopsWhatItStarted(t *testing.T) {
 
 	// A stack that runs is left as it was by an `up` that fails: same processes, all healthy.
 	if out, err := exec.Command(bin, "local", "up", "--dir", local,
-		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24").CombinedOutput(); err != nil {
+		"--node", "process", "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24").CombinedOutput(); err != nil {
 		t.Fatalf("dolphin local up: %v\n%s", err, out)
 	}
 	pids := func() map[string]int {
@@ -86,7 +86,7 @@ func TestLocalUpFailureStopsWhatItStarted(t *testing.T) {
 	}
 	running := pids()
 	out, err = exec.Command(bin, "local", "up", "--dir", local, "--crd-dir", crds,
-		"--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24").CombinedOutput()
+		"--node", "process", "--bridge", "dle2e", "--pod-cidr", "10.244.77.0/24").CombinedOutput()
 	t.Logf("dolphin local up on the running stack:\n%s", out)
 	if err == nil {
 		t.Fatal("dolphin local up with CRDs that do not parse succeeded")

@@ -151,7 +151,7 @@ func upStackOn(t *testing.T, src, node string) *stack {
 			t.Errorf("dolphin local down: %v\n%s", err, out)
 		}
 	})
-	s.upArgs = upArgs(local, node)
+	s.upArgs = upArgs(local, node, src != repoRoot())
 	if node == nodeReal {
 		if d := os.Getenv("DOLPHIN_NODE_BIN"); d != "" {
 			s.upArgs = append(s.upArgs, "--node-bin-dir", d)

@@ -59,12 +59,18 @@ func (s *stack) gateway() string {
 }
 
 // upArgs are the `dolphin local up` arguments of a stack on node, without the binaries'
-// folders (see upStackOn).
-func upArgs(local, node string) []string {
-	if node == nodeReal {
+// folders (see upStackOn). A previous release's `dolphin local` knows only the process node
+// and no --node flag; this build's starts a real node unless told otherwise, and keeps the
+// kind a folder was started with when `up` runs again without --node (upAgain after the
+// operator-upgrade test put this build in place).
+func upArgs(local, node string, previousRelease bool) []string {
+	switch {
+	case node == nodeReal:
 		return []string{"local", "up", "--dir", local, "--node", nodeReal, "--bridge", e2eRealBridge, "--pod-cidr", e2eRealCIDR}
+	case previousRelease:
+		return []string{"local", "up", "--dir", local, "--bridge", e2eBridge, "--pod-cidr", e2eProcessCIDR}
 	}
-	return []string{"local", "up", "--dir", local, "--bridge", e2eBridge, "--pod-cidr", e2eProcessCIDR}
+	return []string{"local", "up", "--dir", local, "--node", nodeProcess, "--bridge", e2eBridge, "--pod-cidr", e2eProcessCIDR}
 }
 
 // upAgain runs `dolphin local up` on the running stack again, as a supervisor would: it
