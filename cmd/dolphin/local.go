@@ -535,6 +535,11 @@ func localStatus(ctx context.Context, out io.Writer, dir string) error {
 			}
 		}
 	}
+	if kind, err := runningNodeKind(cp.Dir); err == nil && kind == nodeReal && unhealthy == 0 && len(health) > 0 {
+		if err := printClusterIPServices(ctx, out, cp.Kubeconfig); err != nil {
+			fmt.Fprintf(out, "\nServices: %v\n", err)
+		}
+	}
 	endpoint, s3Running := cp.S3Endpoint()
 	if s3Running {
 		fmt.Fprintf(out, "\nS3 for backups: %s, bucket %s, credentials in Secret %s/%s\n",
