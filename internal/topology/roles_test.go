@@ -125,11 +125,18 @@ func TestRoles(t *testing.T) {
 		{"waiting for instances publishes nothing", func() ClusterView {
 			return cluster("", inst(0).executed(""), inst(1).down(), inst(2).executed(""))
 		}, map[string]Role{"db-0": RoleNone, "db-1": RoleNone, "db-2": RoleNone}},
-		{"switchover fence withdraws the primary", func() ClusterView {
+		{"switchover fence keeps the primary until the promotion moves it", func() ClusterView {
 			v := healthy()
 			v.Switchover = &SwitchoverRequest{To: "db-1"}
 			return v
-		}, map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}},
+		}, map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleReplica}},
+		{"a fenced primary whose switchover cannot go on is made writable again and keeps it", func() ClusterView {
+			v := healthy()
+			v.Instances[0].Status.ReadOnly = true
+			v.Instances[1].Status.Replica.SQLRunning = false // the target is not healthy
+			v.Switchover = &SwitchoverRequest{To: "db-1", Fenced: true}
+			return v
+		}, map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleReplica}},
 		{"switchover promotion moves it", func() ClusterView {
 			v := healthy()
 			v.Instances[0].Status.ReadOnly = true
@@ -161,5 +168,16 @@ func TestRoles(t *testing.T) {
 				t.Fatalf("roles %v, want %v (state %s, plan %v)", got, tc.want, d.State, steps(d))
 			}
 		})
+	}
+	// A switchover's promotion that fails part way leaves the fenced primary read-only with no
+	// promotion done: it is withdrawn (clients refused) until the switchover goes on or it is
+	// made writable again.
+	v := healthy()
+	v.Instances[0].Status.ReadOnly = true
+	v.Switchover = &SwitchoverRequest{To: "db-1", Fenced: true}
+	d := Decide(v)
+	want := map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}
+	if got := Roles(v, d, errors.New("wait applied: timeout")); !maps.Equal(got, want) {
+		t.Fatalf("switchover promotion failed: roles %v, want %v (state %s, plan %v)", got, want, d.State, steps(d))
 	}
 }
