@@ -24,10 +24,9 @@ const (
 // recorded primary keeps it while it merely misses observations (PrimarySuspect), so one slow
 // probe never empties the primary Service. It moves only when a plan promoted another
 // instance (and ran to its end), and it is withdrawn when a failover from an unreachable
-// primary begins (a silent one) or stops making progress, when the primary is fenced (but
-// for a switchover, which keeps it until the promotion) or found read-only without a
-// promotion under way (a switchover that cannot go on, a restart behind a replica), when it
-// is errant, or when several instances accept writes and none of them is
+// primary begins (a silent one) or stops making progress, when the primary is fenced or
+// found read-only without a promotion under way (a switchover's fence, a restart behind a
+// replica), when it is errant, or when several instances accept writes and none of them is
 // the record.
 //
 // A replica is published while it answers, is read-only, replicates (or is being pointed
@@ -64,14 +63,13 @@ func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
 // traffic after this cycle.
 func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, planned func(StepKind, string) bool) bool {
 	if planned(StepFence, p.Name) {
-		// A switchover's fence keeps the primary Service on p until the promotion, in the
-		// next cycle, moves it in one change (docs/design/0050): kube-proxy would apply the
-		// promotion up to its minSyncPeriod after a withdrawal here. Meanwhile p is
-		// read-only — writes get an error at once, as a refused connection would, and reads
-		// see the latest data, since nothing commits anywhere until the promotion; its
-		// clients are disconnected at the promotion and refused for a moment after it
-		// (former_primary.go). Any other fence withdraws it.
-		return d.State == StateSwitchover
+		// A switchover's fence too: keeping the fenced primary in the Service until the
+		// promotion (one change; restart_change_pause 1.14 s -> 0.18 s on the real node) let
+		// readers gather there, and when the operator died between the promotion and the
+		// former primary's disconnects (which come a cycle later), they read from it, a stale
+		// replica by then, until the next leader (11,052 stale reads in 3 chaos rounds,
+		// docs/design/0050). It needs its clients refused before the promotion first.
+		return false
 	}
 	if !p.Reachable() {
 		// Missing observations: it stays the primary while it is only suspected — a client
@@ -93,9 +91,8 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 	if d.State == StateSplitBrain && d.Primary != p.Name {
 		return false
 	}
-	// Read-only without a promotion in this plan: fenced for a switchover that cannot go on
-	// (its promotion failed, or the target is not healthy yet) or restarted and waiting;
-	// clients must not be sent to a server that refuses their writes.
+	// Read-only without a promotion in this plan: fenced (switchover under way) or restarted
+	// and waiting; clients must not be sent to a server that refuses their writes.
 	return !p.Status.ReadOnly || planned(StepPromote, p.Name)
 }
 

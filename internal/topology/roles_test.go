@@ -125,11 +125,11 @@ func TestRoles(t *testing.T) {
 		{"waiting for instances publishes nothing", func() ClusterView {
 			return cluster("", inst(0).executed(""), inst(1).down(), inst(2).executed(""))
 		}, map[string]Role{"db-0": RoleNone, "db-1": RoleNone, "db-2": RoleNone}},
-		{"switchover fence keeps the primary until the promotion moves it", func() ClusterView {
+		{"switchover fence withdraws the primary", func() ClusterView {
 			v := healthy()
 			v.Switchover = &SwitchoverRequest{To: "db-1"}
 			return v
-		}, map[string]Role{"db-0": RolePrimary, "db-1": RoleReplica, "db-2": RoleReplica}},
+		}, map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}},
 		{"a fenced primary whose switchover cannot go on is made writable again and keeps it", func() ClusterView {
 			v := healthy()
 			v.Instances[0].Status.ReadOnly = true
