@@ -118,6 +118,13 @@ func (s *stack) crashOperator() {
 	for _, pid := range containerPIDs(id) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// The kubelet removes a deleted pod's logs: keep the killed leader's beside the control
+	// plane's, so that a run kept with DOLPHIN_E2E_KEEP shows what it did last (the chaos
+	// suite's operator-restart kinds).
+	podLog := filepath.Join(s.dir, "realnode", "pod-logs", fmt.Sprintf("%s_%s_%s", operatorNS, leader, p.UID), "operator", "0.log")
+	if data, err := os.ReadFile(podLog); err == nil {
+		_ = os.WriteFile(filepath.Join(s.dir, "logs", "operator-killed-"+leader+".log"), data, 0o644)
+	}
 	if err := s.c.Delete(s.ctx, &p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 		s.t.Fatalf("deleting the operator pod %s: %v", leader, err)
 	}
