@@ -77,6 +77,16 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		return in.StopReplication(ctx)
 	case StepStartReplication:
 		return in.StartReplication(ctx)
+	case StepRefuseClients:
+		if err := e.setInitConnect(ctx, in, refusedLogin); err != nil {
+			return err
+		}
+		// Checked again by restoreRefusedLogins next cycle: a promotion that fails after this
+		// step must not leave the primary refusing logins.
+		e.mu.Lock()
+		delete(e.loginsChecked, m.Addr())
+		e.mu.Unlock()
+		return in.KillClientConnections(ctx, []string{e.cfg.Credentials.Accounts.Operator.User})
 	case StepFence:
 		// Clients first: a commit waiting for a semi-sync acknowledgement holds up
 		// SET GLOBAL read_only until it ends, and killing its connection ends the wait

@@ -60,8 +60,12 @@ func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
 		// would run into its timeout for writes it cannot fetch, every cycle.
 		d.Plan = append(d.Plan, Step{Kind: StepStartReplication, Instance: target})
 	}
+	// Clients that reached the fenced primary since the fence read current data until the
+	// promotion, and stale data after it: they are refused and disconnected right before it,
+	// in this plan — not in a later cycle an operator crash can postpone (docs/design/0050).
 	d.Plan = append(d.Plan,
 		Step{Kind: StepWaitApplied, Instance: target, GTID: p.Status.Executed},
+		Step{Kind: StepRefuseClients, Instance: p.Name},
 		Step{Kind: StepPromote, Instance: target, SemiSync: len(v.Instances) > 1},
 		Step{Kind: StepReplicate, Instance: p.Name, Source: target, Rejoin: true})
 	for _, in := range healthy {

@@ -118,7 +118,7 @@ func TestDecideTurnsSemiSyncSourceOffOffThePrimary(t *testing.T) {
 		{"replica left with it on by an interrupted promotion", interrupted,
 			[]string{"SemiSyncSource(db-2 semisync=false)", "Replicate(db-2 from db-0 rejoin)"}},
 		{"switchover target", switchover, []string{"SemiSyncSource(db-2 semisync=false)", "WaitApplied(db-2 gtid 0-1-12)",
-			"Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}},
+			"RefuseClients(db-0)", "Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}},
 		{"failover candidate", failover, []string{"SemiSyncSource(db-2 semisync=false)", "WaitApplied(db-2 gtid 0-1-12)",
 			"Promote(db-2 semisync=true)", "Replicate(db-1 from db-2)"}},
 	} {

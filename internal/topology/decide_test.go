@@ -411,7 +411,7 @@ func TestDecide(t *testing.T) {
 				v.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true}
 				return v
 			},
-			StateSwitchover, "db-2", []string{"WaitApplied(db-2 gtid 0-1-10)", "Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}, nil},
+			StateSwitchover, "db-2", []string{"WaitApplied(db-2 gtid 0-1-10)", "RefuseClients(db-0)", "Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}, nil},
 		{"switchover: a target whose receiver stopped after the fence is started before the wait",
 			func() ClusterView {
 				v := healthy3()
@@ -420,7 +420,7 @@ func TestDecide(t *testing.T) {
 				v.Switchover = &SwitchoverRequest{To: "db-2", Fenced: true}
 				return v
 			},
-			StateSwitchover, "db-2", []string{"StartReplication(db-2)", "WaitApplied(db-2 gtid 0-1-10)", "Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}, nil},
+			StateSwitchover, "db-2", []string{"StartReplication(db-2)", "WaitApplied(db-2 gtid 0-1-10)", "RefuseClients(db-0)", "Promote(db-2 semisync=true)", "Replicate(db-0 from db-2 rejoin)", "Replicate(db-1 from db-2)"}, nil},
 		{"switchover resumed after its target was promoted but not recorded: adopted, not fenced as a split brain",
 			func() ClusterView {
 				v := cluster("db-0",

@@ -438,8 +438,19 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	}
 	err := e.act(ctx, members, d)
 	acted := time.Now()
+	e.mu.Lock()
+	primaryNow := e.state.Primary
+	if err == nil {
+		primaryNow = d.Primary
+		if d.PromotedFrom != "" && d.Primary != d.PromotedFrom {
+			// Before the disconnects below: the former primary's first is due in this very
+			// cycle, before the report moves the Services (former_primary.go).
+			e.noteFormerPrimary(d.PromotedFrom, acted)
+		}
+	}
+	e.mu.Unlock()
 	e.reloadCertificates(ctx, members, views)
-	e.disconnectFormerPrimaryClients(ctx, members, views)
+	e.disconnectFormerPrimaryClients(ctx, members, views, primaryNow)
 	e.restoreRefusedLogins(ctx, members, views)
 
 	e.mu.Lock()
@@ -455,7 +466,6 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 			}
 			rep.Promotion = &Promotion{From: d.PromotedFrom, To: d.Primary, Planned: planned, Duration: time.Since(start)}
 			e.misses, e.lostSince = 0, time.Time{}
-			e.noteFormerPrimary(d.PromotedFrom, acted)
 		}
 		e.state.Primary, e.state.Failover, e.state.Tail, e.state.Replaced = d.Primary, d.Failover, d.Tail, d.Replaced
 		if e.switchover == view.Switchover {

@@ -72,10 +72,10 @@ func (e *Engine) noteFormerPrimary(from string, at time.Time) {
 // again. A former primary that does not answer (killed and restarting, hung, cut off) is tried
 // again at the next cycle — a killed server the kubelet restarts answers within seconds, as a
 // replica clients must not read from yet — and is given up formerPrimaryWindow after the
-// promotion. A failure is logged.
-func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []Member, views []InstanceView) {
+// promotion. primary is the primary after this cycle's plan. A failure is logged.
+func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []Member, views []InstanceView, primary string) {
 	e.mu.Lock()
-	f, primary := e.former, e.state.Primary
+	f := e.former
 	since := time.Since(f.since)
 	switch {
 	case f.name == "" || f.done >= len(formerPrimaryDisconnects):

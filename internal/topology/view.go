@@ -239,6 +239,11 @@ const (
 	// StepFence makes an instance read-only, turns its semi-sync source side off and
 	// disconnects its clients.
 	StepFence StepKind = "Fence"
+	// StepRefuseClients makes the instance refuse application logins (an init_connect that
+	// fails; Dolphin's own account is exempt) and disconnects its clients, Dolphin's own
+	// spared: a switchover's fenced primary, right before the promotion, so that no reader
+	// stays on it across the promotion — it is a replica, and stale, from then on.
+	StepRefuseClients StepKind = "RefuseClients"
 	// StepWaitApplied waits until the instance has applied GTID.
 	StepWaitApplied StepKind = "WaitApplied"
 	// StepPromote makes the instance the primary: replication reset, semi-sync source
