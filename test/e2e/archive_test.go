@@ -230,6 +230,10 @@ func TestLocalBinlogArchive(t *testing.T) {
 		}
 		pass := s.secretValue(name+"-credentials", "operator-password")
 		db := s.sqlDBAs("dolphin", pass, s.serviceAddr(name+"-primary"))
+		// Ready says the Service has its endpoint; kube-proxy applies it on the node up to its
+		// minSyncPeriod later (four clusters' Services changing at once here): a client
+		// retries a refused connection, as this one does (fresh make test, CPUs busy).
+		testenv.Eventually(t, 15*time.Second, name+"'s primary Service answers through kube-proxy", func() error { return db.Ping() })
 		got := map[int64]bool{}
 		for _, id := range s.ids(db) {
 			got[id] = true
