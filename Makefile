@@ -46,7 +46,8 @@ build: ## Build bin/dolphin (every role) and bin/dolphin-operator (the operator 
 	$(GO) build -o bin/dolphin-operator ./cmd/dolphin-operator
 
 # Images built here without Docker (make images), cached by content under the user's cache folder.
-IMAGES_DIR ?= $(or $(DOLPHIN_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dolphin)/images
+CACHE_DIR := $(or $(DOLPHIN_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dolphin)
+IMAGES_DIR ?= $(CACHE_DIR)/images
 IMAGE_TAG ?= dev
 IMAGE_SUITES ?= bookworm,trixie
 # The image's times and labels come from the commit, so the same commit gives the same digest.
@@ -94,11 +95,15 @@ test-envtest: control-plane ## Controller tests against a real kube-apiserver + 
 test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x.y.z.
 	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/...
 
+# TEST_KEEP: where a failed end-to-end test of `make test` leaves every log (operator, node,
+# each container), so that a red CI run can be read afterwards on the machine that ran it.
+TEST_KEEP ?= $(CACHE_DIR)/test-logs/$(shell date +%Y%m%d-%H%M%S)
+
 .PHONY: test
 test: mariadb control-plane versitygw node images vet ## Everything the README promises: unit, golden, envtest, real-MariaDB, real-S3 and real-node tests, and the CRD gate.
 	@echo "make test: $$($(GO) version | cut -d' ' -f3), $$(PATH=$$PATH:/usr/sbin mariadbd --version | grep -oE 'Ver [^ ]+'), control plane $$(basename $(KUBEBUILDER_ASSETS)), node $$(basename $(NODE_BIN)), $$(nproc) CPUs"
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
-	  $(GO) test -count=1 -timeout 60m ./...
+	  DOLPHIN_E2E_KEEP=$(TEST_KEEP) $(GO) test -count=1 -timeout 60m ./...
 	$(MAKE) verify-generated
 	$(MAKE) crd-gate
 
@@ -190,13 +195,15 @@ bench-footprint: control-plane moco ## The operator's RSS, StatefulSet creation 
 
 CHAOS_ROUNDS ?= 20
 CHAOS_FAULTS ?=
+# CHAOS_DETECTION_INTERVAL: the chaos cluster's failover.detection.interval (empty: the default, 1s).
+CHAOS_DETECTION_INTERVAL ?=
 # CHAOS_KEEP: where a failed run leaves every log (operator, node, each container).
 CHAOS_STAMP := $(shell date +%Y%m%d-%H%M%S)
-CHAOS_KEEP ?= $(HOME)/.cache/dolphin/chaos-logs/$(CHAOS_STAMP)
+CHAOS_KEEP ?= $(CACHE_DIR)/chaos-logs/$(CHAOS_STAMP)
 .PHONY: chaos
 chaos: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process): every fault kind CHAOS_ROUNDS times (CHAOS_FAULTS=a,b to pick) under the checker's clients and sysbench; one line per kind; fails on a lost write, split brain or a stale read. Bounded: 6 min per fault at most.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) DOLPHIN_CHAOS_FAULTS=$(CHAOS_FAULTS) DOLPHIN_CHAOS_OUT=$$out DOLPHIN_E2E_KEEP=$(CHAOS_KEEP) $(E2E_ENV) \
+	  { DOLPHIN_CHAOS_ROUNDS=$(CHAOS_ROUNDS) DOLPHIN_CHAOS_FAULTS=$(CHAOS_FAULTS) DOLPHIN_CHAOS_DETECTION_INTERVAL=$(CHAOS_DETECTION_INTERVAL) DOLPHIN_CHAOS_OUT=$$out DOLPHIN_E2E_KEEP=$(CHAOS_KEEP) $(E2E_ENV) \
 	    $(GO) test -count=1 -timeout $$(( $(CHAOS_ROUNDS) * 10 * 6 + 10 ))m -run '^TestChaos$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep --line-buffered -E 'round [0-9]+:|chaos fault=|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  rc=$$(cat $$rcfile); rm -f $$rcfile; \

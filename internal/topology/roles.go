@@ -77,16 +77,15 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 		// from it begins (the replicas' fence).
 		//
 		// kube-proxy applies a change to a Service no sooner than its minSyncPeriod (1 s by
-		// default) after the previous one, so the promotion should move the Service in one
-		// change (docs/design/0050). A primary that refuses connections (killed, restarting:
-		// its host resets them, as fast as kube-proxy's reject would) stays until the
-		// promotion moves the Service. A silent one (hung, cut off) leaves at the fence, so
-		// that clients are refused instead of waiting on it for their connect timeout; the
-		// promotion, ~0.2 s later, then reaches clients up to a minSyncPeriod after that.
+		// default) after the previous one, so the promotion moves the Service in one change
+		// (docs/design/0050): the lost primary — refusing connections (killed, restarting) or
+		// silent (hung, cut off) — stays until the promotion, ~0.2 s after the fence. Clients
+		// that connect to a silent one meanwhile wait for their connect timeout, as they did
+		// through the detection before it (docs/clients.md: keep it short).
 		if !failingOverFrom(p.Name, v, d, planErr) {
 			return true
 		}
-		return refusedConnection(p.Err) && failoverProceeds(d, planErr)
+		return failoverProceeds(d, planErr)
 	}
 	if d.State == StateSplitBrain && d.Primary != p.Name {
 		return false

@@ -36,11 +36,10 @@ func TestRolesFollowTheRecordNotOneProbe(t *testing.T) {
 		}
 	}
 	// Enough misses: the failover fences first. The record still names db-0 until a replica
-	// is promoted. A primary that refuses connections (killed, restarting) keeps the primary
-	// Service through the fence, so that the promotion moves it in one change (kube-proxy
-	// applies a second change no sooner than its minSyncPeriod after the first;
-	// docs/design/0050); a silent one (hung, cut off) leaves it at the fence, so that clients
-	// are refused at once instead of waiting on it for their connect timeout.
+	// is promoted, and db-0 keeps the primary Service through the fence — whether it refuses
+	// connections (killed, restarting) or is silent (hung, cut off) — so that the promotion
+	// moves it in one change (kube-proxy applies a second change no sooner than its
+	// minSyncPeriod after the first; docs/design/0050).
 	v := lostPrimary(attempts)
 	v.Instances[2].Status.Replica.IORunning = false
 	v.Instances[1].Status.Replica.IORunning = false
@@ -56,9 +55,10 @@ func TestRolesFollowTheRecordNotOneProbe(t *testing.T) {
 	silent := v
 	silent.Instances = slices.Clone(v.Instances)
 	silent.Instances[0].Err = fmt.Errorf("status probe: %w", context.DeadlineExceeded)
-	want = map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}
-	if got := Roles(silent, Decide(silent), nil); !maps.Equal(got, want) {
-		t.Fatalf("fence phase, silent primary: roles %v, want %v (db-0 withdrawn at the fence)", got, want)
+	if sd := Decide(silent); sd.State != StateFailover || len(sd.Plan) == 0 {
+		t.Fatalf("fence phase, silent primary: state %s plan %v", sd.State, steps(sd))
+	} else if got := Roles(silent, sd, nil); !maps.Equal(got, want) {
+		t.Fatalf("fence phase, silent primary: roles %v, want %v (db-0 kept while the failover proceeds)", got, want)
 	}
 	// A fence that failed part way keeps the failover, which no longer proceeds: db-0 is
 	// withdrawn and clients are refused at once.
