@@ -81,7 +81,7 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 		// (docs/design/0050): the lost primary — refusing connections (killed, restarting) or
 		// silent (hung, cut off) — stays until the promotion, ~0.2 s after the fence. Clients
 		// that connect to a silent one meanwhile wait for their connect timeout, as they did
-		// through the detection before it (docs/clients.md: keep it short).
+		// through the detection before it (docs/mysqlcluster.md, "Clients and failover": keep it short).
 		if !failingOverFrom(p.Name, v, d, planErr) {
 			return true
 		}

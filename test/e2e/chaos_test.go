@@ -214,7 +214,7 @@ func TestChaos(t *testing.T) {
 	testenv.Eventually(t, 180*time.Second, "cluster Ready", func() error { return s.chaosHealthy(key) })
 	s.primaryWithTable("chaos") // declares database app and the application account
 	s.declareAccount("chaos", chaosUser, chaosPassword, "SELECT", "INSERT", "UPDATE", "CREATE")
-	// The checker connects as the client setting docs/clients.md recommends: a 1 s connect
+	// The checker connects as docs/mysqlcluster.md ("Clients and failover") recommends: a 1 s connect
 	// timeout, so a connection sent to a lost primary gives up and retries at the new one.
 	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=1s&readTimeout=5s&writeTimeout=5s",
 		chaosUser, chaosPassword, s.serviceAddr("chaos-primary")))
