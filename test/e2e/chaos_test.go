@@ -268,8 +268,8 @@ func TestChaos(t *testing.T) {
 			heal()
 			rec, ok := sb.recovery(at, 30*time.Second+chaosStalls[f.name])
 			if !ok {
-				t.Errorf("round %d (%s): sysbench did not commit again within 30 s (plus the fault's designed stall) of the fault (the checker's writers' longest gap %.2fs):\n%s\n%s",
-					r, f.name, checker.Outage(at, time.Now()).Seconds(), sb.lastLines(15), s.primaryServiceState("chaos"))
+				t.Errorf("round %d (%s): sysbench did not commit again within 30 s (plus the fault's designed stall) of the fault (the checker's writers' longest gap %.2fs):\n%s\n%s\n%s",
+					r, f.name, checker.Outage(at, time.Now()).Seconds(), sb.lastLines(15), s.primaryServiceState("chaos"), sb.sockets())
 			}
 			sawErrant := false
 			testenv.Eventually(t, 240*time.Second, f.name+": healthy again", func() error {

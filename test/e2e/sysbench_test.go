@@ -62,6 +62,8 @@ type sysbenchRun struct {
 	cmd     *exec.Cmd
 	started time.Time
 	done    chan struct{}
+	// netns is the client network namespace sysbench runs in on the real node ("" elsewhere).
+	netns string
 
 	mu      sync.Mutex
 	reports []sysbenchReport
@@ -111,8 +113,9 @@ func (s *stack) startSysbench(cluster string, threads int) *sysbenchRun {
 	// timeout of its own, and a connection kube-proxy keeps to a lost primary ends only by the
 	// kernel's TCP settings of the client.
 	sysbench := func(args ...string) *exec.Cmd { return exec.Command("sysbench", args...) }
+	ns := ""
 	if s.node == nodeReal {
-		ns := s.clientNetns()
+		ns = s.clientNetns()
 		sysbench = func(args ...string) *exec.Cmd {
 			return exec.Command("ip", append([]string{"netns", "exec", ns, "sysbench"}, args...)...)
 		}
@@ -125,7 +128,7 @@ func (s *stack) startSysbench(cluster string, threads int) *sysbenchRun {
 		}
 		return nil
 	})
-	r := &sysbenchRun{t: s.t, done: make(chan struct{})}
+	r := &sysbenchRun{t: s.t, done: make(chan struct{}), netns: ns}
 	r.cmd = sysbench(append(args, "--time=0", "--report-interval=1", sysbenchIgnoredErrors, "run")...)
 	stdout, err := r.cmd.StdoutPipe()
 	if err != nil {
@@ -200,6 +203,20 @@ func (r *sysbenchRun) lastLines(n int) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return strings.Join(r.output[max(0, len(r.output)-n):], "\n")
+}
+
+// sockets lists sysbench's TCP connections in its client network namespace with their
+// timers and retransmissions (`ss -tnoi`), for a failure message: where a stalled sysbench
+// waits (an established connection to a lost server, a SYN into a cut-off pod, …).
+func (r *sysbenchRun) sockets() string {
+	if r.netns == "" {
+		return "(sysbench runs in the host network namespace)"
+	}
+	out, err := exec.Command("ip", "netns", "exec", r.netns, "ss", "-tnoi").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("ss in %s: %v: %s", r.netns, err, out)
+	}
+	return "sysbench's connections (ss -tnoi):\n" + string(out)
 }
 
 func (r *sysbenchRun) stop() {
