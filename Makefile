@@ -97,7 +97,9 @@ test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x
 
 # TEST_KEEP: where a failed end-to-end test of `make test` leaves every log (operator, node,
 # each container), so that a red CI run can be read afterwards on the machine that ran it.
-TEST_KEEP ?= $(CACHE_DIR)/test-logs/$(shell date +%Y%m%d-%H%M%S)
+ifndef TEST_KEEP
+TEST_KEEP := $(CACHE_DIR)/test-logs/$(shell date +%Y%m%d-%H%M%S)
+endif
 
 .PHONY: test
 test: mariadb control-plane versitygw node images vet ## Everything the README promises: unit, golden, envtest, real-MariaDB, real-S3 and real-node tests, and the CRD gate.

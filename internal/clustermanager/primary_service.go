@@ -61,3 +61,16 @@ func (r *reporter) pointPrimaryService(ctx context.Context, rep topology.Report)
 	}
 	return nil
 }
+
+// withoutPrimary returns roles with no instance published as primary: the primary Service
+// then selects no pod.
+func withoutPrimary(roles map[string]topology.Role) map[string]topology.Role {
+	out := make(map[string]topology.Role, len(roles))
+	for name, role := range roles {
+		if role == topology.RolePrimary {
+			role = topology.RoleNone
+		}
+		out[name] = role
+	}
+	return out
+}

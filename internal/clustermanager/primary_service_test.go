@@ -1,9 +1,20 @@
 package clustermanager
 
 import (
+	"context"
 	"maps"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/topology"
 )
@@ -35,5 +46,40 @@ func TestPrimaryServiceSelectorFollowsThePublishedPrimary(t *testing.T) {
 		if pod, onePod := resources.SelectsOnePod(sel); !onePod || pod != tc.wantPod {
 			t.Errorf("%s: selects pod %q (one-pod form %v), want %q", tc.name, pod, onePod, tc.wantPod)
 		}
+	}
+}
+
+// A promotion whose record cannot be written (the API refuses the status) publishes no new
+// primary, and takes the lost primary out of the primary Service: it may have been kept there
+// until this promotion (docs/design/0050), and a silent one that comes back would take writes.
+func TestPromotionNotRecordedWithdrawsThePrimaryService(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := dolphinv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-primary"},
+		Spec: corev1.ServiceSpec{Selector: resources.PrimaryPodSelector("db", "db-0")}}
+	// No MySQLCluster: writing status.topology fails.
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc).Build()
+	r := &reporter{m: &Manager{Client: c, Log: logr.Discard()}, key: types.NamespacedName{Namespace: "ns", Name: "db"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.Report(ctx, topology.Report{
+		Promotion: &topology.Promotion{From: "db-0", To: "db-1", Duration: 2 * time.Second},
+		Roles:     map[string]topology.Role{"db-0": topology.RoleNone, "db-1": topology.RolePrimary, "db-2": topology.RoleReplica},
+		Instances: []topology.InstanceView{{Name: "db-0"}},
+	})
+	if !r.pendingPromotion() {
+		t.Fatal("the promotion was recorded although the cluster does not exist")
+	}
+	var got corev1.Service
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "db-primary"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := resources.PrimaryPodSelector("db", ""); !maps.Equal(got.Spec.Selector, want) {
+		t.Fatalf("primary Service selects %v, want %v (no pod until the promotion is recorded)", got.Spec.Selector, want)
 	}
 }

@@ -83,6 +83,12 @@ func (r *reporter) Report(ctx context.Context, rep topology.Report) {
 		if r.pendingPromotion() {
 			log.Error(err, "writing status.topology; role labels stay until the promotion is recorded")
 			r.metrics(rep)
+			// The promoted replica takes no traffic before its record exists, and the lost
+			// primary none either: it may have been kept in the primary Service until this
+			// promotion (docs/design/0050), and one that comes back would take writes.
+			if err := r.pointPrimaryService(ctx, topology.Report{Roles: withoutPrimary(rep.Roles)}); err != nil {
+				r.failed(ctx, "service", err)
+			}
 			return
 		}
 		log.Error(err, "writing status.topology")

@@ -24,7 +24,8 @@ const (
 // recorded primary keeps it while it merely misses observations (PrimarySuspect), so one slow
 // probe never empties the primary Service. It moves only when a plan promoted another
 // instance (and ran to its end), and it is withdrawn when a failover from an unreachable
-// primary begins (a silent one) or stops making progress, when the primary is fenced or
+// primary stops making progress, or begins while the promotion is not about a cycle away
+// (keptUntilPromotion), when the primary is fenced or
 // found read-only without a promotion under way (a switchover's fence, a restart behind a
 // replica), when it is errant, or when several instances accept writes and none of them is
 // the record.
@@ -77,15 +78,12 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 		// from it begins (the replicas' fence).
 		//
 		// kube-proxy applies a change to a Service no sooner than its minSyncPeriod (1 s by
-		// default) after the previous one, so the promotion moves the Service in one change
-		// (docs/design/0050): the lost primary — refusing connections (killed, restarting) or
-		// silent (hung, cut off) — stays until the promotion, ~0.2 s after the fence. Clients
-		// that connect to a silent one meanwhile wait for their connect timeout, as they did
-		// through the detection before it (docs/mysqlcluster.md, "Clients and failover": keep it short).
+		// default) after the previous one, so the promotion should move the Service in one
+		// change (docs/design/0050 and its addendum).
 		if !failingOverFrom(p.Name, v, d, planErr) {
 			return true
 		}
-		return failoverProceeds(d, planErr)
+		return keptUntilPromotion(p, v, d, planErr)
 	}
 	if d.State == StateSplitBrain && d.Primary != p.Name {
 		return false
@@ -93,6 +91,58 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 	// Read-only without a promotion in this plan: fenced (switchover under way) or restarted
 	// and waiting; clients must not be sent to a server that refuses their writes.
 	return !p.Status.ReadOnly || planned(StepPromote, p.Name)
+}
+
+// keptUntilPromotion reports whether the lost primary p stays in the primary Service during
+// this cycle of a failover from it, so that the promotion moves the Service in one change.
+//
+// A primary that refuses connections (killed, restarting: its host resets them, as fast as
+// kube-proxy's reject rule would) costs its clients nothing there. A silent one (hung, cut
+// off) makes clients that connect meanwhile wait for their connect timeout, as they did
+// through the detection before; it stays only while the promotion is about a cycle away: no
+// candidate has a backlog to apply first (WaitApplied may take up to the engine's wait
+// timeout), else it leaves at the fence and clients are refused until the promotion.
+//
+// Either leaves the Service when the failover stops making progress (it waits, or a step
+// failed) and stays out once it left: a retried fence does not put it back, which would make
+// the promotion a third change.
+func keptUntilPromotion(p InstanceView, v ClusterView, d Decision, planErr error) bool {
+	if !failoverProceeds(d, planErr) {
+		return false
+	}
+	if v.Failover != nil && v.Failover.From == p.Name && !v.Failover.Fenced {
+		return false // the fence failed before: withdrawn then, kept out
+	}
+	if refusedConnection(p.Err) {
+		return true
+	}
+	// (In the promotion's own cycle d.Primary names the promoted replica and this is not
+	// asked; a fence repeated because receivers ran again asks it again.)
+	return !candidatesBehind(v, p.Name)
+}
+
+// maxPromptBacklog is how far behind (Seconds_Behind_Master) a candidate may be for its
+// promotion to follow the fence about a cycle later.
+const maxPromptBacklog = 1
+
+// candidatesBehind reports whether a replica that may be promoted instead of lost has more
+// than maxPromptBacklog to apply: by its Seconds_Behind_Master, or, where the server reports
+// none (a receiver reconnecting), by what it received and has not executed.
+func candidatesBehind(v ClusterView, lost string) bool {
+	for _, in := range v.Instances {
+		if in.Name == lost || !in.Reachable() || in.Status.Replica == nil {
+			continue
+		}
+		rs := in.Status.Replica
+		if rs.SecondsBehindSource != nil {
+			if *rs.SecondsBehindSource > maxPromptBacklog {
+				return true
+			}
+		} else if !holds(in.Status.Executed, rs.Received) {
+			return true
+		}
+	}
+	return false
 }
 
 // failoverProceeds reports whether this cycle's plan carries a failover forward (its fence or

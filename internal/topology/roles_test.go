@@ -10,6 +10,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestRolesFollowTheRecordNotOneProbe(t *testing.T) {
@@ -179,5 +180,119 @@ func TestRoles(t *testing.T) {
 	want := map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}
 	if got := Roles(v, d, errors.New("wait applied: timeout")); !maps.Equal(got, want) {
 		t.Fatalf("switchover promotion failed: roles %v, want %v (state %s, plan %v)", got, want, d.State, steps(d))
+	}
+}
+
+// TestRolesLostPrimaryKeptUntilPromotion covers keptUntilPromotion: for every kind of probe
+// error a lost primary shows, whether it keeps the primary Service in each situation of a
+// failover from it (docs/design/0050 and its addendum).
+func TestRolesLostPrimaryKeptUntilPromotion(t *testing.T) {
+	const attempts = 3
+	refused := fmt.Errorf("status probe: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
+	kinds := []struct {
+		name    string
+		err     error
+		refuses bool
+	}{
+		{"refused", refused, true},
+		{"deadline", fmt.Errorf("status probe: %w", context.DeadlineExceeded), false},
+		{"i/o timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
+		{"no route", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}, false},
+		{"refused only in words", errors.New("connection refused"), false},
+	}
+	// fence is the cycle that fences the replicas of a primary lost with err.
+	fence := func(err error) ClusterView {
+		v := cluster("db-0",
+			inst(0).down(),
+			inst(1).executed("0-1-10").replicaOf(0, "0-1-10").silent(2*time.Second),
+			inst(2).executed("0-1-10").replicaOf(0, "0-1-10").silent(2*time.Second))
+		v.Settings.DetectionAttempts = attempts
+		v.PrimaryMisses = attempts
+		v.Instances[0].Err = err
+		return v
+	}
+	lag := func(v ClusterView, seconds int64) ClusterView {
+		v.Instances = slices.Clone(v.Instances)
+		for i := 1; i < 3; i++ {
+			st := *v.Instances[i].Status
+			rs := *st.Replica
+			rs.SecondsBehindSource = &seconds
+			st.Replica = &rs
+			v.Instances[i].Status = &st
+		}
+		return v
+	}
+	type situation struct {
+		name string
+		// view and planErr are the cycle; keptRefused and keptSilent whether db-0 keeps the
+		// role when it refuses connections or is silent.
+		view                    func(err error) ClusterView
+		planErr                 error
+		keptRefused, keptSilent bool
+		state                   State
+	}
+	situations := []situation{
+		{name: "fence, candidates caught up", view: fence, keptRefused: true, keptSilent: true, state: StateFailover},
+		{name: "fence, candidates 0 s behind", view: func(err error) ClusterView { return lag(fence(err), 0) },
+			keptRefused: true, keptSilent: true, state: StateFailover},
+		{name: "fence, a candidate 5 s behind", view: func(err error) ClusterView { return lag(fence(err), 5) },
+			keptRefused: true, keptSilent: false, state: StateFailover},
+		{name: "fence failed", view: fence, planErr: errors.New("stop io failed"), state: StateFailover},
+		{name: "fence retried after it failed", view: func(err error) ClusterView {
+			v := fence(err)
+			v.Failover = &FailoverProgress{From: "db-0"}
+			return v
+		}, state: StateFailover},
+		{name: "fence repeated, receivers running again", view: func(err error) ClusterView {
+			v := fence(err)
+			v.Failover = &FailoverProgress{From: "db-0", Fenced: true}
+			return v
+		}, keptRefused: true, keptSilent: true, state: StateFailover},
+		{name: "waiting: no candidate", view: func(err error) ClusterView {
+			v := fence(err)
+			v.Failover = &FailoverProgress{From: "db-0", Fenced: true}
+			v.Instances[1], v.Instances[2] = inst(1).down().v, inst(2).down().v
+			return v
+		}, state: StatePrimaryLost},
+		{name: "waiting: a candidate fresh, the other down", view: func(err error) ClusterView {
+			v := fence(err)
+			v.Failover = &FailoverProgress{From: "db-0", Fenced: true}
+			v.Instances[1] = inst(1).executed("0-1-10").replicaOf(0, "0-1-10").ioStopped().fresh().v
+			v.Instances[2] = inst(2).down().v
+			return v
+		}, state: StatePrimaryLost},
+	}
+	for _, k := range kinds {
+		for _, sit := range situations {
+			v := sit.view(k.err)
+			d := Decide(v)
+			if d.State != sit.state {
+				t.Fatalf("%s, %s: state %s (%s), want %s", k.name, sit.name, d.State, d.Message, sit.state)
+			}
+			want := sit.keptSilent
+			if k.refuses {
+				want = sit.keptRefused
+			}
+			if got := Roles(v, d, sit.planErr)["db-0"] == RolePrimary; got != want {
+				t.Errorf("%s, %s: db-0 keeps the primary Service: %v, want %v (plan %v)", k.name, sit.name, got, want, steps(d))
+			}
+		}
+	}
+	// The promotion moves the Service, whatever kind of loss.
+	for _, k := range kinds {
+		v := fence(k.err)
+		v.Failover = &FailoverProgress{From: "db-0", Fenced: true}
+		for i := 1; i < 3; i++ {
+			v.Instances[i].Status.Replica.IORunning = false
+		}
+		d := Decide(v)
+		want := map[string]Role{"db-0": RoleNone, "db-1": RolePrimary, "db-2": RoleReplica}
+		if got := Roles(v, d, nil); d.Primary != "db-1" || !maps.Equal(got, want) {
+			t.Errorf("%s, promotion: primary %s roles %v, want %v", k.name, d.Primary, got, want)
+		}
+		want = map[string]Role{"db-0": RoleNone, "db-1": RoleReplica, "db-2": RoleReplica}
+		if got := Roles(v, d, errors.New("promote failed")); !maps.Equal(got, want) {
+			t.Errorf("%s, failed promotion: roles %v, want %v", k.name, got, want)
+		}
 	}
 }

@@ -331,7 +331,12 @@ func (s *stack) clusterPods(cluster string) []corev1.Pod {
 }
 
 func (s *stack) sqlDBAs(user, password, addr string) *sql.DB {
-	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s&writeTimeout=5s", user, password, addr))
+	return s.sqlDBConnectTimeout(user, password, addr, 2*time.Second)
+}
+
+// sqlDBConnectTimeout is sqlDBAs with the given connect timeout.
+func (s *stack) sqlDBConnectTimeout(user, password, addr string, connect time.Duration) *sql.DB {
+	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=%s&readTimeout=5s&writeTimeout=5s", user, password, addr, connect))
 	if err != nil {
 		s.t.Fatal(err)
 	}

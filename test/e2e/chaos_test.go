@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -216,13 +215,7 @@ func TestChaos(t *testing.T) {
 	s.declareAccount("chaos", chaosUser, chaosPassword, "SELECT", "INSERT", "UPDATE", "CREATE")
 	// The checker connects as docs/mysqlcluster.md ("Clients and failover") recommends: a 1 s connect
 	// timeout, so a connection sent to a lost primary gives up and retries at the new one.
-	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=1s&readTimeout=5s&writeTimeout=5s",
-		chaosUser, chaosPassword, s.serviceAddr("chaos-primary")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxIdleConns(0)
-	t.Cleanup(func() { db.Close() })
+	db := s.sqlDBConnectTimeout(chaosUser, chaosPassword, s.serviceAddr("chaos-primary"), time.Second)
 	for _, q := range chaos.Schema("app") {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
