@@ -181,6 +181,23 @@ func threeWithAppTable(t *testing.T) (*harness, *sql.DB) {
 	mustExec(t, primary, "CREATE DATABASE app")
 	mustExec(t, primary, "CREATE TABLE app.rows (id BIGINT PRIMARY KEY, v VARCHAR(20))")
 	h.waitSameRows("db-0", "db-1", "db-2")
+	// A fault within a second of the servers' start makes every replica look restarted since
+	// the primary last answered (Uptime is whole seconds; restartedSinceThePrimary counts such
+	// a start, the safe side), and the failovers these tests expect would wait instead: a
+	// fresh machine's fast start did that once.
+	for i := range 3 {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var name string
+			var up int
+			err := h.sqlDB(i).QueryRow("SHOW GLOBAL STATUS LIKE 'Uptime'").Scan(&name, &up)
+			if err == nil && up >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("db-%d not up for 2 s within 10 s: uptime %d s, %v", i, up, err)
+			}
+		}
+	}
 	return h, primary
 }
 
