@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,13 +53,24 @@ func (r *reporter) pointPrimaryService(ctx context.Context, rep topology.Report)
 	case err != nil:
 		return fmt.Errorf("reading Service %s: %w", name, err)
 	}
+	wantPod, _ := resources.SelectsOnePod(want)
+	oldPod, _ := resources.SelectsOnePod(svc.Spec.Selector)
 	if maps.Equal(svc.Spec.Selector, want) {
+		r.serviceSelects = wantPod
 		return nil
 	}
 	apply := corev1ac.Service(name, r.key.Namespace).WithSpec(corev1ac.ServiceSpec().WithSelector(want))
 	if err := r.m.Client.Apply(ctx, apply, client.FieldOwner(resources.TopologyFieldManager), client.ForceOwnership); err != nil {
+		r.serviceSelects = oldPod
 		return fmt.Errorf("pointing Service %s at %v: %w", name, want, err)
 	}
+	if oldPod != "" && oldPod != wantPod {
+		if r.serviceLeft == nil {
+			r.serviceLeft = map[string]time.Time{}
+		}
+		r.serviceLeft[oldPod] = time.Now()
+	}
+	r.serviceSelects = wantPod
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,5 +82,59 @@ func TestPromotionNotRecordedWithdrawsThePrimaryService(t *testing.T) {
 	}
 	if want := resources.PrimaryPodSelector("db", ""); !maps.Equal(got.Spec.Selector, want) {
 		t.Fatalf("primary Service selects %v, want %v (no pod until the promotion is recorded)", got.Spec.Selector, want)
+	}
+}
+
+// A promotion's report moves the primary Service and restarts the replaced primary's pod —
+// but only serviceDrain after the Service stopped selecting it: kube-proxy applies the move up
+// to its minSyncPeriod later, and a client reconnecting meanwhile to a pod being deleted waits
+// for its SYN retries (the chaos suite's sysbench, ~2 min).
+func TestReplacedPrimaryRestartsOnlyOnceTheServiceLeftIt(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := dolphinv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-primary"},
+		Spec: corev1.ServiceSpec{Selector: resources.PrimaryPodSelector("db", "db-0")}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: "u0",
+		CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, svc, pod).
+		WithStatusSubresource(&dolphinv1.MySQLCluster{}).Build()
+	r := &reporter{m: &Manager{Client: c, Log: logr.Discard()}, key: types.NamespacedName{Namespace: "ns", Name: "db"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	roles := map[string]topology.Role{"db-0": topology.RoleNone, "db-1": topology.RolePrimary, "db-2": topology.RoleReplica}
+	lost := []topology.InstanceView{{Name: "db-0"}} // not reachable
+	r.Report(ctx, topology.Report{Promotion: &topology.Promotion{From: "db-0", To: "db-1", Duration: 2 * time.Second},
+		Roles: roles, Instances: lost})
+	var got corev1.Service
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "db-primary"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := resources.PrimaryPodSelector("db", "db-1"); !maps.Equal(got.Spec.Selector, want) {
+		t.Fatalf("primary Service selects %v, want %v", got.Spec.Selector, want)
+	}
+	exists := func() bool {
+		err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "db-0"}, &corev1.Pod{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if !exists() {
+		t.Fatal("db-0's pod was deleted in the report that moved the Service away from it")
+	}
+	r.Report(ctx, topology.Report{Roles: roles, Instances: lost})
+	if !exists() {
+		t.Fatal("db-0's pod was deleted less than serviceDrain after the Service left it")
+	}
+	r.serviceLeft["db-0"] = time.Now().Add(-serviceDrain - time.Second) // as if the drain had passed
+	r.Report(ctx, topology.Report{Roles: roles, Instances: lost})
+	if exists() {
+		t.Fatal("db-0's pod was not deleted once the drain had passed")
 	}
 }

@@ -53,6 +53,11 @@ type reporter struct {
 	// waits for writes only it holds (topology.Decision.RestartLostPrimary): once per
 	// failover, never the pod that replaced it.
 	restartedForWaiting string
+	// serviceSelects is the pod the primary Service selects after the last report (""
+	// unknown or none), and serviceLeft when it stopped selecting each pod: a lost
+	// primary's pod is deleted only serviceDrain after that (restartLostPrimary).
+	serviceSelects string
+	serviceLeft    map[string]time.Time
 	// lastErr is the last plan error reported as an event (to report each new one once).
 	lastErr string
 }
@@ -193,6 +198,9 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 		r.restart = nil // being deleted, or already replaced
 		return nil
 	}
+	if r.serviceSelects == pr.pod || time.Since(r.serviceLeft[pr.pod]) < serviceDrain {
+		return nil // clients may still be sent to it: the next report tries again
+	}
 	pr.uid = pod.UID
 	uid := pod.UID
 	if err := r.m.Client.Delete(ctx, &pod, client.GracePeriodSeconds(lostPrimaryGrace),
@@ -213,6 +221,16 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 		"deleted pod %s of the replaced primary, which did not answer, so that it restarts and rejoins as a replica", pr.pod)
 	return nil
 }
+
+// serviceDrain is how long a lost primary's pod is left alone after the primary Service
+// stopped selecting it. kube-proxy applies a Service change up to its minSyncPeriod (1 s by
+// default) later; deleting the pod meanwhile resets its clients' connections, and a client
+// that reconnects at once is still sent to the pod, whose address is going away: its SYN gets
+// no answer, and kube-proxy's connection tracking keeps the retries there — a client without a
+// connect timeout waits for the kernel's SYN retries (~2 min). The chaos suite's sysbench did,
+// twice, when the promotion's report moved the Service and deleted the hung primary's pod in
+// the same milliseconds.
+const serviceDrain = 2 * time.Second
 
 // maxCredibleLoss bounds the failover durations whose start restartLostPrimary trusts to
 // tell the lost pod from a re-created one (an engine that did not see the loss begin reports
