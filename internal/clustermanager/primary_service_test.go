@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
@@ -54,18 +55,10 @@ func TestPrimaryServiceSelectorFollowsThePublishedPrimary(t *testing.T) {
 // primary, and takes the lost primary out of the primary Service: it may have been kept there
 // until this promotion (docs/design/0050), and a silent one that comes back would take writes.
 func TestPromotionNotRecordedWithdrawsThePrimaryService(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := dolphinv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-primary"},
 		Spec: corev1.ServiceSpec{Selector: resources.PrimaryPodSelector("db", "db-0")}}
 	// No MySQLCluster: writing status.topology fails.
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc).Build()
-	r := &reporter{m: &Manager{Client: c, Log: logr.Discard()}, key: types.NamespacedName{Namespace: "ns", Name: "db"}}
+	r, c := fakeReporter(t, svc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r.Report(ctx, topology.Report{
@@ -90,21 +83,12 @@ func TestPromotionNotRecordedWithdrawsThePrimaryService(t *testing.T) {
 // to its minSyncPeriod later, and a client reconnecting meanwhile to a pod being deleted waits
 // for its SYN retries (the chaos suite's sysbench, ~2 min).
 func TestReplacedPrimaryRestartsOnlyOnceTheServiceLeftIt(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := dolphinv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"}}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-primary"},
 		Spec: corev1.ServiceSpec{Selector: resources.PrimaryPodSelector("db", "db-0")}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db-0", UID: "u0",
 		CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, svc, pod).
-		WithStatusSubresource(&dolphinv1.MySQLCluster{}).Build()
-	r := &reporter{m: &Manager{Client: c, Log: logr.Discard()}, key: types.NamespacedName{Namespace: "ns", Name: "db"}}
+	r, c := fakeReporter(t, cluster, svc, pod)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	roles := map[string]topology.Role{"db-0": topology.RoleNone, "db-1": topology.RolePrimary, "db-2": topology.RoleReplica}
@@ -137,4 +121,19 @@ func TestReplacedPrimaryRestartsOnlyOnceTheServiceLeftIt(t *testing.T) {
 	if exists() {
 		t.Fatal("db-0's pod was not deleted once the drain had passed")
 	}
+}
+
+// fakeReporter is the reporter of cluster ns/db on a fake API holding objs.
+func fakeReporter(t *testing.T, objs ...client.Object) (*reporter, client.Client) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := dolphinv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithStatusSubresource(&dolphinv1.MySQLCluster{}).Build()
+	return &reporter{m: &Manager{Client: c, Log: logr.Discard()}, key: types.NamespacedName{Namespace: "ns", Name: "db"}}, c
 }
