@@ -26,7 +26,10 @@ import (
 // the failover depends on: a replica while the engine fences and chooses (the first replica
 // by name: the candidate or the one that must acknowledge the candidate's writes), or the
 // promoted replica itself when the promotion finished before any status showed the failover.
-// Dolphin must end with one writable primary and every acknowledged write.
+// Dolphin must end with one writable primary and every acknowledged write. When the promoted
+// replica goes before the other one fetched what it alone received from the hung primary, it
+// may hold writes that primary acknowledged: Dolphin waits for its pod to come back (docs/design/0039),
+// 10–20 s on a busy machine, and sysbench's bound follows the checker's (sysbenchLimit).
 func podDeleteDuringFailover(s *stack, key client.ObjectKey) func() {
 	old := s.currentPrimary(key)
 	pid := signalServer(s, old, syscall.SIGSTOP)

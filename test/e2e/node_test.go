@@ -447,11 +447,15 @@ const clientNetnsName = "dle2ecl"
 // lost primary ends in seconds instead of minutes or hours. Keepalive probes after 5 s without
 // traffic, every second, 3 unanswered: the connection dies ~8 s after the server last answered
 // (safe sysctls a pod may set). tcp_retries2=5 gives up a send that is never acknowledged after
-// ~13 s instead of ~15 min; a pod needs it allowed as an unsafe sysctl, so applications should
-// rather set a read timeout in their driver (sysbench has none).
+// ~13 s instead of ~15 min; tcp_syn_retries=1 gives up a connection attempt after 3 s (SYNs at
+// 0 and 1 s) instead of ~2 min — the connect timeout the docs ask applications for. A pod
+// needs both allowed as unsafe sysctls, so applications should rather set read and connect
+// timeouts in their driver (sysbench has neither). Without a connect timeout, a SYN that
+// kube-proxy sent to a pod just deleted stays on that address (connection tracking) through
+// every retry: sysbench waited ~2 min in such retries after a user deleted the primary's pod.
 var clientSysctls = map[string]string{
 	"net.ipv4.tcp_keepalive_time": "5", "net.ipv4.tcp_keepalive_intvl": "1", "net.ipv4.tcp_keepalive_probes": "3",
-	"net.ipv4.tcp_retries2": "5",
+	"net.ipv4.tcp_retries2": "5", "net.ipv4.tcp_syn_retries": "1",
 }
 
 // clientNetns makes a network namespace on the real node's bridge at its client address

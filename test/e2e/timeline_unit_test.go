@@ -48,3 +48,22 @@ func TestPrimaryTimeline(t *testing.T) {
 		t.Fatalf("a new round starts empty, got %q", got)
 	}
 }
+
+// TestSysbenchLimit checks the chaos rounds' bound on sysbench: 30 s (plus a designed stall)
+// unless Dolphin's own recovery, seen by the checker, took longer.
+func TestSysbenchLimit(t *testing.T) {
+	for _, c := range []struct {
+		kind        string
+		checkerBack time.Duration
+		want        time.Duration
+	}{
+		{"kill9", 2 * time.Second, 30 * time.Second},
+		{"replicas-lost-then-primary", 38 * time.Second, 30*time.Second + replicasLostFor},
+		{"pod-delete-during-failover", 7 * time.Second, 30 * time.Second},
+		{"pod-delete-during-failover", 24800 * time.Millisecond, 34800 * time.Millisecond},
+	} {
+		if got := sysbenchLimit(c.kind, c.checkerBack); got != c.want {
+			t.Errorf("sysbenchLimit(%s, %v) = %v, want %v", c.kind, c.checkerBack, got, c.want)
+		}
+	}
+}
