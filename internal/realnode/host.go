@@ -90,6 +90,9 @@ func isBridge(name string) bool {
 // it), turns on forwarding and iptables for bridged traffic (Services from pods), and refuses
 // connections to Service addresses kube-proxy does not translate.
 func setupHost(l Layout, n Network, serviceCIDR string) error {
+	if err := shareMountPoint(netnsDir); err != nil {
+		return err
+	}
 	switch {
 	case exec.Command("ip", "link", "show", n.Bridge).Run() != nil:
 		if out, err := exec.Command("ip", "link", "add", n.Bridge, "type", "bridge").CombinedOutput(); err != nil {
@@ -116,6 +119,36 @@ func setupHost(l Layout, n Network, serviceCIDR string) error {
 		}
 	}
 	return refuseUnservedServiceIPs(serviceCIDR)
+}
+
+// netnsDir is where containerd's CNI setup and `ip netns` mount network namespaces.
+const netnsDir = "/run/netns"
+
+// shareMountPoint makes dir a shared mount point of its own (a bind mount of itself when it
+// is none), as `ip netns add` does the first time it runs on a host: afterwards iproute2 leaves
+// it alone. Done before containerd mounts any pod's network namespace there. Otherwise the
+// first `ip netns add` after pods started (the e2e client namespace, an operator's debugging)
+// bind-mounts the folder over their namespace mounts, and every pod sandbox created before
+// can never be removed ("remove netns: unlinkat /var/run/netns/cni-…: device or resource
+// busy"): its pod stays Terminating for good — measured on a freshly booted machine, where a
+// primary's pod deleted in a chaos round never came back. The mount stays after the node
+// stops, as iproute2's does.
+func shareMountPoint(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	share := func() error { return syscall.Mount("", dir, "none", syscall.MS_SHARED|syscall.MS_REC, "") }
+	err := share()
+	if errors.Is(err, syscall.EINVAL) { // not a mount point
+		if err := syscall.Mount(dir, dir, "none", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind-mounting %s on itself: %w", dir, err)
+		}
+		err = share()
+	}
+	if err != nil {
+		return fmt.Errorf("making %s a shared mount point: %w", dir, err)
+	}
+	return nil
 }
 
 // serviceChain is the node's own iptables chain (removed by Cleanup with the kubelet's).
