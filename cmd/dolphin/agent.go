@@ -67,7 +67,7 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	}
 	srv, err := agent.NewServer(agent.ServerOptions{
 		TokenFile: o.tokenFile, CertFile: o.tlsCert, KeyFile: o.tlsKey,
-		Backup: backupFn, Clone: cloneFn, Reseed: o.wiring.reseedFunc(), Keep: o.wiring.keepFunc(), GTIDState: o.wiring.gtidStateFunc(), EngineUpgrade: o.wiring.engineUpgradeFunc(), Logger: log, ShutdownTimeout: o.shutdownTimeout,
+		Backup: backupFn, Clone: cloneFn, Reseed: o.wiring.reseedFunc(), Keep: o.wiring.keepFunc(), GTIDState: o.wiring.gtidStateFunc(), EngineUpgrade: o.wiring.engineUpgradeFunc(), StopReleasedFile: o.wiring.stopReleasedFile(), Logger: log, ShutdownTimeout: o.shutdownTimeout,
 	})
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/restore"
 )
 
@@ -178,4 +179,13 @@ func (w *agentWiring) gtidStateFunc() agent.GTIDStateFunc {
 		}
 		return backup.GTIDBinlogState(ctx, backup.StreamOptions{Socket: socket, Host: db.Host, Port: db.Port, User: db.User, Password: db.Password})
 	}
+}
+
+// stopReleasedFile is the file that releases the server container's preStop hold, in the run
+// directory beside the server's socket (resources.StopReleasedFile); "" without a socket.
+func (w *agentWiring) stopReleasedFile() string {
+	if w.socket == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(w.socket), resources.StopReleasedFileName)
 }

@@ -26,6 +26,8 @@
 //	POST   /v1/gtid-state    GTIDStateRequest → 200 GTIDStateResponse (@@gtid_binlog_state)
 //	POST   /v1/engine-upgrade EngineUpgradeRequest → 200 EngineUpgradeResponse (mariadb-upgrade);
 //	                         only on `dolphin agent`
+//	POST   /v1/release-stop  → 204: the server's stop is released (the preStop hold of a
+//	                         deleted pod ends); only on `dolphin agent`
 //	GET    /healthz          → 200 "ok", no token needed
 //
 // Errors are an ErrorResponse with a 4xx/5xx status.

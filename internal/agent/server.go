@@ -61,6 +61,9 @@ type ServerOptions struct {
 	GTIDState GTIDStateFunc
 	// EngineUpgrade, when set, enables POST /v1/engine-upgrade (EngineUpgradeFunc).
 	EngineUpgrade EngineUpgradeFunc
+	// StopReleasedFile, when set, enables POST /v1/release-stop, which creates this file: it
+	// ends the server container's preStop hold (docs/design/0051).
+	StopReleasedFile string
 	// Logger receives the agent's log; passwords and store configurations never reach it.
 	Logger logr.Logger
 	// ShutdownTimeout bounds the graceful shutdown (DefaultShutdownTimeout when zero).
@@ -191,6 +194,9 @@ func (s *Server) handler() http.Handler {
 	}
 	if s.opts.EngineUpgrade != nil {
 		api.HandleFunc("POST /v1/engine-upgrade", s.engineUpgrade)
+	}
+	if s.opts.StopReleasedFile != "" {
+		api.HandleFunc("POST /v1/release-stop", s.releaseStop)
 	}
 	if s.opts.Seed != nil {
 		api.HandleFunc("POST /v1/seed", s.startSeed)

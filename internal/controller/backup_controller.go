@@ -70,6 +70,8 @@ type InstanceAgent interface {
 	GTIDState(ctx context.Context, db agent.DBConn) (string, error)
 	// EngineUpgrade brings the instance's system tables up to its server's version.
 	EngineUpgrade(ctx context.Context, db agent.DBConn) (agent.EngineUpgradeResponse, error)
+	// ReleaseStop ends the preStop hold of the instance's server (docs/design/0051).
+	ReleaseStop(ctx context.Context) error
 }
 
 // AgentConnector reaches the agent of one instance pod of a cluster.

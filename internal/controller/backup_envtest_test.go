@@ -43,6 +43,7 @@ type fakeAgent struct {
 	reseedKeeps []*agent.ReseedKeep
 	keepResp    *agent.KeepResponse // nil: nothing to keep
 	keepErr     error
+	releases    int // ReleaseStop calls
 }
 
 func (f *fakeAgent) Agent(_ context.Context, _ *dolphinv1.MySQLCluster, pod *corev1.Pod) (InstanceAgent, error) {
@@ -113,6 +114,14 @@ func (f *fakeAgent) GTIDState(context.Context, agent.DBConn) (string, error) { r
 // EngineUpgrade answers as an agent whose server's tables are at its version already.
 func (f *fakeAgent) EngineUpgrade(context.Context, agent.DBConn) (agent.EngineUpgradeResponse, error) {
 	return agent.EngineUpgradeResponse{From: "10.11.19-MariaDB", To: "10.11.19-MariaDB"}, nil
+}
+
+// ReleaseStop records the release.
+func (f *fakeAgent) ReleaseStop(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.releases++
+	return nil
 }
 
 func (f *fakeAgent) SeedStatus(context.Context) (agent.SeedStatus, error) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -84,6 +85,10 @@ type MySQLClusterReconciler struct {
 	reclones recloneWatch
 	// archives follows the binlog archivers (binlogarchive.go).
 	archives archiveWatch
+	// stop remembers the switchovers asked for and the holds released for pods being
+	// deleted (mysqlcluster_pod_stop.go).
+	stopMu sync.Mutex
+	stop   stopState
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.
@@ -384,6 +389,9 @@ func (r *MySQLClusterReconciler) finalize(ctx context.Context, c *dolphinv1.MySQ
 		// primary and fail over on a cluster that is going away.
 		r.Topology.Stop(client.ObjectKeyFromObject(c))
 	}
+	// Nothing will be switched over any more: the pods' servers stop as soon as their pods
+	// are deleted, not after their preStop hold (docs/design/0051).
+	r.releaseAllStops(ctx, c)
 	metrics.ForgetCluster(c.Namespace, c.Name)
 	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(c, Finalizer)

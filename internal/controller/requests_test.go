@@ -17,14 +17,16 @@ import (
 
 // fakeRunner records what the reconciler hands to the topology engine.
 type fakeRunner struct {
-	waiting  string // the lost primary whose failover waits ("" none)
-	accepted []string
+	waiting     string // the lost primary whose failover waits ("" none)
+	accepted    []string
+	switchovers []string // the targets of RequestSwitchover ("" the most advanced replica)
 }
 
 func (f *fakeRunner) Update(context.Context, *dolphinv1.MySQLCluster) error { return nil }
 func (f *fakeRunner) Stop(types.NamespacedName)                             {}
-func (f *fakeRunner) RequestSwitchover(context.Context, types.NamespacedName, string, string) (bool, error) {
-	return false, nil
+func (f *fakeRunner) RequestSwitchover(_ context.Context, _ types.NamespacedName, to, _ string) (bool, error) {
+	f.switchovers = append(f.switchovers, to)
+	return len(f.switchovers) == 1, nil
 }
 func (f *fakeRunner) AcceptFailoverLoss(_ types.NamespacedName, from string) (bool, error) {
 	f.accepted = append(f.accepted, from)

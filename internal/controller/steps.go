@@ -27,12 +27,14 @@ type step struct {
 	run  func(ctx context.Context, c *dolphinv1.MySQLCluster) error
 }
 
-// steps is the reconcile order: credentials and configuration before the pods that mount
+// steps is the reconcile order: a deleted primary pod switched over first (nothing else may
+// hold that up while its server waits, mysqlcluster_pod_stop.go), credentials and configuration before the pods that mount
 // them, Services before the StatefulSet that names its headless Service, the rollout of its
 // pod template (rollout.go), then the budget, and storage growth last (a StorageClass that
 // cannot expand must not stop the others).
 func (r *MySQLClusterReconciler) steps() []step {
 	return []step{
+		{"pod-stop", r.reconcilePodStop},
 		{"credentials", r.reconcileCredentials},
 		{"config", r.reconcileConfig},
 		{"agent-secret", r.reconcileAgentSecret},

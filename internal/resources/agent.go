@@ -80,8 +80,18 @@ func agentToolsContainer(o BuildOptions) *corev1ac.ContainerApplyConfiguration {
 }
 
 // agentContainer runs the instance agent in the database image, where mariadb-backup and
-// mbstream are, with the data directory and the server's socket mounted.
-func agentContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
+// mbstream are, with the data directory and the server's socket mounted. From template
+// generation 4 it holds its stop like the server's container (holdForSwitchoverCommand): the
+// operator releases the server's hold through it, so it must still answer while that lasts.
+func agentContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.ContainerApplyConfiguration {
+	ctr := agentContainerBase(c)
+	if holdsForSwitchover(c, generation) {
+		ctr.WithLifecycle(holdForSwitchoverLifecycle())
+	}
+	return ctr
+}
+
+func agentContainerBase(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
 	secret := func(key string) string { return path.Join(AgentSecretDir, key) }
 	return corev1ac.Container().
 		WithName(ContainerAgent).

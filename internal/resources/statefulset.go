@@ -97,7 +97,7 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 			WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithInitContainers(agentToolsContainer(bo), initContainer(c), seedContainer(c)).
-		WithContainers(mysqldContainer(c, bo.generation()), agentContainer(c)).
+		WithContainers(mysqldContainer(c, bo.generation()), agentContainer(c, bo.generation())).
 		WithVolumes(agentVolumes(c)...).
 		WithVolumes(
 			corev1ac.Volume().WithName(volumeConfig).WithConfigMap(
@@ -184,6 +184,9 @@ func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.Contai
 		WithStartupProbe(probe().WithPeriodSeconds(2).WithFailureThreshold(900)).
 		WithReadinessProbe(probe().WithPeriodSeconds(2).WithFailureThreshold(3)).
 		WithLivenessProbe(probe().WithPeriodSeconds(10).WithFailureThreshold(6))
+	if holdsForSwitchover(c, generation) {
+		ctr.WithLifecycle(holdForSwitchoverLifecycle())
+	}
 	r := c.Spec.Resources
 	if len(r.Requests) > 0 || len(r.Limits) > 0 {
 		res := corev1ac.ResourceRequirements()

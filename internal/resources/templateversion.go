@@ -40,7 +40,9 @@ const (
 //   - 2: POST /v1/keep and /v1/gtid-state (kept copies before a re-clone, docs/design/0044).
 //     An agent of protocol 1 answers 404: its instance is not re-cloned without a copy until
 //     it runs a newer agent or a person consents (MinAgentProtocol stays 1: no restart).
-const AgentProtocol = 2
+//   - 3: POST /v1/release-stop (the preStop hold of template generation 4, docs/design/0051).
+//     Pods of older generations have no hold; their agents' 404 counts as released.
+const AgentProtocol = 3
 
 // MinAgentProtocol is the oldest agent protocol this operator works with.
 const MinAgentProtocol = 1
@@ -60,10 +62,16 @@ const (
 	// leave bash's wait answering -1 (exit 255) instead of the server's 137. The server was
 	// killed either way; only the status the container reports differs (docs/design/0038).
 	generationCrashOnStopStatus = 3
+	// generationHoldForSwitchover gives the server container of a cluster of more than one
+	// instance a preStop hook that keeps the server running, when its pod is deleted or
+	// evicted, until the operator has moved the primary role away and released it (or
+	// holdForSwitchoverSeconds have passed): a drained primary is switched over, not failed
+	// over (docs/design/0051).
+	generationHoldForSwitchover = 4
 )
 
 // TemplateGeneration is the newest pod template generation this build makes.
-const TemplateGeneration = generationCrashOnStopStatus
+const TemplateGeneration = generationHoldForSwitchover
 
 // agentImagePlaceholder stands for the agent image in SpecTemplateHash.
 const agentImagePlaceholder = "agent"
