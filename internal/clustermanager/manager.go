@@ -52,6 +52,7 @@ func (a DNSAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.Me
 	if a.Client != nil {
 		pod, ok := getPod(a.Client, c.Namespace, name)
 		m.Absent = !ok
+		m.Stopping = ok && pod.DeletionTimestamp != nil
 		if ok && resources.PodServesTLS(pod) {
 			m.TLSServerName = m.Host
 		}
@@ -72,7 +73,7 @@ func (a PodIPAddresser) Member(c *dolphinv1.MySQLCluster, ordinal int) topology.
 	name := resources.PodName(c, ordinal)
 	m := topology.Member{Name: name, Port: resources.MySQLPort, Absent: true}
 	if pod, ok := getPod(a.Client, c.Namespace, name); ok {
-		m.Host, m.Absent = pod.Status.PodIP, false
+		m.Host, m.Absent, m.Stopping = pod.Status.PodIP, false, pod.DeletionTimestamp != nil
 		if resources.PodServesTLS(pod) {
 			m.TLSServerName = resources.InstanceDNSName(c, ordinal)
 		}

@@ -128,6 +128,7 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 		d.Message = "the replicas received diverging transactions; refusing to choose a new primary"
 		return d
 	}
+	best = notStopping(candidates, best, record)
 	b, _ := v.instance(best)
 	short, lossAccepted := !holds(received(b), record.Received), ""
 	// Writes the lost primary acknowledged alone (semi-sync had fallen back) may be on it only.
@@ -208,6 +209,36 @@ func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive 
 	d.Message = fmt.Sprintf("failing over from %s to %s", lost.Name, best) + lossAccepted
 	d.LossAccepted = strings.TrimPrefix(lossAccepted, ", ")
 	return d
+}
+
+// notStopping is the candidate to promote instead of best when best's pod is being deleted:
+// the most advanced of the others, if it holds everything best received and the failover's
+// record. Otherwise best: promoting the only holder of those writes before its server stops
+// keeps them in its binary log (a replica that restarts discards what it had not applied),
+// where waiting for it to come back would not (docs/design/0051).
+func notStopping(candidates []InstanceView, best string, record *FailoverProgress) string {
+	var b InstanceView
+	var others []InstanceView
+	for _, c := range candidates {
+		if c.Name == best {
+			b = c
+		} else if !c.Stopping {
+			others = append(others, c)
+		}
+	}
+	if !b.Stopping {
+		return best
+	}
+	alt, ok := mostAdvanced(others, received)
+	if !ok {
+		return best
+	}
+	for _, o := range others {
+		if o.Name == alt && holds(received(o), received(b)) && holds(received(o), record.Received) {
+			return alt
+		}
+	}
+	return best
 }
 
 // holds reports whether set contains every transaction of want (an empty want is always held).

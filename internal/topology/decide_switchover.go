@@ -18,7 +18,7 @@ func decideSwitchover(v ClusterView, d Decision, p InstanceView) Decision {
 		if in.Reachable() {
 			rs = in.Status.Replica
 		}
-		if in.Name != p.Name && rs != nil && !d.Errant[in.Name] && errantReason(p, in) == "" &&
+		if in.Name != p.Name && rs != nil && !in.Stopping && !d.Errant[in.Name] && errantReason(p, in) == "" &&
 			rs.SourceHost == p.Host && rs.SourcePort == p.Port && rs.SQLRunning {
 			healthy = append(healthy, in)
 		}

@@ -30,6 +30,10 @@ type Member struct {
 	// it will serve is not known, so it does not count in decisions about the others
 	// (require_secure_transport is not lifted for it).
 	Absent bool
+	// Stopping is set when the instance's pod is being deleted (a drain, a user's delete):
+	// its server stops within seconds, so it is promoted only when no other candidate holds
+	// as much, and never chosen for a switchover (docs/design/0051).
+	Stopping bool
 }
 
 // replicationTLS is how replica r verifies source src over TLS, nil for a plain connection:

@@ -123,7 +123,7 @@ func (e *Engine) observe(ctx context.Context, members []Member) []InstanceView {
 }
 
 func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
-	v := InstanceView{Name: m.Name, Host: m.Host, Port: m.Port, TLSServerName: m.TLSServerName, Absent: m.Absent}
+	v := InstanceView{Name: m.Name, Host: m.Host, Port: m.Port, TLSServerName: m.TLSServerName, Absent: m.Absent, Stopping: m.Stopping}
 	if m.Host == "" {
 		v.Err = errors.New("no address yet (pod not running)")
 		return v

@@ -23,6 +23,8 @@ type InstanceView struct {
 	TLSServerName string
 	// Absent is the member's (Member.Absent): the instance has no pod.
 	Absent bool
+	// Stopping is the member's (Member.Stopping): its pod is being deleted.
+	Stopping bool
 	// Status is nil when the instance could not be observed; Err then says why.
 	Status *dbsql.Status
 	Err    error
@@ -206,7 +208,7 @@ type ClusterView struct {
 
 // member is the instance's address as a Member.
 func (in InstanceView) member() Member {
-	return Member{Name: in.Name, Host: in.Host, Port: in.Port, TLSServerName: in.TLSServerName, Absent: in.Absent}
+	return Member{Name: in.Name, Host: in.Host, Port: in.Port, TLSServerName: in.TLSServerName, Absent: in.Absent, Stopping: in.Stopping}
 }
 
 // replicationTLSMatches reports whether a replica's replication connection is configured as
