@@ -326,6 +326,10 @@ type InstanceTopology struct {
 	// Error is the last observation or replication error.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// Unpublished says why a replica takes no reads through the replicas Service (too far
+	// behind, its applier stopped); empty when it takes them or is no replica.
+	// +optional
+	Unpublished string `json:"unpublished,omitempty"`
 	// CredentialsGeneration is the credentials generation this instance's accounts have.
 	// It is remembered while the instance is down, so that it catches up when it answers.
 	// +optional

@@ -98,9 +98,9 @@ type MySQLClusterSpec struct {
 	PrimaryService ServiceSpec `json:"primaryService,omitempty"`
 
 	// ReplicaService configures the `<name>-replicas` Service, which load-balances read-only
-	// connections over the ready replicas.
+	// connections over the replicas that replicate and are not too far behind.
 	// +optional
-	ReplicaService ServiceSpec `json:"replicaService,omitempty"`
+	ReplicaService ReplicaServiceSpec `json:"replicaService,omitempty"`
 
 	// PodTemplate adds scheduling constraints and metadata to the instance pods.
 	// +optional
@@ -284,6 +284,21 @@ type ServiceSpec struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ReplicaServiceSpec configures the `<name>-replicas` Service.
+type ReplicaServiceSpec struct {
+	ServiceSpec `json:",inline"`
+
+	// MaxLagSeconds is how far behind the primary (Seconds_Behind_Master) a replica may be
+	// and still take reads through the Service. A replica further behind, or whose applier
+	// stopped on an error, leaves the Service (its role label is removed, an event and
+	// status.topology.instances[].unpublished say why) and comes back once caught up. 0 keeps
+	// every replicating replica whatever its lag.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=60
+	// +optional
+	MaxLagSeconds *int32 `json:"maxLagSeconds,omitempty"`
 }
 
 // PodTemplateOverrides adds scheduling constraints and metadata to the instance pods.

@@ -368,6 +368,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 			FailoverEnabled:   *d.Spec.Failover.Enabled,
 			DetectionAttempts: int(d.Spec.Failover.Detection.Attempts),
 			AckAlone:          d.Spec.Durability == dolphinv1.DurabilityPreferred,
+			MaxReplicaLag:     time.Duration(*d.Spec.ReplicaService.MaxLagSeconds) * time.Second,
 		},
 		Variables: vars,
 		Interval:  interval,

@@ -58,6 +58,9 @@ type reporter struct {
 	// primary's pod is deleted only serviceDrain after that (restartLostPrimary).
 	serviceSelects string
 	serviceLeft    map[string]time.Time
+	// withheld are the replicas the last report kept out of the replicas Service (why, by
+	// instance), for the event when one comes back.
+	withheld map[string]string
 	// lastErr is the last plan error reported as an event (to report each new one once).
 	lastErr string
 }
@@ -281,8 +284,16 @@ func (r *reporter) label(ctx context.Context, rep topology.Report) error {
 			if current == topology.RolePrimary {
 				stillPrimary = true
 			}
+			continue
+		}
+		switch why := rep.Withheld[name]; {
+		case current == topology.RoleReplica && role == topology.RoleNone && why != "":
+			r.event(ctx, corev1.EventTypeWarning, "ReplicaUnpublished", "Unpublish", "%s leaves the replicas Service: %s", name, why)
+		case current == topology.RoleNone && role == topology.RoleReplica && r.withheld[name] != "":
+			r.event(ctx, corev1.EventTypeNormal, "ReplicaPublished", "Publish", "%s is back in the replicas Service (was: %s)", name, r.withheld[name])
 		}
 	}
+	r.withheld = maps.Clone(rep.Withheld)
 	return errors.Join(errs...)
 }
 
@@ -511,6 +522,7 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 			if rs := st.Replica; rs != nil {
 				it.Replicating = rs.IORunning && rs.SQLRunning
 				it.ReplicationLagSeconds = rs.SecondsBehindSource
+				it.Unpublished = rep.Withheld[in.Name]
 				if rs.LastSQLError != "" {
 					it.Error = rs.LastSQLError
 				} else if rs.LastIOError != "" {

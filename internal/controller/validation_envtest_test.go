@@ -46,7 +46,7 @@ func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
 		{"reserved pod label", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Labels: map[string]string{resources.RoleLabel: "primary"}}}, "pod labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin"},
 		{"reserved service label", dolphinv1.MySQLClusterSpec{PrimaryService: dolphinv1.ServiceSpec{Labels: map[string]string{"app.kubernetes.io/name": "x"}}}, "service labels under app.kubernetes.io/"},
 		{"tiny storage", dolphinv1.MySQLClusterSpec{Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Mi"))}}, "storage.size must be at least 64Mi"},
-		{"bad service type", dolphinv1.MySQLClusterSpec{ReplicaService: dolphinv1.ServiceSpec{Type: "ExternalName"}}, `supported values: "ClusterIP", "NodePort", "LoadBalancer"`},
+		{"bad service type", dolphinv1.MySQLClusterSpec{ReplicaService: dolphinv1.ReplicaServiceSpec{ServiceSpec: dolphinv1.ServiceSpec{Type: "ExternalName"}}}, `supported values: "ClusterIP", "NodePort", "LoadBalancer"`},
 		{"certificate Secret without TLS", dolphinv1.MySQLClusterSpec{TLS: dolphinv1.TLSSpec{CertificateSecret: "mine"}}, "tls.certificateSecret is used only with tls.enabled: true"},
 		{"TLS required without TLS", dolphinv1.MySQLClusterSpec{TLS: dolphinv1.TLSSpec{RequireForClients: true}}, "tls.requireForClients needs tls.enabled: true"},
 	}

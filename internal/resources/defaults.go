@@ -20,6 +20,9 @@ const (
 	DefaultStorageSize       = "1Gi"
 	DefaultDetectionInterval = time.Second
 	DefaultDetectionAttempts = 3
+	// DefaultMaxReplicaLagSeconds is spec.replicaService.maxLagSeconds's default (MOCO's
+	// maxDelaySeconds has the same).
+	DefaultMaxReplicaLagSeconds int32 = 60
 )
 
 // Defaulted returns a copy of c with every unset defaulted field filled in.
@@ -41,10 +44,13 @@ func Defaulted(c *dolphinv1.MySQLCluster) *dolphinv1.MySQLCluster {
 	if s.Storage.DeletePolicy == "" {
 		s.Storage.DeletePolicy = dolphinv1.VolumeRetain
 	}
-	for _, svc := range []*dolphinv1.ServiceSpec{&s.PrimaryService, &s.ReplicaService} {
+	for _, svc := range []*dolphinv1.ServiceSpec{&s.PrimaryService, &s.ReplicaService.ServiceSpec} {
 		if svc.Type == "" {
 			svc.Type = "ClusterIP"
 		}
+	}
+	if s.ReplicaService.MaxLagSeconds == nil {
+		s.ReplicaService.MaxLagSeconds = ptr.To(DefaultMaxReplicaLagSeconds)
 	}
 	if s.Failover.Enabled == nil {
 		s.Failover.Enabled = ptr.To(true)

@@ -38,7 +38,7 @@ func PrimaryService(c *dolphinv1.MySQLCluster, topologyOwnsSelector bool) *corev
 
 // ReplicaService load-balances read-only connections over the ready replicas.
 func ReplicaService(c *dolphinv1.MySQLCluster) *corev1ac.ServiceApplyConfiguration {
-	return clientService(c, NamesFor(c).ReplicaService, c.Spec.ReplicaService, dolphinv1.RoleReplica)
+	return clientService(c, NamesFor(c).ReplicaService, c.Spec.ReplicaService.ServiceSpec, dolphinv1.RoleReplica)
 }
 
 func clientService(c *dolphinv1.MySQLCluster, name string, spec dolphinv1.ServiceSpec, role dolphinv1.InstanceRole) *corev1ac.ServiceApplyConfiguration {

@@ -149,6 +149,8 @@ type Report struct {
 	Err error
 	// Roles is the role each instance is published with after this cycle (see Roles).
 	Roles map[string]Role
+	// Withheld says, by instance, why a replica is not published (see ReplicaWithheld).
+	Withheld map[string]string
 	// CredentialsGeneration is the current credentials generation (Credentials.Generation).
 	CredentialsGeneration string
 	// PrimaryLostSince is when this engine first missed the primary it still records (zero
@@ -458,7 +460,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.restoreRefusedLogins(ctx, members, views)
 
 	e.mu.Lock()
-	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation,
+	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), Withheld: Withheld(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation,
 		PrimaryLostSince: lostSince}
 	e.state.Errant = d.Errant
 	if err == nil {

@@ -1,6 +1,10 @@
 package topology
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"time"
+)
 
 // Role is the replication role an instance is published with (the pod's role label, which
 // the primary and replica Services select on).
@@ -31,16 +35,14 @@ const (
 // the record.
 //
 // A replica is published while it answers, is read-only, replicates (or is being pointed
-// at the primary by this plan) and is not errant.
+// at the primary by this plan), is not errant and is not withheld (ReplicaWithheld).
 func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
 	primary := d.Primary
 	if planErr != nil {
 		// The plan stopped part way: nothing it meant to promote may take traffic yet.
 		primary = v.Primary
 	}
-	planned := func(kind StepKind, name string) bool {
-		return planErr == nil && slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == kind && s.Instance == name })
-	}
+	planned := plannedIn(d, planErr)
 	errant := func(name string) bool { return d.Errant[name] || v.Errant[name] }
 	out := make(map[string]Role, len(v.Instances))
 	for _, in := range v.Instances {
@@ -52,7 +54,7 @@ func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
 				role = RolePrimary
 			}
 		case in.Reachable() && in.Status.ReadOnly && (in.Status.Replica != nil || planned(StepReplicate, in.Name)) &&
-			!planned(StepStopReplication, in.Name):
+			!planned(StepStopReplication, in.Name) && withheld(in, v.Settings, planned) == "":
 			role = RoleReplica
 		}
 		out[in.Name] = role
@@ -159,4 +161,53 @@ func failingOverFrom(name string, v ClusterView, d Decision, planErr error) bool
 		return from(v.Failover) || from(d.FailoverOnStepError)
 	}
 	return from(v.Failover) || from(d.Failover)
+}
+
+// ReplicaWithheld says why replica in takes no reads although it answers and is read-only:
+// its applier stopped (what it serves only gets older), or it is further behind its source
+// than s.MaxReplicaLag. "" when neither, or when it is no replica. A replica whose lag is
+// unknown (its receiver stopped: a failover's fence, a reconnect) is not withheld for that.
+func ReplicaWithheld(in InstanceView, s Settings) string {
+	if in.Status == nil || in.Status.Replica == nil {
+		return ""
+	}
+	rs := in.Status.Replica
+	switch {
+	case !rs.SQLRunning && rs.LastSQLErrno != 0:
+		return fmt.Sprintf("its applier stopped on error %d", rs.LastSQLErrno)
+	case !rs.SQLRunning:
+		return "its applier is stopped"
+	case s.MaxReplicaLag > 0 && rs.SecondsBehindSource != nil && time.Duration(*rs.SecondsBehindSource)*time.Second > s.MaxReplicaLag:
+		return fmt.Sprintf("%d s behind its source (at most %s allowed by spec.replicaService.maxLagSeconds)",
+			*rs.SecondsBehindSource, s.MaxReplicaLag)
+	}
+	return ""
+}
+
+// Withheld says, for every replica Roles withholds from the replicas Service this cycle,
+// why (ReplicaWithheld).
+func Withheld(v ClusterView, d Decision, planErr error) map[string]string {
+	planned := plannedIn(d, planErr)
+	out := map[string]string{}
+	for _, in := range v.Instances {
+		if why := withheld(in, v.Settings, planned); why != "" {
+			out[in.Name] = why
+		}
+	}
+	return out
+}
+
+// withheld is ReplicaWithheld, except for a stopped applier this cycle's plan starts again.
+func withheld(in InstanceView, s Settings, planned func(StepKind, string) bool) string {
+	if in.Status != nil && in.Status.Replica != nil && !in.Status.Replica.SQLRunning && planned(StepStartReplication, in.Name) {
+		return ""
+	}
+	return ReplicaWithheld(in, s)
+}
+
+// plannedIn reports whether d's plan, run without error, holds a step of kind for name.
+func plannedIn(d Decision, planErr error) func(StepKind, string) bool {
+	return func(kind StepKind, name string) bool {
+		return planErr == nil && slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == kind && s.Instance == name })
+	}
 }

@@ -67,6 +67,9 @@ type Settings struct {
 	AckAlone bool
 	// FallbackAfter replaces SemiSyncFallbackTimeout when AckAlone (zero: that default).
 	FallbackAfter time.Duration
+	// MaxReplicaLag is how far behind its source a replica may be and still be published
+	// (spec.replicaService.maxLagSeconds); zero: no limit.
+	MaxReplicaLag time.Duration
 }
 
 // SemiSyncFallbackTimeout is how long a primary that may acknowledge writes alone (Settings.
