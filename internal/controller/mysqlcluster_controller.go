@@ -88,7 +88,7 @@ type MySQLClusterReconciler struct {
 	// stop remembers the switchovers asked for and the holds released for pods being
 	// deleted (mysqlcluster_pod_stop.go).
 	stopMu sync.Mutex
-	stop   stopState
+	stops  map[types.NamespacedName]*stopState
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.

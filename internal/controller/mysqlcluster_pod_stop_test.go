@@ -18,23 +18,47 @@ import (
 )
 
 func TestDecidePodStop(t *testing.T) {
+	held := podStopFacts{Deleting: true, Holds: true}
+	primary := held
+	primary.IsPrimary = true
 	for _, tc := range []struct {
-		pod       string
-		deleting  bool
-		primary   string
-		instances int32
-		want      podStopAction
+		name string
+		f    podStopFacts
+		want podStopAction
 	}{
-		{"db-0", false, "db-0", 3, podStopNone},
-		{"db-0", true, "db-0", 3, podStopSwitchover},
-		{"db-0", true, "db-0", 1, podStopNone},
-		{"db-1", true, "db-0", 3, podStopRelease},
-		{"db-0", true, "db-1", 3, podStopRelease}, // switched over already
-		{"db-0", true, "", 3, podStopRelease},     // no primary recorded: nothing to move
+		{"the primary's pod, not deleted", podStopFacts{IsPrimary: true, Holds: true}, podStopNone},
+		{"the primary's pod deleted", primary, podStopSwitchover},
+		{"a replica's pod deleted", held, podStopRelease},
+		{"the primary's pod deleted while the primary is lost", podStopFacts{IsPrimary: true, Deleting: true, Holds: true, PrimaryLost: true}, podStopRelease},
+		{"a pod without the hold (older template, one instance)", podStopFacts{IsPrimary: true, Deleting: true}, podStopNone},
+		{"a hold already over (run out, or a 1 s grace)", podStopFacts{IsPrimary: true, Deleting: true, Holds: true, HoldOver: true}, podStopNone},
 	} {
-		if got := decidePodStop(tc.pod, tc.deleting, tc.primary, tc.instances); got != tc.want {
-			t.Errorf("decidePodStop(%s, deleting %v, primary %q, %d instances) = %v, want %v",
-				tc.pod, tc.deleting, tc.primary, tc.instances, got, tc.want)
+		if got := decidePodStop(tc.f); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestHoldOver checks when a deleted pod's hold has ended by itself: a grace period too short
+// for it, or HoldForSwitchoverSeconds since the deletion began.
+func TestHoldOver(t *testing.T) {
+	now := time.Now()
+	deleted := func(grace int64, ago time.Duration) *corev1.Pod {
+		ts := metav1.NewTime(now.Add(-ago).Add(time.Duration(grace) * time.Second))
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &ts, DeletionGracePeriodSeconds: &grace}}
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"not deleted", &corev1.Pod{}, false},
+		{"60 s grace, deleted 1 s ago", deleted(60, time.Second), false},
+		{"60 s grace, deleted 26 s ago", deleted(60, 26*time.Second), true},
+		{"Dolphin's own 1 s grace", deleted(1, 0), true},
+	} {
+		if got := holdOver(tc.pod, now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
@@ -50,8 +74,12 @@ func TestReconcilePodStop(t *testing.T) {
 	pod := func(name string, deleting bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name),
 			Labels: resources.SelectorLabels(c)}, Status: corev1.PodStatus{PodIP: "10.0.0.1"}}
+		p.Spec.Containers = []corev1.Container{{Name: resources.ContainerMySQLD, Image: "mariadb",
+			Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}}}
 		if deleting {
-			p.DeletionTimestamp, p.Finalizers = &metav1.Time{Time: time.Now()}, []string{"test/hold"}
+			grace := int64(60)
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: time.Now().Add(time.Minute)}, &grace
+			p.Finalizers = []string{"test/hold"}
 		}
 		return p
 	}

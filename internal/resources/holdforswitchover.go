@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
@@ -27,6 +28,21 @@ const StopReleasedFileName = "dolphin-stop-released"
 // more than this per pod, and well inside the pod's termination grace period
 // (terminationGracePeriod), so the stop that follows still has its time.
 const holdForSwitchoverSeconds = 25
+
+// HoldForSwitchoverSeconds is how long a deleted pod's server waits at most for the operator
+// to release it (holdForSwitchoverSeconds).
+const HoldForSwitchoverSeconds = holdForSwitchoverSeconds
+
+// HoldsForSwitchover reports whether pod's server container has the preStop hold (template
+// generation 4 on, more than one instance).
+func HoldsForSwitchover(pod *corev1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == ContainerMySQLD {
+			return c.Lifecycle != nil && c.Lifecycle.PreStop != nil
+		}
+	}
+	return false
+}
 
 // holdsForSwitchover says whether c's pods at generation hold their stop for a switchover:
 // clusters of more than one instance, from template generation 4.

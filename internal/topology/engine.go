@@ -283,11 +283,12 @@ func (e *Engine) RequestSwitchover(to string) bool {
 // RequestSwitchoverOnce is RequestSwitchover for a request identified by id (a request by
 // annotation, which an operator restarted at the wrong moment delivers again): a request
 // whose id was accepted already changes nothing and reports false, even when the switchover
-// it asked for is long finished.
+// it asked for is long finished. An anonymous request (id "": a rollout's, a deleted primary
+// pod's) leaves the recorded id alone, so that an annotation's request is still known as done.
 func (e *Engine) RequestSwitchoverOnce(to, id string) bool {
 	e.mu.Lock()
 	seen := id != "" && id == e.state.LastSwitchoverRequest
-	if !seen {
+	if !seen && id != "" {
 		e.state.LastSwitchoverRequest = id
 	}
 	e.mu.Unlock()

@@ -197,9 +197,12 @@ func Withheld(v ClusterView, d Decision, planErr error) map[string]string {
 	return out
 }
 
-// withheld is ReplicaWithheld, except for a stopped applier this cycle's plan starts again.
+// withheld is ReplicaWithheld, except for an applier stopped without an error that this
+// cycle's plan starts again (a routine restart of replication). One stopped on an error is
+// withheld although the plan retries it every cycle: it may fail again.
 func withheld(in InstanceView, s Settings, planned func(StepKind, string) bool) string {
-	if in.Status != nil && in.Status.Replica != nil && !in.Status.Replica.SQLRunning && planned(StepStartReplication, in.Name) {
+	if in.Status != nil && in.Status.Replica != nil && !in.Status.Replica.SQLRunning && in.Status.Replica.LastSQLErrno == 0 &&
+		planned(StepStartReplication, in.Name) {
 		return ""
 	}
 	return ReplicaWithheld(in, s)

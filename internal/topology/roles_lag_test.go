@@ -47,3 +47,29 @@ func TestRolesWithholdLaggingReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestRolesWithholdAFailedApplierThroughDecide goes through Decide, whose plan retries a
+// stopped applier every cycle: one stopped on an error stays withheld all the same, one
+// stopped without an error (restarted by this plan) stays published.
+func TestRolesWithholdAFailedApplierThroughDecide(t *testing.T) {
+	for _, tc := range []struct {
+		errno int
+		want  Role
+	}{{1062, RoleNone}, {0, RoleReplica}} {
+		db2 := inst(2).executed("0-1-10").replicaOf(0, "0-1-10")
+		db2.v.Status.Replica.SQLRunning, db2.v.Status.Replica.LastSQLErrno = false, tc.errno
+		v := cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10"), db2)
+		v.Settings.MaxReplicaLag = time.Minute
+		d := Decide(v)
+		restarts := false
+		for _, s := range d.Plan {
+			restarts = restarts || (s.Kind == StepStartReplication && s.Instance == "db-2")
+		}
+		if !restarts {
+			t.Fatalf("errno %d: the plan %v does not restart db-2's replication (the case under test)", tc.errno, steps(d))
+		}
+		if got := Roles(v, d, nil)["db-2"]; got != tc.want {
+			t.Errorf("errno %d: db-2's role %q, want %q (withheld %v)", tc.errno, got, tc.want, Withheld(v, d, nil))
+		}
+	}
+}

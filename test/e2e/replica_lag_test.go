@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,7 +81,7 @@ func TestLaggingReplicaLeavesReadService(t *testing.T) {
 	if out < 5*time.Second {
 		t.Errorf("%s left after %s, before it could be 5 s behind", replica, out)
 	}
-	_ = s.eventNote("ReplicaUnpublished", replica)
+	s.waitEvent("ReplicaUnpublished", replica)
 	if _, err := conn.ExecContext(context.Background(), "UNLOCK TABLES"); err != nil {
 		t.Fatal(err)
 	}
@@ -89,5 +91,23 @@ func TestLaggingReplicaLeavesReadService(t *testing.T) {
 		}
 		return nil
 	})
-	_ = s.eventNote("ReplicaPublished", replica)
+	s.waitEvent("ReplicaPublished", replica)
+}
+
+// waitEvent waits until an event with reason whose note names part exists (events are
+// recorded asynchronously).
+func (s *stack) waitEvent(reason, part string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, 30*time.Second, "a "+reason+" event about "+part, func() error {
+		var list eventsv1.EventList
+		if err := s.c.List(s.ctx, &list, client.InNamespace(s.ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == reason && strings.Contains(e.Note, part) {
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet")
+	})
 }
