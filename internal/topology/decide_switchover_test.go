@@ -146,4 +146,11 @@ func TestRequestSwitchoverOnce(t *testing.T) {
 	if !restarted.RequestSwitchoverOnce("db-1", "req-2") || restarted.PendingSwitchover() == nil {
 		t.Error("a new request after it was refused")
 	}
+	// An anonymous request (a rollout's, a deleted primary pod's) keeps the annotation's id:
+	// the annotation delivered again afterwards is still known as done.
+	anon := New(Config{Members: func() []Member { return nil }, Log: logr.Discard()}, Persisted{Primary: "db-0", LastSwitchoverRequest: "req-1"})
+	anon.RequestSwitchoverOnce("", "")
+	if got := anon.State().LastSwitchoverRequest; got != "req-1" {
+		t.Errorf("an anonymous request changed the recorded id to %q", got)
+	}
 }
