@@ -53,6 +53,11 @@ func UnknownConfigKeys(c *dolphinv1.MySQLCluster) []string {
 	return out
 }
 
+// RestartConfigKeys lists, sorted, the spec.mysqlConfig keys whose change needs a restart.
+func RestartConfigKeys(c *dolphinv1.MySQLCluster) []string {
+	return slices.Sorted(maps.Keys(restartConfig(c)))
+}
+
 func isLoose(key string) bool { return len(key) > 6 && key[:6] == "loose_" }
 
 // DynamicVariables returns what the topology engine sets with SET GLOBAL on every instance:

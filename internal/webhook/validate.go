@@ -127,7 +127,7 @@ func (v ClusterValidator) ValidateCreate(ctx context.Context, c *dolphinv1.MySQL
 	warnings, err := v.secrets.check(ctx, c.Namespace, "spec.credentials.secretName", name, keys)
 	w, terr := v.certificate(ctx, c)
 	sw, serr := storeWarnings(ctx, v.secrets.reader, c)
-	errs := append([]error{err, terr, serr, schedule.CheckRetention(c.Spec.Backup, time.Now())}, schedule.Check(c.Spec.Backup)...)
+	errs := append([]error{err, terr, serr, schedule.CheckRetention(c.Spec.Backup, time.Now()), configKeysError(c)}, schedule.Check(c.Spec.Backup)...)
 	return append(append(append(append(warnings, w...), sw...), retentionWarnings(c.Spec.Backup)...), durabilityWarnings(c)...), errors.Join(errs...)
 }
 
@@ -138,6 +138,36 @@ func durabilityWarnings(c *dolphinv1.MySQLCluster) admission.Warnings {
 		return admission.Warnings{"spec.durability Preferred has no effect with one instance: with no replica, every write exists on one server only; it applies once spec.instances is 2 or more"}
 	}
 	return nil
+}
+
+// configKeysError refuses spec.mysqlConfig keys Dolphin does not know for the cluster's
+// engine (the table the reconciler uses, internal/sysvars): a typo would otherwise be
+// admitted and stop the reconcile (UnknownConfigKeys).
+func configKeysError(c *dolphinv1.MySQLCluster) error {
+	d := resources.Defaulted(c)
+	unknown := resources.UnknownConfigKeys(d)
+	if len(unknown) == 0 {
+		return nil
+	}
+	return fmt.Errorf("spec.mysqlConfig: %s not known for %s %s: check the spelling (underscores, e.g. innodb_buffer_pool_size), "+
+		"or write it with the loose_ prefix (loose_%s) to pass it unchecked", strings.Join(unknown, ", "), d.Spec.Engine.Flavor, d.Spec.Engine.Version, unknown[0])
+}
+
+// restartWarnings warns that an update changes spec.mysqlConfig settings the server takes
+// only at a restart: Dolphin then restarts the instances one at a time, the primary last
+// after a switchover.
+func restartWarnings(old, c *dolphinv1.MySQLCluster) admission.Warnings {
+	var changed []string
+	for _, k := range resources.RestartConfigKeys(resources.Defaulted(c)) {
+		if ov, ok := old.Spec.MySQLConfig[k]; !ok || ov != c.Spec.MySQLConfig[k] {
+			changed = append(changed, k)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return admission.Warnings{fmt.Sprintf("spec.mysqlConfig: %s take effect only at a restart: Dolphin restarts the instances one at a time (replicas first, then a switchover)",
+		strings.Join(changed, ", "))}
 }
 
 // retentionWarnings warns about a schedule without retention: every backup is then kept.
@@ -169,6 +199,10 @@ func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.
 	}
 	if old.Spec.Durability != c.Spec.Durability || old.Spec.Instances != c.Spec.Instances {
 		warnings = append(warnings, durabilityWarnings(c)...)
+	}
+	if !maps.Equal(old.Spec.MySQLConfig, c.Spec.MySQLConfig) || old.Spec.Engine != c.Spec.Engine {
+		errs = append(errs, configKeysError(c))
+		warnings = append(warnings, restartWarnings(old, c)...)
 	}
 	if old.Spec.TLS == c.Spec.TLS {
 		return warnings, errors.Join(errs...)

@@ -109,3 +109,36 @@ func TestDurabilityWarnings(t *testing.T) {
 		}
 	}
 }
+
+// spec.mysqlConfig keys are checked at admission against the reconciler's table: an unknown
+// key is refused with what to do, a loose_ one passes, an unrelated update of a cluster
+// admitted before the rule passes, and a change of a restart-only setting is admitted with a
+// warning that the instances restart.
+func TestClusterValidatorMySQLConfigKeys(t *testing.T) {
+	v := ClusterValidator{}
+	ctx := context.Background()
+	cluster := func(cfg map[string]dolphinv1.MySQLConfigValue) *dolphinv1.MySQLCluster {
+		return &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shop"},
+			Spec: dolphinv1.MySQLClusterSpec{MySQLConfig: cfg}}
+	}
+	typo := cluster(map[string]dolphinv1.MySQLConfigValue{"innodb_bufer_pool_size": "1G"})
+	if _, err := v.ValidateCreate(ctx, typo); err == nil || !strings.Contains(err.Error(), "innodb_bufer_pool_size not known for mariadb 10.11") ||
+		!strings.Contains(err.Error(), "loose_innodb_bufer_pool_size") {
+		t.Errorf("a misspelt key: %v, want refused naming it and the loose_ way out", err)
+	}
+	if _, err := v.ValidateCreate(ctx, cluster(map[string]dolphinv1.MySQLConfigValue{"loose_innodb_bufer_pool_size": "1G", "max_connections": "200"})); err != nil {
+		t.Errorf("a loose_ key and a known one: %v", err)
+	}
+	relabelled := typo.DeepCopy()
+	relabelled.Labels = map[string]string{"team": "shop"}
+	if _, err := v.ValidateUpdate(ctx, typo, relabelled); err != nil {
+		t.Errorf("an unrelated update of a cluster admitted before the rule: %v", err)
+	}
+	before := cluster(map[string]dolphinv1.MySQLConfigValue{"max_connections": "200"})
+	after := cluster(map[string]dolphinv1.MySQLConfigValue{"max_connections": "300", "performance_schema": "ON"})
+	warnings, err := v.ValidateUpdate(ctx, before, after)
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], "performance_schema take effect only at a restart") ||
+		strings.Contains(warnings[0], "max_connections") {
+		t.Errorf("a restart-only setting added: warnings %q, %v; want one warning naming it (not the run-time one)", warnings, err)
+	}
+}
