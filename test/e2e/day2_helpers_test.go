@@ -67,6 +67,9 @@ type appWriter struct {
 	failed     int
 	lastErr    error
 	last       time.Time
+	// lastSent is when the last acknowledged write was sent: a write acknowledged after a
+	// fault may have been sent before it.
+	lastSent time.Time
 	gap        time.Duration
 }
 
@@ -93,10 +96,12 @@ func (s *stack) startAppWriterFrom(cluster string, first int64) *appWriter {
 				return
 			default:
 			}
+			sent := time.Now()
 			_, err := db.Exec("INSERT INTO app.rows VALUES (?)", id)
 			w.mu.Lock()
 			if err == nil {
 				w.acked[id] = true
+				w.lastSent = sent
 				if g := time.Since(w.last); g > w.gap {
 					w.gap = g
 				}

@@ -89,7 +89,7 @@ func TestRealNodeClusterFailsOverInTheClientsView(t *testing.T) {
 			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			if !w.last.After(at) {
+			if !w.lastSent.After(at) {
 				return fmt.Errorf("no write acknowledged since the fault (primary %s, phase %s: %v)", c.Status.CurrentPrimary, c.Status.Phase, w.lastErr)
 			}
 			return nil

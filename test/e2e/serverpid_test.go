@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,8 +23,21 @@ func (s *stack) serverPID(pod string) int {
 	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
 		s.t.Fatal(err)
 	}
-	if id, ok := strings.CutPrefix(containerID(&p, "mysqld"), "containerd://"); ok {
-		return containerServerPID(s.t, pod, id)
+	if _, ok := strings.CutPrefix(containerID(&p, "mysqld"), "containerd://"); ok {
+		// The pod's status names the container: re-read, because right after a restart it
+		// still names the one that died (a test that signals the server again at once).
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			id, _ := strings.CutPrefix(containerID(&p, "mysqld"), "containerd://")
+			if pid := containerServerPIDNow(id); pid > 0 {
+				return pid
+			}
+			if time.Now().After(deadline) {
+				s.t.Fatalf("no mariadbd runs in the mysqld container %s of %s", id, pod)
+			}
+			if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err != nil {
+				s.t.Fatal(err)
+			}
+		}
 	}
 	pid, err := strconv.Atoi(strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "dolphin-local://"))
 	if err != nil {
@@ -64,24 +76,23 @@ func containerID(p *corev1.Pod, name string) string {
 	return ""
 }
 
-// containerServerPID finds, on a real node, the host PID of the mariadbd that runs in the
-// container with runtime ID id: the process of that name whose cgroup names the container.
-func containerServerPID(t testing.TB, pod, id string) int {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		procs, _ := filepath.Glob("/proc/[0-9]*/comm")
-		for _, c := range procs {
-			comm, err := os.ReadFile(c)
-			if err != nil || strings.TrimSpace(string(comm)) != "mariadbd" {
-				continue
-			}
-			dir := filepath.Dir(c)
-			if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil && strings.Contains(string(cg), id) {
-				pid, _ := strconv.Atoi(filepath.Base(dir))
-				return pid
-			}
+// containerServerPIDNow is, on a real node, the host PID of the mariadbd that runs in the
+// container with runtime ID id: the process of that name whose cgroup names the container (0: none now).
+func containerServerPIDNow(id string) int {
+	if id == "" {
+		return 0
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, c := range procs {
+		comm, err := os.ReadFile(c)
+		if err != nil || strings.TrimSpace(string(comm)) != "mariadbd" {
+			continue
+		}
+		dir := filepath.Dir(c)
+		if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil && strings.Contains(string(cg), id) {
+			pid, _ := strconv.Atoi(filepath.Base(dir))
+			return pid
 		}
 	}
-	t.Fatalf("no mariadbd runs in the mysqld container %s of %s", id, pod)
 	return 0
 }
