@@ -70,7 +70,7 @@ type appWriter struct {
 	// lastSent is when the last acknowledged write was sent: a write acknowledged after a
 	// fault may have been sent before it.
 	lastSent time.Time
-	gap        time.Duration
+	gap      time.Duration
 }
 
 func (s *stack) startAppWriter(cluster string) *appWriter {
