@@ -103,6 +103,14 @@ func TestServerReplicaStoppedByItsPodLosesNothing(t *testing.T) {
 	replica.StartCommand(t, cmd)
 	measure("crash (SIGTERM to the pod's command)", func() { replica.StartCommand(t, cmd) })
 	w.finish()
+	if !replica.Running() {
+		// MariaDB 10.11.14's parallel applier once aborted right after such a restart (an
+		// assertion under handle_rpl_parallel_thread → trans_commit, 2026-12-05): its container
+		// exits with it and the kubelet starts it again, as here. What must hold is that the
+		// replica then has every acknowledged write.
+		t.Logf("the replica's server exited by itself after the last restart (its error log is printed if the test fails); started again as the kubelet would")
+		replica.StartCommand(t, cmd)
+	}
 
 	h.waitSameRows("db-0", "db-1", "db-2")
 	if missing, acked := w.missingOn(1); missing != 0 || acked < 100 {
