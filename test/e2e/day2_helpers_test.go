@@ -289,3 +289,21 @@ func (s *stack) startSteadyAppWriter(cluster string) *appWriter {
 	w.takeGap()
 	return w
 }
+
+// wantEveryAckedWrite waits until the 3 instances of cluster name hold the writer's count of
+// acknowledged writes and fails the test for each instance lacking one; it returns the
+// acknowledged ids and the number of failed writes.
+func (s *stack) wantEveryAckedWrite(key client.ObjectKey, name string, w *appWriter) (map[int64]bool, int) {
+	s.t.Helper()
+	acked, failed := w.ackedIDs()
+	if len(acked) == 0 {
+		s.t.Fatal("no write was acknowledged")
+	}
+	s.waitAllInstances(key, 3, len(acked))
+	for i := range 3 {
+		if lost := lostOn(s.t, s.sqlDB(s.podAddr(fmt.Sprintf("%s-%d", name, i))), acked); lost > 0 {
+			s.t.Errorf("%s-%d lacks %d acknowledged writes", name, i, lost)
+		}
+	}
+	return acked, failed
+}

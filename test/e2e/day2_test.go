@@ -99,16 +99,7 @@ func TestLocalDay2(t *testing.T) {
 	if empty > 0 {
 		t.Errorf("the primary Service had no ready endpoint in %d of %d polls", empty, polls)
 	}
-	acked, failed := w.ackedIDs()
-	if len(acked) == 0 {
-		t.Fatal("no write was acknowledged")
-	}
-	s.waitAllInstances(key, 3, len(acked))
-	for i := range 3 {
-		if lost := lostOn(t, s.sqlDB(s.podAddr(fmt.Sprintf("%s-%d", name, i))), acked); lost > 0 {
-			t.Errorf("%s-%d lacks %d acknowledged writes", name, i, lost)
-		}
-	}
+	acked, failed := s.wantEveryAckedWrite(key, name, w)
 	t.Logf("day2: %d writes acknowledged, %d failed; endpoints never empty in %d polls; gaps %v", len(acked), failed, polls, gaps)
 }
 

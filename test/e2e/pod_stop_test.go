@@ -87,15 +87,6 @@ func TestEvictPrimarySwitchesOver(t *testing.T) {
 	if gone >= 20*time.Second {
 		t.Errorf("the evicted pod took %s to go: its hold ran out instead of being released", gone.Round(100*time.Millisecond))
 	}
-	acked, failed := w.ackedIDs()
-	if len(acked) == 0 {
-		t.Fatal("no write was acknowledged")
-	}
-	s.waitAllInstances(key, 3, len(acked))
-	for i := range 3 {
-		if lost := lostOn(t, s.sqlDB(s.podAddr(fmt.Sprintf("%s-%d", name, i))), acked); lost > 0 {
-			t.Errorf("%s-%d lacks %d acknowledged writes", name, i, lost)
-		}
-	}
+	acked, failed := s.wantEveryAckedWrite(key, name, w)
 	t.Logf("evict: %d writes acknowledged, %d failed, 0 lost", len(acked), failed)
 }
