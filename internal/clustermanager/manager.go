@@ -102,6 +102,12 @@ type Manager struct {
 	// pods has an address (the pods do not exist, or are Pending): it observes again when a pod
 	// event triggers it. The operator sets it; tests whose instances are not pods do not.
 	IdleWithoutPods bool
+	// ReleaseStop ends the preStop hold of a pod's server through its agent
+	// (docs/design/0051). The reporter calls it before it deletes a replaced primary's pod,
+	// so that its server is stopped at once, as it was before pods held their stop: a hung
+	// primary that resumed inside the hold would be fenced, and a fence lets it commit what
+	// was waiting for an acknowledgement. Nil: such pods wait out their 1 s grace period.
+	ReleaseStop func(ctx context.Context, c *dolphinv1.MySQLCluster, pod *corev1.Pod) error
 
 	mu      sync.Mutex
 	ctx     context.Context // set by Start; nil while not leader

@@ -206,6 +206,7 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 	}
 	pr.uid = pod.UID
 	uid := pod.UID
+	r.releaseStop(ctx, &pod)
 	if err := r.m.Client.Delete(ctx, &pod, client.GracePeriodSeconds(lostPrimaryGrace),
 		client.Preconditions{UID: &uid}); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -223,6 +224,30 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 	r.event(ctx, corev1.EventTypeWarning, "RestartedLostPrimary", "Delete",
 		"deleted pod %s of the replaced primary, which did not answer, so that it restarts and rejoins as a replica", pr.pod)
 	return nil
+}
+
+// releaseStopTimeout bounds the release of a replaced primary's hold before its deletion;
+// the deletion's own 1 s grace period bounds the hold if the agent does not answer.
+const releaseStopTimeout = 2 * time.Second
+
+// releaseStop ends pod's preStop hold, when it has one, before Dolphin deletes it to restart
+// a replaced primary: that server must stop the moment the deletion reaches the node
+// (restartLostPrimary). A failure is logged; the deletion goes on.
+func (r *reporter) releaseStop(ctx context.Context, pod *corev1.Pod) {
+	if r.m.ReleaseStop == nil || !resources.HoldsForSwitchover(pod) {
+		return
+	}
+	var c dolphinv1.MySQLCluster
+	err := r.m.Client.Get(ctx, r.key, &c)
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, releaseStopTimeout)
+		err = r.m.ReleaseStop(rctx, &c, pod)
+		cancel()
+	}
+	if err != nil {
+		r.m.Log.Info("the replaced primary's stop was not released before its deletion: it waits out its grace period",
+			"cluster", r.key.String(), "pod", pod.Name, "error", err.Error())
+	}
 }
 
 // serviceDrain is how long a lost primary's pod is left alone after the primary Service

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -109,6 +110,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("adding the storage migration: %w", err)
 	}
 
+	agents := &controller.SecretAgentConnector{Client: mgr.GetClient()}
 	engines := &clustermanager.Manager{
 		Client:    mgr.GetClient(),
 		Reader:    mgr.GetAPIReader(),
@@ -117,11 +119,17 @@ func Run(ctx context.Context, opts Options) error {
 		Log:       logger.WithName("topology"),
 		// A cluster whose pods do not run costs no probes (issue 11: footprint).
 		IdleWithoutPods: true,
+		ReleaseStop: func(ctx context.Context, c *dolphinv1.MySQLCluster, pod *corev1.Pod) error {
+			a, err := agents.Agent(ctx, c, pod)
+			if err != nil {
+				return err
+			}
+			return a.ReleaseStop(ctx)
+		},
 	}
 	if err := mgr.Add(engines); err != nil {
 		return fmt.Errorf("adding the topology engines: %w", err)
 	}
-	agents := &controller.SecretAgentConnector{Client: mgr.GetClient()}
 	r := &controller.MySQLClusterReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),

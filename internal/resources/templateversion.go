@@ -70,12 +70,10 @@ const (
 	generationHoldForSwitchover = 4
 )
 
-// TemplateGeneration is the newest pod template generation this build makes. Generation 4
-// (generationHoldForSwitchover) is built but not made yet: its hold also delays Dolphin's own
-// crash stop of a replaced, hung primary by the 1 s grace, and a primary resuming in that
-// second commits its waiting tail and comes back errant (TestRealNodeClusterFailsOverInTheClientsView,
-// 2026-12-05). It becomes the newest once a replaced primary's pod skips the hold.
-const TemplateGeneration = generationCrashOnStopStatus
+// TemplateGeneration is the newest pod template generation this build makes. Dolphin's own
+// deletion of a replaced primary's pod releases the hold of generation 4 first
+// (clustermanager.Manager.ReleaseStop), so that server still stops at once.
+const TemplateGeneration = generationHoldForSwitchover
 
 // agentImagePlaceholder stands for the agent image in SpecTemplateHash.
 const agentImagePlaceholder = "agent"

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
-	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -29,9 +28,6 @@ const evictionPauseLimit = 3 * time.Second
 // before its hold would run out (Dolphin released it), and every acknowledged write is on
 // every instance.
 func TestEvictPrimarySwitchesOver(t *testing.T) {
-	if resources.TemplateGeneration < 4 {
-		t.Skip("pods do not hold their stop yet (resources.TemplateGeneration < 4, docs/design/0051): an evicted primary is failed over")
-	}
 	s := upStack(t)
 	const name = "evict"
 	_, key := s.healthyAppCluster(name)
