@@ -200,6 +200,11 @@ func TestTemplateGenerationsAreFrozen(t *testing.T) {
 		// Generation 3 changes only multi-instance MariaDB clusters too.
 		{"customised (mysql)", customised(), 3, "9e487a8b0ff48ffa"},
 		{"single instance", single, 3, "535588b9a90fd8da"},
+		{"minimal", minimal(), 3, "f8cf070f1a0c6078"},
+		{"restored", restored(), 3, "1e0f2d285dadac73"},
+		{"tls", tls, 3, "55282fcc29a0c3d5"},
+		// Generation 4 changes clusters of more than one instance only.
+		{"single instance", single, 4, "535588b9a90fd8da"},
 	} {
 		got, err := SpecTemplateHash(tc.c, tc.generation)
 		if err != nil {
