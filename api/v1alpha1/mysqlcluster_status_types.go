@@ -6,7 +6,7 @@ import (
 )
 
 // Phase is a one-word summary of the cluster's lifecycle for humans.
-// +kubebuilder:validation:Enum=Pending;Initializing;Running;Degraded;Failed;Deleting
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Progressing;Degraded;Failed;Deleting
 type Phase string
 
 const (
@@ -16,6 +16,9 @@ const (
 	PhaseInitializing Phase = "Initializing"
 	// PhaseRunning means a primary accepts writes and every instance is ready.
 	PhaseRunning Phase = "Running"
+	// PhaseProgressing means a primary accepts writes and the instances that are not ready
+	// are planned work (a rollout, a deleted pod being replaced, a new instance starting).
+	PhaseProgressing Phase = "Progressing"
 	// PhaseDegraded means a primary accepts writes but some instances are not ready.
 	PhaseDegraded Phase = "Degraded"
 	// PhaseFailed means Dolphin cannot make progress without a change by the user; the

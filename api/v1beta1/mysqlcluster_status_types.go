@@ -6,7 +6,7 @@ import (
 )
 
 // Phase is a one-word summary of the cluster's lifecycle for humans.
-// +kubebuilder:validation:Enum=Pending;Initializing;Running;Degraded;Failed;Deleting
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Progressing;Degraded;Failed;Deleting
 type Phase string
 
 const (
@@ -16,7 +16,13 @@ const (
 	PhaseInitializing Phase = "Initializing"
 	// PhaseRunning means a primary accepts writes and every instance is ready.
 	PhaseRunning Phase = "Running"
-	// PhaseDegraded means a primary accepts writes but some instances are not ready.
+	// PhaseProgressing means a primary accepts writes (or a switchover is moving it) and the
+	// instances that are not ready are planned work: a rollout, a deleted pod being replaced,
+	// a new or re-cloned instance starting. Nothing needs a person.
+	PhaseProgressing Phase = "Progressing"
+	// PhaseDegraded means a primary accepts writes but redundancy or protection is lost: an
+	// instance is not ready for a reason that is not planned work, or the conditions say
+	// what else.
 	PhaseDegraded Phase = "Degraded"
 	// PhaseFailed means Dolphin cannot make progress without a change by the user; the
 	// conditions say what to change.

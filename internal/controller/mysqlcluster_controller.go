@@ -184,7 +184,8 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
 	obs.TLS = desired.Status.TLS
-	if err := r.writeStatus(ctx, &c, computeStatus(obs, metav1.Now())); err != nil {
+	st := computeStatus(obs, metav1.Now())
+	if err := r.writeStatus(ctx, &c, st); err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
 
@@ -228,6 +229,11 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if d := stepRequeue(); d > 0 && (next == 0 || d < next) {
 		next = d
 	}
+	// Planned work turns into trouble when it outlasts its bounds (status_planned.go), with
+	// or without an event from the pods.
+	if st.Phase == dolphinv1.PhaseProgressing && (next == 0 || next > plannedRecheck) {
+		next = plannedRecheck
+	}
 	return ctrl.Result{RequeueAfter: next}, stepErr
 }
 
@@ -236,7 +242,7 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 	d := resources.Defaulted(c)
 	o := observation{
 		Generation: c.Generation, Replicas: d.Spec.Instances, Paused: c.Spec.Paused, Durability: d.Spec.Durability,
-		StepErr: stepErr, Previous: c.Status,
+		StepErr: stepErr, Previous: c.Status, StatefulSetName: resources.NamesFor(c).StatefulSet,
 	}
 	var sts appsv1.StatefulSet
 	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.NamesFor(c).StatefulSet}, &sts); {
@@ -279,6 +285,7 @@ func (r *MySQLClusterReconciler) writeStatus(ctx context.Context, c *dolphinv1.M
 		healthy = 1
 	}
 	metrics.ClusterHealth.WithLabelValues(c.Namespace, c.Name).Set(healthy)
+	metrics.SetClusterState(c.Namespace, c.Name, healthState(st.Phase))
 	// status.topology belongs to the topology engine's reporter: compare and write only the
 	// fields the reconciler owns, so the two writers never conflict.
 	mine := func(s dolphinv1.MySQLClusterStatus) dolphinv1.MySQLClusterStatus { s.Topology = nil; return s }

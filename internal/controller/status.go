@@ -60,6 +60,8 @@ type observation struct {
 	ArchiveResult   archiveResult
 	// TLS is the certificate the TLS step found or issued (nil when TLS is off).
 	TLS *dolphinv1.TLSStatus
+	// StatefulSetName names the instances' pods (<name>-<ordinal>) that do not exist yet.
+	StatefulSetName string
 	// Durability is spec.durability, defaulted.
 	Durability dolphinv1.Durability
 	// RecloneWait says why an instance to re-clone waits (no copy of what it holds beyond
@@ -140,8 +142,20 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	}
 	ready := primaryReady && allReady && topologyProblem == nil && o.StepErr == nil
 	wasAvailable := meta.IsStatusConditionTrue(o.Previous.Conditions, dolphinv1.ConditionAvailable) ||
-		o.Previous.Phase == dolphinv1.PhaseRunning || o.Previous.Phase == dolphinv1.PhaseDegraded
+		o.Previous.Phase == dolphinv1.PhaseRunning || o.Previous.Phase == dolphinv1.PhaseDegraded ||
+		o.Previous.Phase == dolphinv1.PhaseProgressing
 	instances := fmt.Sprintf("%d/%d instances ready", st.ReadyInstances, o.Replicas)
+	// Instances not ready because of planned work (a rollout, a deleted pod, a new or
+	// re-cloned instance starting, a switchover) are not trouble (docs/design/0053): when
+	// nothing else is wrong, the phase is Progressing and Degraded stays False.
+	waits := explainNotReady(o.StatefulSetName, o.Pods, o.Replicas, topo, now.Time)
+	switchingOver := topo != nil && topo.State == "Switchover" && len(primaries) <= 1
+	planned := !ready && o.StepErr == nil && topologyProblem == nil && len(primaries) <= 1 &&
+		(topo == nil || !(topo.NoSemiSyncReplica || topo.CommitsWaiting)) && riskProblem(topo) == nil &&
+		(primaryReady && plannedOnly(waits) || !primaryReady && switchingOver && wasAvailable && (allReady || plannedOnly(waits)))
+	if len(waits) > 0 {
+		instances += " (" + describeWaits(waits) + ")"
+	}
 
 	// Available.
 	switch {
@@ -200,6 +214,10 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		set(dolphinv1.ConditionProgressing, true, "VolumesExpanding", volumesMsg)
 	case !ready && !wasAvailable:
 		set(dolphinv1.ConditionProgressing, true, "Bootstrapping", instances+"; waiting for the topology to be established")
+	case planned && switchingOver:
+		set(dolphinv1.ConditionProgressing, true, "SwitchingOver", "moving the primary role: "+instances)
+	case planned:
+		set(dolphinv1.ConditionProgressing, true, "InstancesStarting", instances)
 	default:
 		set(dolphinv1.ConditionProgressing, false, "Reconciled", "the cluster's objects match the spec")
 	}
@@ -221,6 +239,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		set(dolphinv1.ConditionProgressing, false, ue.Reason, "blocked until the spec or the referenced objects are fixed")
 	case ready:
 		st.Phase = dolphinv1.PhaseRunning
+	case planned:
+		st.Phase = dolphinv1.PhaseProgressing
 	case primaryReady || wasAvailable:
 		st.Phase = dolphinv1.PhaseDegraded
 	case st.ReadyInstances == 0:
@@ -234,6 +254,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 			set(dolphinv1.ConditionDegraded, true, "ReconcileError", o.StepErr.Error())
 		case len(primaries) > 1:
 			set(dolphinv1.ConditionDegraded, true, "MultiplePrimaries", "more than one pod is labeled primary")
+		case planned:
+			set(dolphinv1.ConditionDegraded, false, "PlannedChange", instances)
 		case wasAvailable && !primaryReady:
 			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances+whyNoPrimary(topo))
 		case topo != nil && (topo.NoSemiSyncReplica || topo.CommitsWaiting):
@@ -242,7 +264,8 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		case riskProblem(topo) != nil:
 			risk := riskProblem(topo)
 			set(dolphinv1.ConditionDegraded, true, risk.reason, instances+"; "+risk.message)
-		case st.Phase == dolphinv1.PhaseDegraded && !allReady:
+		case st.Phase == dolphinv1.PhaseDegraded && !allReady && (topologyProblem == nil || !plannedOnly(waits)):
+			// Instances not ready for planned work are not the trouble a topology problem is.
 			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
 		case topologyProblem != nil:
 			set(dolphinv1.ConditionDegraded, true, topologyProblem.reason, topologyProblem.message)

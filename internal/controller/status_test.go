@@ -142,7 +142,8 @@ func TestComputeStatus(t *testing.T) {
 		{"the engine's record names the primary while its label is withdrawn",
 			observation{Replicas: 2, StatefulSet: settledSTS(2), Pods: []corev1.Pod{pod("c-0", "", true), pod("c-1", "replica", true)},
 				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", State: "Switchover"})},
-			want{dolphinv1.PhaseDegraded, F, F, F, T, "PrimaryUnavailable", "c-0", 2}},
+			// A switchover moves the role on purpose: planned work, not trouble.
+			want{dolphinv1.PhaseProgressing, F, F, T, F, "PlannedChange", "c-0", 2}},
 		{"a label that disagrees with the record is not a primary",
 			observation{Replicas: 2, StatefulSet: settledSTS(2), Pods: []corev1.Pod{pod("c-0", "replica", true), pod("c-1", "primary", true)},
 				Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0"})},

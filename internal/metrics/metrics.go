@@ -28,6 +28,14 @@ var (
 		Help: "1 when the MySQLCluster is Ready (primary writable, every instance ready), 0 otherwise.",
 	}, []string{"namespace", "name"})
 
+	// ClusterState is 1 for the health state the MySQLCluster is in and 0 for the others
+	// (ClusterStates; see SetClusterState): an alert on state="degraded" or "failed" fires on
+	// trouble, never on planned work.
+	ClusterState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_state",
+		Help: "1 for the MySQLCluster's state, 0 for the others: healthy (phase Running), progressing (planned work: starting, a rollout, a switchover), degraded (lost redundancy or protection), failed (needs a change by the user).",
+	}, []string{"namespace", "name", "state"})
+
 	// PromotionsTotal counts changes of primary by kind (failover, switchover).
 	PromotionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mysql_cluster_promotions_total",
@@ -112,7 +120,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, WritesAtRisk, WritesWaiting, EngineErrors,
+	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, ClusterState, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, WritesAtRisk, WritesWaiting, EngineErrors,
 		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures, ArchiveLag, ArchiveLastUpload, ArchiveUp, CertificateExpiry)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
@@ -122,6 +130,7 @@ func init() {
 // ForgetCluster removes the per-cluster series of a deleted cluster.
 func ForgetCluster(namespace, name string) {
 	ClusterHealth.DeleteLabelValues(namespace, name)
+	ClusterState.DeletePartialMatch(map[string]string{"namespace": namespace, "name": name})
 	SemiSyncFallback.DeleteLabelValues(namespace, name)
 	WritesAtRisk.DeleteLabelValues(namespace, name)
 	WritesWaiting.DeleteLabelValues(namespace, name)
@@ -143,4 +152,26 @@ func ForgetArchive(namespace, name string) {
 	ArchiveLag.DeleteLabelValues(namespace, name)
 	ArchiveLastUpload.DeleteLabelValues(namespace, name)
 	ArchiveUp.DeleteLabelValues(namespace, name)
+}
+
+// The values of mysql_cluster_state's state label.
+const (
+	StateHealthy     = "healthy"
+	StateProgressing = "progressing"
+	StateDegraded    = "degraded"
+	StateFailed      = "failed"
+)
+
+// ClusterStates lists every state in the order documented.
+var ClusterStates = []string{StateHealthy, StateProgressing, StateDegraded, StateFailed}
+
+// SetClusterState sets mysql_cluster_state to 1 for state and 0 for every other state.
+func SetClusterState(namespace, name, state string) {
+	for _, s := range ClusterStates {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		ClusterState.WithLabelValues(namespace, name, s).Set(v)
+	}
 }

@@ -9,9 +9,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -21,7 +24,8 @@ import (
 // ways, so the server binary itself does not change here — the 10.11 → 11.8 upgrade does), and
 // TLS turned on (replicas then replicate over TLS). Each
 // is rolled replicas first, one at a time, then one switchover, then the old primary; no
-// acknowledged write is lost.
+// acknowledged write is lost, and the cluster is Progressing, never Degraded, meanwhile
+// (planned work is not trouble: docs/design/0053).
 func TestLocalRollingChange(t *testing.T) {
 	s := upStack(t)
 	const name = "roll"
@@ -72,6 +76,7 @@ func TestLocalRollingChange(t *testing.T) {
 		primary := cluster.Status.Topology.Primary
 		before := s.servers(name, 3)
 		order := s.recordReplacements(name, before)
+		phases := s.recordPhases(key)
 		body, _ := json.Marshal(map[string]any{"spec": change.patch})
 		if err := s.c.Patch(s.ctx, cluster, client.RawPatch(types.MergePatchType, body)); err != nil {
 			t.Fatal(err)
@@ -81,6 +86,14 @@ func TestLocalRollingChange(t *testing.T) {
 			t.Fatalf("%s: %v", change.what, err)
 		}
 		replaced := order()
+		seen := phases()
+		t.Logf("%s: phases seen %v", change.what, seen.phases)
+		if len(seen.degraded) > 0 {
+			t.Errorf("%s: a planned rollout made the cluster Degraded: %v", change.what, seen.degraded)
+		}
+		if !slices.Contains(seen.phases, dolphinv1.PhaseProgressing) {
+			t.Errorf("%s: the rollout was never seen as Progressing (phases %v)", change.what, seen.phases)
+		}
 		pause := w.takeGap()
 		if err := s.c.Get(s.ctx, key, cluster); err != nil {
 			t.Fatal(err)
@@ -107,6 +120,56 @@ func TestLocalRollingChange(t *testing.T) {
 		}
 	}
 	t.Logf("%d writes acknowledged, %d failed (refused while a primary was fenced or restarting)", len(acked), failed)
+}
+
+// phasesSeen is what recordPhases saw: every phase, in the order first seen, and each time
+// the cluster was Degraded (the phase or the condition), with why.
+type phasesSeen struct {
+	phases   []dolphinv1.Phase
+	degraded []string
+}
+
+// recordPhases polls a cluster's status every 100 ms and returns a function that stops
+// polling and gives what it saw.
+func (s *stack) recordPhases(key client.ObjectKey) func() phasesSeen {
+	var mu sync.Mutex
+	var seen phasesSeen
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			var c dolphinv1.MySQLCluster
+			if err := s.c.Get(s.ctx, key, &c); err == nil {
+				mu.Lock()
+				if p := c.Status.Phase; p != "" && !slices.Contains(seen.phases, p) {
+					seen.phases = append(seen.phases, p)
+				}
+				if d := meta.FindStatusCondition(c.Status.Conditions, dolphinv1.ConditionDegraded); c.Status.Phase == dolphinv1.PhaseDegraded ||
+					(d != nil && d.Status == metav1.ConditionTrue) {
+					why := string(c.Status.Phase)
+					if d != nil {
+						why += " " + d.Reason + ": " + d.Message
+					}
+					if len(seen.degraded) == 0 || seen.degraded[len(seen.degraded)-1] != why {
+						seen.degraded = append(seen.degraded, why)
+					}
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() phasesSeen {
+		close(stop)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
+	}
 }
 
 // recordReplacements polls the pods of a cluster and returns a function that stops polling
