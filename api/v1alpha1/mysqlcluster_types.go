@@ -122,9 +122,10 @@ type MySQLClusterSpec struct {
 	// +optional
 	Durability Durability `json:"durability,omitempty"`
 
-	// Paused stops Dolphin from changing anything for this cluster (Kubernetes objects and
-	// database topology alike) until it is set back to false. Status is still reported.
-	// Use it for manual maintenance.
+	// Paused stops Dolphin from changing this cluster until it is set back to false: no
+	// Kubernetes object is changed, no scheduled backup is taken, and nothing is repaired,
+	// tuned or switched over in the databases. Failover of a lost primary stays on (set
+	// failover.enabled to false to turn it off too). Use it for manual maintenance.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 

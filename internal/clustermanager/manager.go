@@ -192,15 +192,22 @@ func (m *Manager) Running() int {
 }
 
 // Update makes sure the engine of c runs with c's current spec and asks it to observe now.
-// A paused or deleted cluster's engine is stopped. Before this replica leads, it does nothing.
+// A deleted cluster's engine is stopped; a paused one's only fails over and fences
+// (topology.Settings.Paused). Before this replica leads, it does nothing.
 func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 	key := client.ObjectKeyFromObject(c)
-	if c.Spec.Paused || !c.DeletionTimestamp.IsZero() {
+	if !c.DeletionTimestamp.IsZero() {
 		m.Stop(key)
 		return nil
 	}
 	cfg, err := m.engineConfig(ctx, c)
 	if err != nil {
+		if c.Spec.Paused {
+			// The paused reconciler creates nothing the engine would need; an engine that
+			// runs keeps its settings until it can be given the new ones.
+			m.Log.V(1).Info("paused: the topology engine keeps its settings", "cluster", key.String(), "error", err.Error())
+			return nil
+		}
 		return err
 	}
 	hash := configHash(c, cfg)
@@ -375,6 +382,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 			DetectionAttempts: int(d.Spec.Failover.Detection.Attempts),
 			AckAlone:          d.Spec.Durability == dolphinv1.DurabilityPreferred,
 			MaxReplicaLag:     time.Duration(*d.Spec.ReplicaService.MaxLagSeconds) * time.Second,
+			Paused:            c.Spec.Paused,
 		},
 		Variables: vars,
 		Interval:  interval,

@@ -166,7 +166,12 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	desired := resources.Defaulted(&c)
 	var stepErr error
 	if c.Spec.Paused {
-		logger.V(1).Info("paused: skipping every step")
+		// Only the pod-stop step: a deleted pod's server is released at once (a paused
+		// engine switches nothing over), instead of waiting out its hold.
+		logger.V(1).Info("paused: skipping every step but pod-stop")
+		if err := r.reconcilePodStop(ctx, desired); err != nil {
+			logger.Info("paused: pod-stop failed", "error", err.Error())
+		}
 	} else {
 		for _, s := range r.steps() {
 			logger.V(1).Info("step", "name", s.name)
@@ -242,7 +247,8 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 	d := resources.Defaulted(c)
 	o := observation{
 		Generation: c.Generation, Replicas: d.Spec.Instances, Paused: c.Spec.Paused, Durability: d.Spec.Durability,
-		StepErr: stepErr, Previous: c.Status, StatefulSetName: resources.NamesFor(c).StatefulSet,
+		FailoverEnabled: d.Spec.Failover.Enabled == nil || *d.Spec.Failover.Enabled,
+		StepErr:         stepErr, Previous: c.Status, StatefulSetName: resources.NamesFor(c).StatefulSet,
 	}
 	var sts appsv1.StatefulSet
 	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.NamesFor(c).StatefulSet}, &sts); {

@@ -49,6 +49,9 @@ type podStopFacts struct {
 	HoldOver bool
 	// PrimaryLost: a failover is under way or waits (nothing to switch over from).
 	PrimaryLost bool
+	// Paused: the cluster is paused; its engine does no switchover (topology.Settings.Paused),
+	// so a held primary would only wait out its hold before the failover.
+	Paused bool
 }
 
 // decidePodStop is what a pod needs. Pure.
@@ -56,7 +59,7 @@ func decidePodStop(f podStopFacts) podStopAction {
 	switch {
 	case !f.Deleting || !f.Holds || f.HoldOver:
 		return podStopNone
-	case f.IsPrimary && !f.PrimaryLost:
+	case f.IsPrimary && !f.PrimaryLost && !f.Paused:
 		return podStopSwitchover
 	default:
 		return podStopRelease
@@ -118,7 +121,7 @@ func (r *MySQLClusterReconciler) reconcilePodStop(ctx context.Context, c *dolphi
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		f := podStopFacts{IsPrimary: pod.Name == primary, Deleting: pod.DeletionTimestamp != nil,
-			Holds: resources.HoldsForSwitchover(pod), HoldOver: holdOver(pod, now), PrimaryLost: lost}
+			Holds: resources.HoldsForSwitchover(pod), HoldOver: holdOver(pod, now), PrimaryLost: lost, Paused: c.Spec.Paused}
 		switch decidePodStop(f) {
 		case podStopSwitchover:
 			requeueAfter(ctx, podStopRecheck)

@@ -31,6 +31,7 @@ func TestDecidePodStop(t *testing.T) {
 		{"a replica's pod deleted", held, podStopRelease},
 		{"the primary's pod deleted while the primary is lost", podStopFacts{IsPrimary: true, Deleting: true, Holds: true, PrimaryLost: true}, podStopRelease},
 		{"a pod without the hold (older template, one instance)", podStopFacts{IsPrimary: true, Deleting: true}, podStopNone},
+		{"the primary's pod deleted while the cluster is paused (its engine switches nothing over)", podStopFacts{IsPrimary: true, Deleting: true, Holds: true, Paused: true}, podStopRelease},
 		{"a hold already over (run out, or a 1 s grace)", podStopFacts{IsPrimary: true, Deleting: true, Holds: true, HoldOver: true}, podStopNone},
 	} {
 		if got := decidePodStop(tc.f); got != tc.want {

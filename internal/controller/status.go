@@ -34,6 +34,8 @@ type observation struct {
 	Replicas    int32
 	Deleting    bool
 	Paused      bool
+	// FailoverEnabled is spec.failover.enabled, defaulted.
+	FailoverEnabled bool
 	StatefulSet *appsv1.StatefulSet // nil when it does not exist yet
 	Pods        []corev1.Pod        // the cluster's pods
 	StepErr     error               // the first failed reconcile step, if any
@@ -202,7 +204,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	}
 	switch {
 	case o.Paused:
-		set(dolphinv1.ConditionProgressing, false, "Paused", "spec.paused is true: Dolphin changes nothing until it is false")
+		set(dolphinv1.ConditionProgressing, false, "Paused", "spec.paused is true: Dolphin applies no change until it is false (condition Paused says what still runs)")
 	case errors.As(o.StepErr, new(*userError)):
 		// Set once, below, with the user error: setting it True first would move its
 		// lastTransitionTime at every reconcile.
@@ -220,6 +222,13 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		set(dolphinv1.ConditionProgressing, true, "InstancesStarting", instances)
 	default:
 		set(dolphinv1.ConditionProgressing, false, "Reconciled", "the cluster's objects match the spec")
+	}
+
+	// Paused says what a paused cluster still does and what it does not.
+	if o.Paused {
+		set(ConditionPaused, true, "PausedBySpec", pausedMessage(o.FailoverEnabled))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionPaused)
 	}
 
 	// CredentialsApplied, from the engine's record of each instance's credentials.
@@ -475,4 +484,18 @@ func certificateCondition(t *dolphinv1.TLSStatus, now metav1.Time) *metav1.Condi
 			t.Secret, t.NotAfter.UTC().Format(time.RFC3339), left.Round(time.Hour))
 	}
 	return c
+}
+
+// ConditionPaused is True while spec.paused is: its message says what Dolphin stops and
+// what it keeps doing.
+const ConditionPaused = "Paused"
+
+// pausedMessage says what spec.paused stops and what still runs.
+func pausedMessage(failover bool) string {
+	still := "it still fails over a lost primary (spec.failover.enabled: false turns that off), fences a second writable server and reports status"
+	if !failover {
+		still = "failover is off too (spec.failover.enabled: false); it still fences a second writable server and reports status"
+	}
+	return "spec.paused is true: Dolphin changes no Kubernetes object (no rollout, scaling or volume growth), takes no scheduled backup, " +
+		"and repairs, tunes or switches over nothing in the databases until it is false; a deleted pod's server stops without a switchover; " + still
 }

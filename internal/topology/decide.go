@@ -112,6 +112,24 @@ func Decide(v ClusterView) Decision {
 			}
 		}
 	}
+	if v.Settings.Paused {
+		d = paused(d)
+	}
+	return d
+}
+
+// paused withholds d's plan unless it fails over a lost primary or fences a second writable
+// server (Settings.Paused): a person doing maintenance by hand is not undone, and the
+// cluster still survives the loss of its primary.
+func paused(d Decision) Decision {
+	switch d.State {
+	case StateFailover, StateSplitBrain:
+		return d
+	}
+	if len(d.Plan) > 0 {
+		d.Message = "paused (spec.paused), not done: " + d.Message
+		d.Plan = nil
+	}
 	return d
 }
 

@@ -70,6 +70,10 @@ type Settings struct {
 	// MaxReplicaLag is how far behind its source a replica may be and still be published
 	// (spec.replicaService.maxLagSeconds); zero: no limit.
 	MaxReplicaLag time.Duration
+	// Paused (spec.paused) withholds every plan but those that protect the data and the
+	// clients: a failover of a lost primary (when FailoverEnabled) and the fence of a second
+	// writable server. Nothing is repaired, tuned or switched over until it is false.
+	Paused bool
 }
 
 // SemiSyncFallbackTimeout is how long a primary that may acknowledge writes alone (Settings.
