@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/schedule"
 )
 
 // Labels on the MySQLBackups the schedule creates.
@@ -198,7 +199,7 @@ func summarizeBackups(backups []dolphinv1.MySQLBackup) (st *dolphinv1.BackupStat
 }
 
 // applyBackupSummary puts the summary into a status being computed.
-func applyBackupSummary(st *dolphinv1.MySQLClusterStatus, backups []dolphinv1.MySQLBackup, hasBackupSpec bool, now metav1.Time) {
+func applyBackupSummary(st *dolphinv1.MySQLClusterStatus, backups []dolphinv1.MySQLBackup, hasBackupSpec bool, overdue string, now metav1.Time) {
 	if !hasBackupSpec && len(backups) == 0 {
 		st.Backup = nil
 		meta.RemoveStatusCondition(&st.Conditions, dolphinv1.ConditionLastBackupSucceeded)
@@ -206,8 +207,56 @@ func applyBackupSummary(st *dolphinv1.MySQLClusterStatus, backups []dolphinv1.My
 	}
 	sum, cond, ok := summarizeBackups(backups)
 	st.Backup = sum
+	if overdue != "" {
+		// Backups that do not run are reported as such, whatever the last one did.
+		msg := overdue
+		if sum.LastSuccessfulBackup != "" {
+			msg += "; the newest successful backup is " + sum.LastSuccessfulBackup
+		}
+		cond, ok = metav1.Condition{Type: dolphinv1.ConditionLastBackupSucceeded, Status: metav1.ConditionFalse, Reason: "BackupOverdue", Message: msg}, true
+	}
 	if ok {
 		cond.LastTransitionTime = now
 		meta.SetStatusCondition(&st.Conditions, cond)
 	}
+}
+
+// backupOverdueGrace is how long a scheduled slot may go without its backup before the
+// cluster says backups do not run: room for a reconcile and a backup waiting its turn.
+const backupOverdueGrace = 10 * time.Minute
+
+// backupOverdue says why the slot of spec.backup.schedule that is due has had no backup for
+// backupOverdueGrace, when no backup of the cluster is running (one that runs long delays the
+// next, by design): "" when backups run as scheduled, or there is no schedule.
+func backupOverdue(c *dolphinv1.MySQLCluster, backups []dolphinv1.MySQLBackup, now time.Time) string {
+	if c.Spec.Backup == nil || c.Spec.Backup.Schedule == nil || c.Spec.Backup.Schedule.Suspend {
+		return ""
+	}
+	sched, loc, err := schedule.Parse(c.Spec.Backup.Schedule, "spec.backup.schedule")
+	if err != nil {
+		return "" // refused at admission; an event says so otherwise
+	}
+	last := lastScheduledSlot(backups)
+	if last.IsZero() {
+		last = c.CreationTimestamp.Time
+	}
+	d := decideSchedule(sched, loc, last, now)
+	if d.Due.IsZero() || now.Sub(d.Due) < backupOverdueGrace {
+		return ""
+	}
+	for _, b := range backups {
+		switch b.Status.Phase {
+		case dolphinv1.BackupRunning:
+			return ""
+		case "", dolphinv1.BackupPending:
+			if now.Sub(b.CreationTimestamp.Time) < backupOverdueGrace {
+				return ""
+			}
+		}
+	}
+	why := ""
+	if c.Spec.Paused {
+		why = " (spec.paused stops scheduled backups)"
+	}
+	return "the scheduled backup for " + d.Due.UTC().Format(time.RFC3339) + " was not taken" + why
 }

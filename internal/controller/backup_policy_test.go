@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -175,5 +176,57 @@ func TestHumanBytesAndManifestURL(t *testing.T) {
 	s := &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Bucket: "b", Prefix: "prod"}}
 	if got := manifestURL(s, "ns/db/x/"); got != "s3://b/prod/ns/db/x/manifest.json" {
 		t.Errorf("manifestURL = %q", got)
+	}
+}
+
+// A scheduled slot without its backup for more than backupOverdueGrace turns the backup
+// condition False (BackupOverdue, and why when the cluster is paused); a slot just due, a
+// backup running, a suspended schedule or none are not overdue.
+func TestBackupOverdue(t *testing.T) {
+	now := time.Date(2026, 12, 6, 10, 30, 0, 0, time.UTC)
+	cluster := func(mod func(*dolphinv1.MySQLCluster)) *dolphinv1.MySQLCluster {
+		c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-48 * time.Hour))},
+			Spec: dolphinv1.MySQLClusterSpec{Backup: &dolphinv1.BackupSpec{Schedule: &dolphinv1.BackupSchedule{Cron: "@hourly"}}}}
+		if mod != nil {
+			mod(c)
+		}
+		return c
+	}
+	scheduled := func(slot time.Time, phase dolphinv1.BackupPhase, created time.Time) dolphinv1.MySQLBackup {
+		return dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created),
+			Labels:      map[string]string{BackupScheduledLabel: "true"},
+			Annotations: map[string]string{BackupSlotAnnotation: slot.Format(time.RFC3339)}},
+			Status: dolphinv1.MySQLBackupStatus{Phase: phase}}
+	}
+	hourAgo := now.Truncate(time.Hour).Add(-time.Hour) // 09:00: the 10:00 slot is due, for 30 min
+	for _, tc := range []struct {
+		name    string
+		c       *dolphinv1.MySQLCluster
+		backups []dolphinv1.MySQLBackup
+		now     time.Time
+		want    string // a part of the answer; "" for none
+	}{
+		{"the 10:00 slot missed for 30 min", cluster(nil), []dolphinv1.MySQLBackup{scheduled(hourAgo, dolphinv1.BackupSucceeded, hourAgo)}, now,
+			"the scheduled backup for 2026-12-06T10:00:00Z was not taken"},
+		{"paused", cluster(func(c *dolphinv1.MySQLCluster) { c.Spec.Paused = true }), []dolphinv1.MySQLBackup{scheduled(hourAgo, dolphinv1.BackupSucceeded, hourAgo)}, now,
+			"(spec.paused stops scheduled backups)"},
+		{"due for 5 minutes only", cluster(nil), []dolphinv1.MySQLBackup{scheduled(hourAgo, dolphinv1.BackupSucceeded, hourAgo)}, now.Add(-25 * time.Minute), ""},
+		{"the 10:00 backup taken", cluster(nil), []dolphinv1.MySQLBackup{scheduled(now.Truncate(time.Hour), dolphinv1.BackupSucceeded, now.Truncate(time.Hour))}, now, ""},
+		{"the 09:00 backup still running", cluster(nil), []dolphinv1.MySQLBackup{scheduled(hourAgo, dolphinv1.BackupRunning, hourAgo)}, now, ""},
+		{"the 09:00 backup pending for 90 minutes", cluster(nil), []dolphinv1.MySQLBackup{scheduled(hourAgo, dolphinv1.BackupPending, hourAgo)}, now,
+			"was not taken"},
+		{"schedule suspended", cluster(func(c *dolphinv1.MySQLCluster) { c.Spec.Backup.Schedule.Suspend = true }), nil, now, ""},
+		{"no schedule", cluster(func(c *dolphinv1.MySQLCluster) { c.Spec.Backup.Schedule = nil }), nil, now, ""},
+	} {
+		got := backupOverdue(tc.c, tc.backups, tc.now)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// The condition says so, whatever the last backup did.
+	var st dolphinv1.MySQLClusterStatus
+	applyBackupSummary(&st, []dolphinv1.MySQLBackup{scheduled(hourAgo, dolphinv1.BackupSucceeded, hourAgo)}, true, "the scheduled backup for X was not taken", metav1.NewTime(now))
+	if c := meta.FindStatusCondition(st.Conditions, dolphinv1.ConditionLastBackupSucceeded); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "BackupOverdue" {
+		t.Fatalf("condition %+v, want False/BackupOverdue", c)
 	}
 }

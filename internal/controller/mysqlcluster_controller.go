@@ -165,6 +165,8 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	desired := resources.Defaulted(&c)
 	var stepErr error
+	// sideOnly: every failing step is one whose failure stops no other (step.independent).
+	sideOnly := false
 	if c.Spec.Paused {
 		// Only the pod-stop step: a deleted pod's server is released at once (a paused
 		// engine switches nothing over), instead of waiting out its hold.
@@ -173,12 +175,25 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			logger.Info("paused: pod-stop failed", "error", err.Error())
 		}
 	} else {
+		var sideErrs []error
 		for _, s := range r.steps() {
 			logger.V(1).Info("step", "name", s.name)
-			if err := s.run(ctx, desired); err != nil {
+			err := s.run(ctx, desired)
+			switch {
+			case err == nil:
+			case s.independent:
+				// Reported, and the steps after it still run (a StorageClass that cannot
+				// expand must not stop the backup store or the archive).
+				sideErrs = append(sideErrs, fmt.Errorf("step %s: %w", s.name, err))
+			default:
 				stepErr = fmt.Errorf("step %s: %w", s.name, err)
+			}
+			if stepErr != nil {
 				break
 			}
+		}
+		if stepErr == nil && len(sideErrs) > 0 {
+			stepErr, sideOnly = errors.Join(sideErrs...), true
 		}
 	}
 
@@ -188,6 +203,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, errors.Join(stepErr, err)
 	}
+	obs.StepErrSideOnly = sideOnly
 	obs.TLS = desired.Status.TLS
 	st := computeStatus(obs, metav1.Now())
 	if err := r.writeStatus(ctx, &c, st); err != nil {
@@ -215,11 +231,11 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
-	var next time.Duration
-	if stepErr == nil {
-		if next, err = r.reconcileBackupSchedule(ctx, desired); err != nil {
-			return ctrl.Result{}, fmt.Errorf("backup schedule: %w", err)
-		}
+	// Scheduled backups and retention run whatever step failed: a user error elsewhere never
+	// stops protection (a backup that cannot run fails, and says why).
+	next, err := r.reconcileBackupSchedule(ctx, desired)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("backup schedule: %w", err))
 	}
 
 	var ue *userError
@@ -229,7 +245,11 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.event(&c, corev1.EventTypeWarning, ue.Reason, "Reconcile", "%s", ue.Message)
 		logger.Info("waiting for the user to fix the cluster", "reason", ue.Reason, "message", ue.Message)
 		waitingForUser = true
-		return ctrl.Result{RequeueAfter: userErrorRequeueAfter(stepErr)}, nil
+		after := userErrorRequeueAfter(stepErr)
+		if next > 0 && (after == 0 || next < after) {
+			after = next // the next scheduled backup is taken all the same
+		}
+		return ctrl.Result{RequeueAfter: after}, nil
 	}
 	if d := stepRequeue(); d > 0 && (next == 0 || d < next) {
 		next = d
@@ -274,6 +294,7 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 		return o, err
 	}
 	o.Backups, o.BackupConfigured = backups, c.Spec.Backup != nil
+	o.BackupOverdue = backupOverdue(c, backups, time.Now())
 	o.Bootstrap = c.Spec.Bootstrap != nil
 	o.Archiving = archiving(c) != nil
 	o.ArchiveResult, o.ArchiveObserved = r.archives.result(client.ObjectKeyFromObject(c))

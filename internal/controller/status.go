@@ -30,16 +30,19 @@ func (e *userError) Error() string { return e.Message }
 // observation is everything computeStatus looks at. It is gathered by the reconciler; the
 // computation itself is a pure function so that it can be table-tested.
 type observation struct {
-	Generation  int64
-	Replicas    int32
-	Deleting    bool
-	Paused      bool
+	Generation int64
+	Replicas   int32
+	Deleting   bool
+	Paused     bool
 	// FailoverEnabled is spec.failover.enabled, defaulted.
 	FailoverEnabled bool
-	StatefulSet *appsv1.StatefulSet // nil when it does not exist yet
-	Pods        []corev1.Pod        // the cluster's pods
-	StepErr     error               // the first failed reconcile step, if any
-	Previous    dolphinv1.MySQLClusterStatus
+	StatefulSet     *appsv1.StatefulSet // nil when it does not exist yet
+	Pods            []corev1.Pod        // the cluster's pods
+	StepErr         error               // the first failed reconcile step, if any
+	// StepErrSideOnly: StepErr comes from independent steps only (step.independent): every
+	// other step ran. A user error there is Degraded with its reason, not Failed.
+	StepErrSideOnly bool
+	Previous        dolphinv1.MySQLClusterStatus
 
 	// Claims are the data claims of the instances that run (instanceClaims in storage.go).
 	Claims []corev1.PersistentVolumeClaim
@@ -53,6 +56,8 @@ type observation struct {
 	// Backups are the cluster's MySQLBackups; BackupConfigured is true when spec.backup is set.
 	Backups          []dolphinv1.MySQLBackup
 	BackupConfigured bool
+	// BackupOverdue says why the scheduled slot that is due has no backup (backupOverdue), or "".
+	BackupOverdue string
 	// Bootstrap is true when spec.bootstrap is set.
 	Bootstrap bool
 	// Archiving is true when continuous archiving is on; ArchiveResult is the archive step's
@@ -243,6 +248,11 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		st.Phase = dolphinv1.PhaseDeleting
 	case errors.As(o.StepErr, &ue):
 		st.Phase = dolphinv1.PhaseFailed
+		if o.StepErrSideOnly && (primaryReady || wasAvailable) {
+			// The cluster runs, and so do failover, backups and the archive: only the part
+			// the user must fix waits. Its condition says what to change.
+			st.Phase = dolphinv1.PhaseDegraded
+		}
 		set(dolphinv1.ConditionDegraded, true, ue.Reason, ue.Message)
 		set(dolphinv1.ConditionReady, false, ue.Reason, ue.Message)
 		set(dolphinv1.ConditionProgressing, false, ue.Reason, "blocked until the spec or the referenced objects are fixed")
@@ -282,7 +292,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 			set(dolphinv1.ConditionDegraded, false, "AsExpected", instances)
 		}
 	}
-	applyBackupSummary(&st, o.Backups, o.BackupConfigured, now)
+	applyBackupSummary(&st, o.Backups, o.BackupConfigured, o.BackupOverdue, now)
 	applyArchive(&st, o, now)
 	if c := certificateCondition(o.TLS, now); c != nil {
 		set(c.Type, c.Status == metav1.ConditionTrue, c.Reason, c.Message)

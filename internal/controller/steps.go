@@ -21,37 +21,42 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
-// step is one named part of a reconcile. Steps run in order; the first error stops the run.
+// step is one named part of a reconcile. Steps run in order; the first error of a step that
+// is not independent stops the run.
 type step struct {
 	name string
 	run  func(ctx context.Context, c *dolphinv1.MySQLCluster) error
+	// independent: no later step needs this one; its failure is reported and the run goes
+	// on (a user error there does not make the cluster Failed, docs/design/0053).
+	independent bool
 }
 
 // steps is the reconcile order: a deleted primary pod switched over first (nothing else may
 // hold that up while its server waits, mysqlcluster_pod_stop.go), credentials and configuration before the pods that mount
 // them, Services before the StatefulSet that names its headless Service, the rollout of its
-// pod template (rollout.go), then the budget, and storage growth last (a StorageClass that
-// cannot expand must not stop the others).
+// pod template (rollout.go), then the steps nothing depends on — the budget, storage
+// growth, the backup store, the restore's outcome, the archive — each run whatever the others
+// do (a StorageClass that cannot expand must not stop the backup store or the archive).
 func (r *MySQLClusterReconciler) steps() []step {
 	return []step{
-		{"pod-stop", r.reconcilePodStop},
-		{"credentials", r.reconcileCredentials},
-		{"config", r.reconcileConfig},
-		{"agent-secret", r.reconcileAgentSecret},
-		{"tls", r.reconcileTLS},
-		{"service-account", r.reconcileServiceAccount},
-		{"services", r.reconcileServices},
-		{"bootstrap", r.reconcileBootstrap},
-		{"statefulset", r.reconcileStatefulSet},
-		{"seed", r.reconcileSeeds},
-		{"reclone", r.reconcileReclone},
-		{"engine-upgrade", r.reconcileEngineUpgrade},
-		{"rollout", r.reconcileRollout},
-		{"pod-disruption-budget", r.reconcilePodDisruptionBudget},
-		{"storage", r.reconcileStorage},
-		{"backup-store", r.reconcileBackupStore},
-		{"restore-outcome", r.reconcileRestoreOutcome},
-		{"binlog-archive", r.reconcileBinlogArchive},
+		{name: "pod-stop", run: r.reconcilePodStop},
+		{name: "credentials", run: r.reconcileCredentials},
+		{name: "config", run: r.reconcileConfig},
+		{name: "agent-secret", run: r.reconcileAgentSecret},
+		{name: "tls", run: r.reconcileTLS},
+		{name: "service-account", run: r.reconcileServiceAccount},
+		{name: "services", run: r.reconcileServices},
+		{name: "bootstrap", run: r.reconcileBootstrap},
+		{name: "statefulset", run: r.reconcileStatefulSet},
+		{name: "seed", run: r.reconcileSeeds},
+		{name: "reclone", run: r.reconcileReclone},
+		{name: "engine-upgrade", run: r.reconcileEngineUpgrade},
+		{name: "rollout", run: r.reconcileRollout},
+		{name: "pod-disruption-budget", run: r.reconcilePodDisruptionBudget, independent: true},
+		{name: "storage", run: r.reconcileStorage, independent: true},
+		{name: "backup-store", run: r.reconcileBackupStore, independent: true},
+		{name: "restore-outcome", run: r.reconcileRestoreOutcome, independent: true},
+		{name: "binlog-archive", run: r.reconcileBinlogArchive, independent: true},
 	}
 }
 

@@ -386,3 +386,79 @@ func TestEnvtestStorageNotExpandableKeepsTheRestApplied(t *testing.T) {
 		t.Errorf("StatefulSet not being replaced after the class was fixed (err %v)", err)
 	}
 }
+
+// A user error in one step never stops protection (issue 32): with a storage growth its
+// StorageClass cannot do, the cluster's scheduled backup for the slot that is due is still
+// created, the schedule's next slot is still requeued, and the condition names the fix.
+func TestEnvtestFailingStorageStepKeepsScheduledBackups(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	class := newStorageClass(t, c, ns+"-fixed", nil)
+	key := createCluster(t, c, ns, "fixed", dolphinv1.MySQLClusterSpec{Instances: 2,
+		Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class},
+		Backup: &dolphinv1.BackupSpec{Store: &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "http://127.0.0.1:1",
+			Bucket: "backups", CredentialsSecret: "s3"}}, Schedule: &dolphinv1.BackupSchedule{Cron: "@hourly"}}})
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},
+		Data: map[string][]byte{S3AccessKeyIDKey: []byte("AKID"), S3SecretAccessKeyKey: []byte("sekrit")}})
+	// The last scheduled backup was three hours ago: this hour's slot is due.
+	slot := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	old := &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: ns,
+		Labels:      map[string]string{BackupScheduledLabel: "true", BackupClusterLabel: "fixed"},
+		Annotations: map[string]string{BackupSlotAnnotation: slot.Format(time.RFC3339)}},
+		Spec: dolphinv1.MySQLBackupSpec{Cluster: "fixed"}}
+	mustCreate(t, c, old)
+	done := metav1.NewTime(slot.Add(time.Minute))
+	old.Status = dolphinv1.MySQLBackupStatus{Phase: dolphinv1.BackupSucceeded, CompletionTime: &done}
+	if err := c.Status().Update(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := reconcileOnce(t, c, key); err != nil {
+		t.Fatal(err)
+	}
+	standInStatefulSetController(t, c, key, "fixed-5c7d9f")
+	// This reconcile took the due slot; the storage growth below fails, and the slot after
+	// it must still be scheduled.
+	var list dolphinv1.MySQLBackupList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if b := &list.Items[i]; b.Name != "old" {
+			if err := c.Delete(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	setStorageSize(t, c, key, "2Gi", nil)
+	res, err, reasons := reconcileRecording(t, c, key)
+	if err != nil {
+		t.Fatalf("reconcile: %v; a user error must not fail it", err)
+	}
+	if !slices.Contains(reasons, "StorageNotExpandable") || !slices.Contains(reasons, "BackupScheduled") {
+		t.Errorf("events %v, want StorageNotExpandable and BackupScheduled", reasons)
+	}
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Now().UTC().Truncate(time.Hour).Format(time.RFC3339)
+	scheduled := 0
+	for _, b := range list.Items {
+		if b.Name != "old" && b.Annotations[BackupSlotAnnotation] == want {
+			scheduled++
+		}
+	}
+	if scheduled != 1 {
+		t.Fatalf("%d backups for the slot %s after the failing storage step, want 1 (backups: %d)", scheduled, want, len(list.Items))
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > time.Hour+time.Minute {
+		t.Errorf("requeue after %s: the next slot (within the hour) must still be scheduled", res.RequeueAfter)
+	}
+	cl := getCluster(t, c, key)
+	if d := meta.FindStatusCondition(cl.Status.Conditions, dolphinv1.ConditionDegraded); d == nil || d.Reason != "StorageNotExpandable" ||
+		!strings.Contains(d.Message, "allowVolumeExpansion: true") {
+		t.Errorf("Degraded condition %+v, want StorageNotExpandable saying what to change", d)
+	}
+}
