@@ -38,6 +38,13 @@ type BackupSpec struct {
 	// +optional
 	Retention *BackupRetention `json:"retention,omitempty"`
 
+	// DeletionPolicy is the deletionPolicy of the backups the schedule creates: Retain (the
+	// default) keeps a deleted backup's data, Delete removes it. Retention deletes the data
+	// of the backups it expires either way.
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy BackupDeletionPolicy `json:"deletionPolicy,omitempty"`
+
 	// Verification restores the newest successful backup into a throwaway server on a
 	// schedule, checks its checksums, GTID position and tables (CHECK TABLE), and records the
 	// result in the backup's status.verification. Any backup can also be verified on demand

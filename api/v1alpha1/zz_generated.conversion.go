@@ -788,6 +788,7 @@ func autoConvert_v1alpha1_BackupSpec_To_v1beta1_BackupSpec(in *BackupSpec, out *
 	} else {
 		out.Retention = nil
 	}
+	out.DeletionPolicy = v1beta1.BackupDeletionPolicy(in.DeletionPolicy)
 	if in.Verification != nil {
 		in, out := &in.Verification, &out.Verification
 		*out = new(v1beta1.BackupVerification)
@@ -852,6 +853,7 @@ func autoConvert_v1beta1_BackupSpec_To_v1alpha1_BackupSpec(in *v1beta1.BackupSpe
 	} else {
 		out.Retention = nil
 	}
+	out.DeletionPolicy = BackupDeletionPolicy(in.DeletionPolicy)
 	if in.Verification != nil {
 		in, out := &in.Verification, &out.Verification
 		*out = new(BackupVerification)
@@ -1480,6 +1482,7 @@ func Convert_v1beta1_MySQLBackupList_To_v1alpha1_MySQLBackupList(in *v1beta1.MyS
 func autoConvert_v1alpha1_MySQLBackupSpec_To_v1beta1_MySQLBackupSpec(in *MySQLBackupSpec, out *v1beta1.MySQLBackupSpec, s conversion.Scope) error {
 	out.Cluster = in.Cluster
 	out.Target = v1beta1.BackupTarget(in.Target)
+	out.DeletionPolicy = v1beta1.BackupDeletionPolicy(in.DeletionPolicy)
 	return nil
 }
 
@@ -1491,6 +1494,7 @@ func Convert_v1alpha1_MySQLBackupSpec_To_v1beta1_MySQLBackupSpec(in *MySQLBackup
 func autoConvert_v1beta1_MySQLBackupSpec_To_v1alpha1_MySQLBackupSpec(in *v1beta1.MySQLBackupSpec, out *MySQLBackupSpec, s conversion.Scope) error {
 	out.Cluster = in.Cluster
 	out.Target = BackupTarget(in.Target)
+	out.DeletionPolicy = BackupDeletionPolicy(in.DeletionPolicy)
 	return nil
 }
 

@@ -43,9 +43,9 @@ type MySQLBackupList struct {
 	Items           []MySQLBackup `json:"items"`
 }
 
-// MySQLBackupSpec says which cluster to back up. It cannot be changed after creation: create
-// another MySQLBackup instead.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a MySQLBackup's spec is immutable: create a new MySQLBackup instead"
+// MySQLBackupSpec says which cluster to back up. Only deletionPolicy can be changed after
+// creation: create another MySQLBackup instead.
+// +kubebuilder:validation:XValidation:rule="self.cluster == oldSelf.cluster && (has(self.target) ? self.target : '') == (has(oldSelf.target) ? oldSelf.target : '')",message="a MySQLBackup's cluster and target are immutable: create a new MySQLBackup instead (only deletionPolicy can change)"
 type MySQLBackupSpec struct {
 	// Cluster is the name of the MySQLCluster, in the same namespace, to back up. The cluster
 	// must have spec.backup.store set.
@@ -58,7 +58,26 @@ type MySQLBackupSpec struct {
 	// Primary.
 	// +optional
 	Target BackupTarget `json:"target,omitempty"`
+
+	// DeletionPolicy says what deleting this MySQLBackup does to its data in the store:
+	// Retain (the default) keeps it — a namespace deletion or a GitOps prune never empties a
+	// bucket — and Delete removes it. The retention rules of spec.backup.retention delete
+	// the data of the backups they expire whatever this says (an event names them).
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy BackupDeletionPolicy `json:"deletionPolicy,omitempty"`
 }
+
+// BackupDeletionPolicy is what deleting a MySQLBackup does to its data: Retain or Delete.
+// +kubebuilder:validation:Enum=Retain;Delete
+type BackupDeletionPolicy string
+
+const (
+	// BackupRetain keeps a deleted MySQLBackup's data in the store.
+	BackupRetain BackupDeletionPolicy = "Retain"
+	// BackupDelete removes a deleted MySQLBackup's data from the store.
+	BackupDelete BackupDeletionPolicy = "Delete"
+)
 
 // BackupPhase is where a backup is in its life.
 // +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed

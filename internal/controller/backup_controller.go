@@ -372,9 +372,23 @@ func (r *MySQLBackupReconciler) openStore(ctx context.Context, cfg objectstore.C
 	return r.OpenStore(ctx, cfg)
 }
 
+// BackupDeleteDataAnnotation on a MySQLBackup being deleted says its data goes with it
+// whatever its deletionPolicy: set by the retention rules (spec.backup.retention) before they
+// delete a backup they expire, the value naming the rule.
+const BackupDeleteDataAnnotation = "mysql.dolphin.dev/delete-data"
+
+// keepsData reports whether deleting b keeps its data in the store: a backup that succeeded,
+// with deletionPolicy Retain (the default), not expired by retention. A backup that never
+// succeeded has no restorable data to keep.
+func keepsData(b *dolphinv1.MySQLBackup) bool {
+	return b.Status.Phase == dolphinv1.BackupSucceeded && b.Spec.DeletionPolicy != dolphinv1.BackupDelete &&
+		b.Annotations[BackupDeleteDataAnnotation] == ""
+}
+
 // deleteObjects removes a deleted MySQLBackup's objects, the manifest first so that a
-// half-deleted backup is never taken for a complete one, then releases the finalizer. When the
-// store's Secret is gone the objects cannot be reached: they are left, with a warning event.
+// half-deleted backup is never taken for a complete one, then releases the finalizer — unless
+// the backup keeps its data (keepsData): then an event says where it stays. When the store's
+// Secret is gone the objects cannot be reached: they are left, with a warning event.
 func (r *MySQLBackupReconciler) deleteObjects(ctx context.Context, b *dolphinv1.MySQLBackup) error {
 	if !controllerutil.ContainsFinalizer(b, BackupObjectsFinalizer) {
 		return nil
@@ -386,7 +400,10 @@ func (r *MySQLBackupReconciler) deleteObjects(ctx context.Context, b *dolphinv1.
 			return err
 		}
 	}
-	if b.Status.Path != "" && b.Status.Store != nil {
+	if keepsData(b) {
+		r.event(b, corev1.EventTypeNormal, "BackupRetained", "Delete",
+			"kept the backup's data under %s (deletionPolicy Retain): restore it with spec.bootstrap.from, or delete it from the store by hand", b.Status.Path)
+	} else if b.Status.Path != "" && b.Status.Store != nil {
 		cfg, err := resolveStore(ctx, r.storeClients(nil), b.Namespace, b.Status.Store)
 		var ue *userError
 		switch {

@@ -343,8 +343,14 @@ func TestEnvtestBackupLifecycle(t *testing.T) {
 		t.Fatalf("cluster condition %+v", cond)
 	}
 
-	// Deleting the successful backup deletes its objects, the manifest first.
+	// Deleting the successful backup, its deletionPolicy changed to Delete (the one field of
+	// the spec that may change), deletes its objects, the manifest first.
 	ctx := context.Background()
+	patch := client.MergeFrom(b.DeepCopy())
+	b.Spec.DeletionPolicy = dolphinv1.BackupDelete
+	if err := f.c.Patch(ctx, b, patch); err != nil {
+		t.Fatalf("changing the deletionPolicy: %v", err)
+	}
 	for _, k := range []string{"data.mbstream.zst", backup.ManifestKey} {
 		up, err := f.store.Create(ctx, b.Status.Path+k)
 		if err != nil {
@@ -366,6 +372,48 @@ func TestEnvtestBackupLifecycle(t *testing.T) {
 	}
 	if left, _ := f.store.List(ctx, b.Status.Path); len(left) != 0 || len(f.store.deleted) < 2 || f.store.deleted[0] != b.Status.Path+backup.ManifestKey {
 		t.Fatalf("left %v, deleted in order %v: want the manifest first and nothing left", left, f.store.deleted)
+	}
+}
+
+// Deleting a MySQLBackup keeps its data by default (deletionPolicy Retain): the object goes,
+// the objects in the store stay and an event says where; the retention rules still delete the
+// data of what they expire.
+func TestEnvtestBackupRetainedOnDeletion(t *testing.T) {
+	needEnvtest(t)
+	ctx := context.Background()
+	f := newBackupFixture(t, true)
+	f.observeTopology()
+	key := f.newBackup("kept")
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupRunning}, nil)
+	f.reconcile(key)
+	m := &backup.Manifest{GTIDPosition: "0-1-42", EndTime: time.Now().UTC().Truncate(time.Second), Objects: []backup.Object{{Key: "data.mbstream.zst", Size: 1, SHA256: "ab"}}}
+	f.agent.set(agent.BackupStatus{Phase: agent.BackupSucceeded, Manifest: m}, nil)
+	f.reconcile(key)
+	b := f.get(key)
+	if b.Status.Phase != dolphinv1.BackupSucceeded || b.Spec.DeletionPolicy != dolphinv1.BackupRetain {
+		t.Fatalf("phase %s, deletionPolicy %q: want Succeeded and the default Retain", b.Status.Phase, b.Spec.DeletionPolicy)
+	}
+	for _, k := range []string{"data.mbstream.zst", backup.ManifestKey} {
+		up, err := f.store.Create(ctx, b.Status.Path+k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := up.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := up.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.c.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(key)
+	if err := f.c.Get(ctx, key, &dolphinv1.MySQLBackup{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("backup still there: %v", err)
+	}
+	if left, _ := f.store.List(ctx, b.Status.Path); len(left) != 2 || len(f.store.deleted) != 0 {
+		t.Fatalf("left %v, deleted %v: want both objects kept", left, f.store.deleted)
 	}
 }
 
@@ -460,7 +508,7 @@ func TestEnvtestBackupScheduleAndRetention(t *testing.T) {
 	}
 	wantSlot := time.Now().UTC().Truncate(time.Hour)
 	if scheduled.Annotations[BackupSlotAnnotation] != wantSlot.Format(time.RFC3339) || scheduled.Labels[BackupScheduledLabel] != "true" ||
-		len(scheduled.OwnerReferences) != 0 {
+		len(scheduled.OwnerReferences) != 0 || scheduled.Spec.DeletionPolicy != dolphinv1.BackupRetain {
 		t.Fatalf("scheduled backup %s: annotations %v labels %v owners %v", scheduled.Name, scheduled.Annotations, scheduled.Labels, scheduled.OwnerReferences)
 	}
 	// Reconciling again creates nothing more (the slot is taken; Forbid while it is pending).

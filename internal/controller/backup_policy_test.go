@@ -230,3 +230,31 @@ func TestBackupOverdue(t *testing.T) {
 		t.Fatalf("condition %+v, want False/BackupOverdue", c)
 	}
 }
+
+// Only a successful backup with deletionPolicy Retain, not expired by retention, keeps its
+// data when deleted.
+func TestKeepsData(t *testing.T) {
+	b := func(phase dolphinv1.BackupPhase, policy dolphinv1.BackupDeletionPolicy, expired bool) *dolphinv1.MySQLBackup {
+		x := &dolphinv1.MySQLBackup{Spec: dolphinv1.MySQLBackupSpec{DeletionPolicy: policy}, Status: dolphinv1.MySQLBackupStatus{Phase: phase}}
+		if expired {
+			x.Annotations = map[string]string{BackupDeleteDataAnnotation: "retention"}
+		}
+		return x
+	}
+	for _, tc := range []struct {
+		name string
+		b    *dolphinv1.MySQLBackup
+		want bool
+	}{
+		{"succeeded, Retain", b(dolphinv1.BackupSucceeded, dolphinv1.BackupRetain, false), true},
+		{"succeeded, policy unset (read before the default)", b(dolphinv1.BackupSucceeded, "", false), true},
+		{"succeeded, Delete", b(dolphinv1.BackupSucceeded, dolphinv1.BackupDelete, false), false},
+		{"succeeded, Retain, expired by retention", b(dolphinv1.BackupSucceeded, dolphinv1.BackupRetain, true), false},
+		{"failed, Retain: nothing restorable to keep", b(dolphinv1.BackupFailed, dolphinv1.BackupRetain, false), false},
+		{"running, Retain: incomplete", b(dolphinv1.BackupRunning, dolphinv1.BackupRetain, false), false},
+	} {
+		if got := keepsData(tc.b); got != tc.want {
+			t.Errorf("%s: keepsData %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func (r *MySQLClusterReconciler) scheduleBackup(ctx context.Context, c *dolphinv
 			Labels:      map[string]string{BackupClusterLabel: c.Name, BackupScheduledLabel: "true"},
 			Annotations: map[string]string{BackupSlotAnnotation: d.Due.UTC().Format(time.RFC3339)},
 		},
-		Spec: dolphinv1.MySQLBackupSpec{Cluster: c.Name},
+		Spec: dolphinv1.MySQLBackupSpec{Cluster: c.Name, DeletionPolicy: c.Spec.Backup.DeletionPolicy},
 	}
 	if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return 0, fmt.Errorf("creating the scheduled backup %s: %w", b.Name, err)
@@ -122,12 +122,23 @@ func (r *MySQLClusterReconciler) applyRetention(ctx context.Context, c *dolphinv
 	}
 	names := make([]string, 0, len(expired))
 	for i := range expired {
+		// Retention deletes the data of what it expires, whatever the backup's deletionPolicy.
+		if expired[i].Annotations[BackupDeleteDataAnnotation] == "" {
+			patch := client.MergeFrom(expired[i].DeepCopy())
+			if expired[i].Annotations == nil {
+				expired[i].Annotations = map[string]string{}
+			}
+			expired[i].Annotations[BackupDeleteDataAnnotation] = "retention"
+			if err := r.Client.Patch(ctx, &expired[i], patch); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("marking expired backup %s for deletion with its data: %w", expired[i].Name, err)
+			}
+		}
 		if err := r.Client.Delete(ctx, &expired[i]); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting expired backup %s: %w", expired[i].Name, err)
 		}
 		names = append(names, expired[i].Name)
 	}
-	r.event(c, corev1.EventTypeNormal, "BackupsExpired", "Retention", "deleted %d backups that retention no longer keeps: %s", len(names), strings.Join(names, ", "))
+	r.event(c, corev1.EventTypeNormal, "BackupsExpired", "Retention", "deleted %d backups that retention no longer keeps, with their data: %s", len(names), strings.Join(names, ", "))
 	if archiving(c) == nil {
 		return nil
 	}

@@ -247,7 +247,7 @@ func TestEnvtestBackupSpecsAreValidated(t *testing.T) {
 	bk := &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns}, Spec: dolphinv1.MySQLBackupSpec{Cluster: "plain"}}
 	mustCreate(t, c, bk)
 	bk.Spec.Cluster = "other"
-	if err := c.Update(ctx, bk); err == nil || !strings.Contains(err.Error(), "a MySQLBackup's spec is immutable") {
+	if err := c.Update(ctx, bk); err == nil || !strings.Contains(err.Error(), "a MySQLBackup's cluster and target are immutable") {
 		t.Fatalf("changing a backup's cluster = %v", err)
 	}
 }
