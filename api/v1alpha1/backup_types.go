@@ -147,11 +147,12 @@ type S3Store struct {
 	ForcePathStyle bool `json:"forcePathStyle,omitempty"`
 
 	// CredentialsSecret names a Secret in the cluster's namespace with the keys
-	// `access-key-id` and `secret-access-key`.
-	// +kubebuilder:validation:MinLength=1
+	// `access-key-id` and `secret-access-key`. Leave it out to use the AWS SDK's default
+	// credential chain in the pods that reach the store: IAM roles for service accounts (a
+	// web identity token), the environment, or the node's instance role.
 	// +kubebuilder:validation:MaxLength=253
-	// +required
-	CredentialsSecret string `json:"credentialsSecret"`
+	// +optional
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
 
 	// CASecret names a Secret in the cluster's namespace whose key `ca.crt` holds the PEM
 	// certificate authorities that sign the endpoint's certificate, for a private CA.

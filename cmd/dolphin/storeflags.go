@@ -15,7 +15,7 @@ import (
 // storeFlags are the flags that name a backup store, an S3 bucket (--s3-*) or a directory
 // (--directory), with the same names, meanings and checks as those of `dolphin restore`. The
 // S3 credentials come from the environment (envS3AccessKeyID, envS3SecretAccessKey), never
-// from flags.
+// from flags; without them, from the AWS SDK's default chain.
 type storeFlags struct {
 	directory string
 
@@ -69,6 +69,9 @@ func (f *storeFlags) config(getenv func(string) string, readFile func(string) ([
 		Endpoint: f.s3Endpoint, Bucket: f.s3Bucket, Prefix: f.s3Prefix, Region: f.s3Region,
 		PathStyle:   f.s3PathStyle,
 		AccessKeyID: getenv(envS3AccessKeyID), SecretAccessKey: getenv(envS3SecretAccessKey),
+		// Without them, the AWS SDK's default chain (IAM roles for service accounts, the
+		// node's role, AWS_* variables), as the AWS tools do.
+		DefaultCredentials: getenv(envS3AccessKeyID) == "",
 	}
 	if f.s3PartSize != "" {
 		q, err := resource.ParseQuantity(f.s3PartSize)

@@ -110,24 +110,29 @@ func resolveStore(ctx context.Context, sc storeClients, namespace string, s *dol
 		}
 		return &sec, nil
 	}
-	creds, err := get(in.CredentialsSecret)
-	if err != nil {
-		return objectstore.Config{}, err
-	}
-	for _, k := range []string{S3AccessKeyIDKey, S3SecretAccessKeyKey} {
-		if len(creds.Data[k]) == 0 {
-			return objectstore.Config{}, &userError{Reason: "BackupStoreSecretIncomplete", Message: fmt.Sprintf(
-				"Secret %s/%s has no key %s: add the bucket's %s", namespace, in.CredentialsSecret, k, strings.ReplaceAll(k, "-", " "))}
-		}
-	}
 	cfg := &objectstore.S3Config{
-		Endpoint:        in.Endpoint,
-		Bucket:          in.Bucket,
-		Prefix:          in.Prefix,
-		Region:          in.Region,
-		PathStyle:       in.ForcePathStyle,
-		AccessKeyID:     strings.TrimSpace(string(creds.Data[S3AccessKeyIDKey])),
-		SecretAccessKey: strings.TrimSpace(string(creds.Data[S3SecretAccessKeyKey])),
+		Endpoint:  in.Endpoint,
+		Bucket:    in.Bucket,
+		Prefix:    in.Prefix,
+		Region:    in.Region,
+		PathStyle: in.ForcePathStyle,
+		// No Secret named: the AWS SDK's default chain, in the pod that talks to the store
+		// (IAM roles for service accounts, workload identity, the node's role).
+		DefaultCredentials: in.CredentialsSecret == "",
+	}
+	if in.CredentialsSecret != "" {
+		creds, err := get(in.CredentialsSecret)
+		if err != nil {
+			return objectstore.Config{}, err
+		}
+		for _, k := range []string{S3AccessKeyIDKey, S3SecretAccessKeyKey} {
+			if len(creds.Data[k]) == 0 {
+				return objectstore.Config{}, &userError{Reason: "BackupStoreSecretIncomplete", Message: fmt.Sprintf(
+					"Secret %s/%s has no key %s: add the bucket's %s", namespace, in.CredentialsSecret, k, strings.ReplaceAll(k, "-", " "))}
+			}
+		}
+		cfg.AccessKeyID = strings.TrimSpace(string(creds.Data[S3AccessKeyIDKey]))
+		cfg.SecretAccessKey = strings.TrimSpace(string(creds.Data[S3SecretAccessKeyKey]))
 	}
 	if in.PartSize != nil {
 		cfg.PartSize = in.PartSize.Value()

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -52,6 +53,11 @@ type S3Config struct {
 	SecretAccessKey string
 	// SessionToken is the token of temporary credentials (STS), usually empty.
 	SessionToken string
+	// DefaultCredentials takes the credentials from the AWS SDK's default chain instead of
+	// AccessKeyID: the environment (AWS_ACCESS_KEY_ID…), a web identity token (IAM roles for
+	// service accounts, AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN), the shared config
+	// files, or the instance's role (ECS, EC2 IMDS). Ignored when AccessKeyID is set.
+	DefaultCredentials bool
 	// CACertPEM holds PEM certificate authorities that sign the endpoint's certificate, for a
 	// private CA; they are trusted in addition to the system's. Empty means the system's only.
 	CACertPEM []byte
@@ -100,7 +106,7 @@ func NewS3(ctx context.Context, cfg S3Config) (Store, error) {
 	return newS3(ctx, cfg)
 }
 
-func newS3(_ context.Context, cfg S3Config, optFns ...func(*s3.Options)) (*s3Store, error) {
+func newS3(ctx context.Context, cfg S3Config, optFns ...func(*s3.Options)) (*s3Store, error) {
 	endpoint, err := s3CheckEndpoint(cfg.Endpoint)
 	if err != nil {
 		return nil, err
@@ -167,9 +173,18 @@ func newS3(_ context.Context, cfg S3Config, optFns ...func(*s3.Options)) (*s3Sto
 	if endpoint != "" {
 		opts.BaseEndpoint = aws.String(endpoint)
 	}
-	if cfg.AccessKeyID != "" {
+	switch {
+	case cfg.AccessKeyID != "":
 		opts.Credentials = credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
-	} else {
+	case cfg.DefaultCredentials:
+		// The SDK's own chain, as every AWS tool resolves it; nothing is fetched until the
+		// first request, so a missing role is an error of that request, which says so.
+		dc, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
+		if err != nil {
+			return nil, fmt.Errorf("s3: the AWS SDK's default credential chain: %w", err)
+		}
+		opts.Credentials = aws.NewCredentialsCache(dc.Credentials)
+	default:
 		opts.Credentials = aws.AnonymousCredentials{}
 	}
 	shown := endpoint

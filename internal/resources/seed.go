@@ -127,9 +127,10 @@ func storeArgs(store dolphinv1.BackupStore, namespace, backupPath, storeURL stri
 		return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
 			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(secret).WithKey(key)))
 	}
-	env := []*corev1ac.EnvVarApplyConfiguration{
-		secretEnv("S3_ACCESS_KEY_ID", s3.CredentialsSecret, s3AccessKeyIDKey),
-		secretEnv("S3_SECRET_ACCESS_KEY", s3.CredentialsSecret, s3SecretAccessKeyKey),
+	var env []*corev1ac.EnvVarApplyConfiguration
+	if s3.CredentialsSecret != "" { // else the AWS SDK's default chain, in the pod
+		env = append(env, secretEnv("S3_ACCESS_KEY_ID", s3.CredentialsSecret, s3AccessKeyIDKey),
+			secretEnv("S3_SECRET_ACCESS_KEY", s3.CredentialsSecret, s3SecretAccessKeyKey))
 	}
 	var mounts []*corev1ac.VolumeMountApplyConfiguration
 	if s3.CASecret != "" {
