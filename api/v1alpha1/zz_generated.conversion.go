@@ -2271,6 +2271,11 @@ func autoConvert_v1alpha1_PodTemplateOverrides_To_v1beta1_PodTemplateOverrides(i
 	out.Tolerations = in.Tolerations
 	out.TopologySpreadConstraints = in.TopologySpreadConstraints
 	out.PriorityClassName = in.PriorityClassName
+	out.ImagePullSecrets = in.ImagePullSecrets
+	out.ImagePullPolicy = v1.PullPolicy(in.ImagePullPolicy)
+	out.ServiceAccountName = in.ServiceAccountName
+	out.Env = in.Env
+	out.AgentResources = in.AgentResources
 	return nil
 }
 
@@ -2287,6 +2292,11 @@ func autoConvert_v1beta1_PodTemplateOverrides_To_v1alpha1_PodTemplateOverrides(i
 	out.Tolerations = in.Tolerations
 	out.TopologySpreadConstraints = in.TopologySpreadConstraints
 	out.PriorityClassName = in.PriorityClassName
+	out.ImagePullSecrets = in.ImagePullSecrets
+	out.ImagePullPolicy = v1.PullPolicy(in.ImagePullPolicy)
+	out.ServiceAccountName = in.ServiceAccountName
+	out.Env = in.Env
+	out.AgentResources = in.AgentResources
 	return nil
 }
 

@@ -340,6 +340,44 @@ type PodTemplateOverrides struct {
 	// PriorityClassName of the instance pods.
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// ImagePullSecrets name Secrets in the cluster's namespace to pull the images with (a
+	// private registry or mirror).
+	// +optional
+	// +listType=atomic
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// ImagePullPolicy of every container of the instance pods (default: the Kubernetes
+	// default for the tag).
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ServiceAccountName runs the instance pods as this service account of the cluster's
+	// namespace instead of the one Dolphin creates: for IAM roles for service accounts or
+	// workload identity (an S3 store without credentialsSecret), or a policy that requires
+	// one. Dolphin's pods need no Kubernetes API access: its token is not mounted.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Env adds environment variables to the server container (mysqld). Names Dolphin sets
+	// are refused.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['POD_NAME', 'POD_NAMESPACE', 'POD_IP']))",message="podTemplate.env: POD_NAME, POD_NAMESPACE and POD_IP are set by Dolphin: use another name"
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// AgentResources are the resources of Dolphin's agent container and of its short init
+	// containers (copying its binary, preparing the configuration); once it is set, the seed
+	// init container (restore, clone) takes spec.resources, as the server does, so every
+	// container has resources. Set requests equal to limits
+	// here and in spec.resources for the Guaranteed QoS class, or to satisfy a quota that
+	// requires limits.
+	// +optional
+	AgentResources *corev1.ResourceRequirements `json:"agentResources,omitempty"`
 }
 
 // Durability is what the primary does when no replica acknowledges a write.

@@ -44,6 +44,8 @@ func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
 		{"detection interval too short", dolphinv1.MySQLClusterSpec{Failover: dolphinv1.FailoverSpec{Detection: dolphinv1.DetectionSpec{Interval: &metav1.Duration{Duration: 1}}}}, "failover.detection.interval must be between 100ms and 1m"},
 		{"zero detection attempts", dolphinv1.MySQLClusterSpec{Failover: dolphinv1.FailoverSpec{Detection: dolphinv1.DetectionSpec{Attempts: -2}}}, "spec.failover.detection.attempts"},
 		{"reserved pod label", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Labels: map[string]string{resources.RoleLabel: "primary"}}}, "pod labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin"},
+		{"reserved server env", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Env: []corev1.EnvVar{{Name: "POD_IP", Value: "1.2.3.4"}}}}, "POD_NAME, POD_NAMESPACE and POD_IP are set by Dolphin"},
+		{"bad pull policy", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{ImagePullPolicy: "Sometimes"}}, `supported values: "Always", "IfNotPresent", "Never"`},
 		{"reserved service label", dolphinv1.MySQLClusterSpec{PrimaryService: dolphinv1.ServiceSpec{Labels: map[string]string{"app.kubernetes.io/name": "x"}}}, "service labels under app.kubernetes.io/"},
 		{"tiny storage", dolphinv1.MySQLClusterSpec{Storage: dolphinv1.StorageSpec{Size: ptr.To(resource.MustParse("1Mi"))}}, "storage.size must be at least 64Mi"},
 		{"bad service type", dolphinv1.MySQLClusterSpec{ReplicaService: dolphinv1.ReplicaServiceSpec{ServiceSpec: dolphinv1.ServiceSpec{Type: "ExternalName"}}}, `supported values: "ClusterIP", "NodePort", "LoadBalancer"`},

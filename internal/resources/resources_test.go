@@ -93,8 +93,32 @@ func restored() *dolphinv1.MySQLCluster {
 	return c
 }
 
+// production is a cluster with the pod template a production team asks for: a private
+// registry, its own service account (IRSA), extra environment for the server, and resources
+// on every container with requests equal to limits (Guaranteed QoS, a quota that requires
+// limits).
+func production() *dolphinv1.MySQLCluster {
+	c := minimal()
+	c.Name = "ledger"
+	guaranteed := func(cpu, mem string) corev1.ResourceRequirements {
+		l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+		return corev1.ResourceRequirements{Requests: l, Limits: l}
+	}
+	c.Spec.Resources = guaranteed("2", "4Gi")
+	c.Spec.PodTemplate = dolphinv1.PodTemplateOverrides{
+		ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry-creds"}},
+		ImagePullPolicy:    corev1.PullIfNotPresent,
+		ServiceAccountName: "ledger-db",
+		Env: []corev1.EnvVar{{Name: "TZ", Value: "Europe/Berlin"},
+			{Name: "LICENSE", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "plugin"}, Key: "license"}}}},
+		AgentResources: ptr.To(guaranteed("100m", "128Mi")),
+	}
+	return c
+}
+
 func TestBuildersGolden(t *testing.T) {
-	for name, c := range map[string]*dolphinv1.MySQLCluster{"minimal": minimal(), "customised": customised(), "restored": restored()} {
+	for name, c := range map[string]*dolphinv1.MySQLCluster{"minimal": minimal(), "customised": customised(), "restored": restored(), "production": production()} {
 		t.Run(name, func(t *testing.T) {
 			sts, err := StatefulSet(c, BuildOptions{AgentImage: "ghcr.io/dolphin-operator/dolphin:test"})
 			if err != nil {

@@ -135,6 +135,9 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 			return nil, err
 		}
 	}
+	if err := applyPodOverrides(c, spec); err != nil {
+		return nil, err
+	}
 	annotations := mergeLabels(o.Annotations, map[string]string{ConfigHashAnnotation: ConfigHash(c)})
 	return corev1ac.PodTemplateSpec().
 		WithLabels(mergeLabels(o.Labels, CommonLabels(c))).
@@ -187,17 +190,7 @@ func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.Contai
 	if holdsForSwitchover(c, generation) {
 		ctr.WithLifecycle(holdForSwitchoverLifecycle())
 	}
-	r := c.Spec.Resources
-	if len(r.Requests) > 0 || len(r.Limits) > 0 {
-		res := corev1ac.ResourceRequirements()
-		if len(r.Requests) > 0 {
-			res.WithRequests(r.Requests)
-		}
-		if len(r.Limits) > 0 {
-			res.WithLimits(r.Limits)
-		}
-		ctr.WithResources(res)
-	}
+	setResources(ctr, &c.Spec.Resources)
 	return ctr
 }
 

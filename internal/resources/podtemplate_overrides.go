@@ -1,0 +1,90 @@
+package resources
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+)
+
+// ReservedEnvNames are the environment variables Dolphin sets in the server container;
+// spec.podTemplate.env may not set them.
+var ReservedEnvNames = []string{"POD_NAME", "POD_NAMESPACE", "POD_IP"}
+
+// applyPodOverrides adds the parts of spec.podTemplate that reach the pod spec and its
+// containers (merged: never replacing what Dolphin sets): pull secrets and policy, the
+// service account, the server's extra environment, and resources for Dolphin's own
+// containers. Nothing is added for a field left empty, so a template without them is the
+// same as before they existed (no pod restarts on an operator upgrade).
+func applyPodOverrides(c *dolphinv1.MySQLCluster, spec *corev1ac.PodSpecApplyConfiguration) error {
+	o := c.Spec.PodTemplate
+	for _, s := range o.ImagePullSecrets {
+		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
+	}
+	if o.ServiceAccountName != "" {
+		spec.WithServiceAccountName(o.ServiceAccountName)
+	}
+	containers := func(each func(*corev1ac.ContainerApplyConfiguration) error) error {
+		for i := range spec.InitContainers {
+			if err := each(&spec.InitContainers[i]); err != nil {
+				return err
+			}
+		}
+		for i := range spec.Containers {
+			if err := each(&spec.Containers[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return containers(func(ctr *corev1ac.ContainerApplyConfiguration) error {
+		if o.ImagePullPolicy != "" {
+			ctr.WithImagePullPolicy(o.ImagePullPolicy)
+		}
+		name := ""
+		if ctr.Name != nil {
+			name = *ctr.Name
+		}
+		switch name {
+		case ContainerMySQLD:
+			for _, e := range o.Env {
+				if slices.Contains(ReservedEnvNames, e.Name) {
+					return fmt.Errorf("spec.podTemplate.env: %s is set by Dolphin", e.Name)
+				}
+				var ac corev1ac.EnvVarApplyConfiguration
+				if err := convert(e, &ac); err != nil {
+					return err
+				}
+				ctr.WithEnv(&ac)
+			}
+		case ContainerSeed:
+			// Restoring and cloning prepare data as the server does: the server's resources —
+			// once agentResources asks for resources on every container (a template that
+			// did not ask stays as it was: an operator upgrade restarts nothing).
+			if o.AgentResources != nil {
+				setResources(ctr, &c.Spec.Resources)
+			}
+		case ContainerAgent, ContainerAgentTools, ContainerInit:
+			setResources(ctr, o.AgentResources)
+		}
+		return nil
+	})
+}
+
+// setResources gives ctr r's requests and limits, when r sets any.
+func setResources(ctr *corev1ac.ContainerApplyConfiguration, r *corev1.ResourceRequirements) {
+	if r == nil || (len(r.Requests) == 0 && len(r.Limits) == 0) {
+		return
+	}
+	res := corev1ac.ResourceRequirements()
+	if len(r.Requests) > 0 {
+		res.WithRequests(r.Requests)
+	}
+	if len(r.Limits) > 0 {
+		res.WithLimits(r.Limits)
+	}
+	ctr.WithResources(res)
+}
