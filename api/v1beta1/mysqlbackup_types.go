@@ -45,7 +45,7 @@ type MySQLBackupList struct {
 
 // MySQLBackupSpec says which cluster to back up. Only deletionPolicy can be changed after
 // creation: create another MySQLBackup instead.
-// +kubebuilder:validation:XValidation:rule="self.cluster == oldSelf.cluster && (has(self.target) ? self.target : ”) == (has(oldSelf.target) ? oldSelf.target : ”)",message="a MySQLBackup's cluster and target are immutable: create a new MySQLBackup instead (only deletionPolicy can change)"
+// +kubebuilder:validation:XValidation:rule="self.cluster == oldSelf.cluster && has(self.target) == has(oldSelf.target) && (!has(self.target) || self.target == oldSelf.target)",message="a MySQLBackup's cluster and target are immutable: create a new MySQLBackup instead (only deletionPolicy can change)"
 type MySQLBackupSpec struct {
 	// Cluster is the name of the MySQLCluster, in the same namespace, to back up. The cluster
 	// must have spec.backup.store set.
