@@ -320,6 +320,10 @@ type InstanceTopology struct {
 	// GTIDExecuted is the server's executed GTID position.
 	// +optional
 	GTIDExecuted string `json:"gtidExecuted,omitempty"`
+	// Version is the server's full version as it reports it (@@version, for example
+	// 10.11.19-MariaDB-0+deb12u1): what runs, whatever the image tag says.
+	// +optional
+	Version string `json:"version,omitempty"`
 	// ReplicationLagSeconds is Seconds_Behind_Master of a replica, when known.
 	// +optional
 	ReplicationLagSeconds *int64 `json:"replicationLagSeconds,omitempty"`

@@ -1334,6 +1334,7 @@ func autoConvert_v1alpha1_InstanceTopology_To_v1beta1_InstanceTopology(in *Insta
 	out.Reachable = in.Reachable
 	out.ReadOnly = in.ReadOnly
 	out.GTIDExecuted = in.GTIDExecuted
+	out.Version = in.Version
 	out.ReplicationLagSeconds = in.ReplicationLagSeconds
 	out.Replicating = in.Replicating
 	out.Error = in.Error
@@ -1353,6 +1354,7 @@ func autoConvert_v1beta1_InstanceTopology_To_v1alpha1_InstanceTopology(in *v1bet
 	out.Reachable = in.Reachable
 	out.ReadOnly = in.ReadOnly
 	out.GTIDExecuted = in.GTIDExecuted
+	out.Version = in.Version
 	out.ReplicationLagSeconds = in.ReplicationLagSeconds
 	out.Replicating = in.Replicating
 	out.Error = in.Error

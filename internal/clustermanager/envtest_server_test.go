@@ -156,6 +156,12 @@ func (o *operatorEnv) waitReady(t *testing.T) {
 		if st.CurrentPrimary != "shop-0" || st.Phase != dolphinv1.PhaseRunning || !meta.IsStatusConditionTrue(st.Conditions, "Ready") {
 			return fmt.Errorf("phase %s primary %q conditions %+v", st.Phase, st.CurrentPrimary, st.Conditions)
 		}
+		// What runs is recorded, whatever the image tag says.
+		for _, in := range st.Topology.Instances {
+			if !strings.Contains(in.Version, "MariaDB") {
+				return fmt.Errorf("%s: version %q", in.Name, in.Version)
+			}
+		}
 		return nil
 	})
 }

@@ -540,7 +540,7 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 			it.Error = in.Err.Error()
 		}
 		if st := in.Status; st != nil {
-			it.ReadOnly = st.ReadOnly
+			it.ReadOnly, it.Version = st.ReadOnly, st.Version
 			if st.Executed != nil {
 				it.GTIDExecuted = st.Executed.String()
 			}
