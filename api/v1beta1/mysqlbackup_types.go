@@ -193,3 +193,7 @@ const VerifyAnnotation = "mysql.dolphin.dev/verify"
 // ConditionBackupComplete is the MySQLBackup condition that turns True when the backup ended
 // (reason Succeeded or Failed).
 const ConditionBackupComplete = "Complete"
+
+// ConditionBackupSucceeded is the MySQLBackup condition that says how it ended: True when it
+// succeeded, False when it failed (reason and message say why), Unknown until it ends.
+const ConditionBackupSucceeded = "Succeeded"

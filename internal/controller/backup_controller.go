@@ -514,9 +514,23 @@ func storeURL(s *dolphinv1.BackupStore, key string) string {
 	return "s3://" + s.S3.Bucket + "/" + prefix + key
 }
 
+// setBackupCondition sets Complete (the backup ended, however) and Succeeded (True when it
+// succeeded, False when it failed, Unknown until it ends): `kubectl wait
+// --for=condition=Succeeded` never takes a failure for a success.
 func setBackupCondition(b *dolphinv1.MySQLBackup, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
 		Type: dolphinv1.ConditionBackupComplete, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: b.Generation,
+	})
+	succeeded := metav1.ConditionUnknown
+	switch {
+	case status == metav1.ConditionTrue && reason == "Succeeded":
+		succeeded = metav1.ConditionTrue
+	case status == metav1.ConditionTrue:
+		succeeded = metav1.ConditionFalse
+	}
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{
+		Type: dolphinv1.ConditionBackupSucceeded, Status: succeeded, Reason: reason, Message: message,
 		ObservedGeneration: b.Generation,
 	})
 }

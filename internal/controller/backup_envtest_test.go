@@ -248,6 +248,17 @@ func wantBackupCondition(t *testing.T, b *dolphinv1.MySQLBackup, phase dolphinv1
 	if b.Status.Phase != phase || cond == nil || cond.Reason != reason || !strings.Contains(cond.Message, msgPart) {
 		t.Fatalf("phase %q condition %+v; want phase %s, reason %s, message containing %q", b.Status.Phase, cond, phase, reason, msgPart)
 	}
+	// Succeeded says how it ended: a failure is never taken for a success.
+	want := metav1.ConditionUnknown
+	switch phase {
+	case dolphinv1.BackupSucceeded:
+		want = metav1.ConditionTrue
+	case dolphinv1.BackupFailed:
+		want = metav1.ConditionFalse
+	}
+	if s := meta.FindStatusCondition(b.Status.Conditions, dolphinv1.ConditionBackupSucceeded); s == nil || s.Status != want {
+		t.Fatalf("phase %s: Succeeded condition %+v, want %s", phase, s, want)
+	}
 }
 
 func TestEnvtestBackupWaitsWithReasons(t *testing.T) {
