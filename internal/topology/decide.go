@@ -207,7 +207,7 @@ func decide(v ClusterView) Decision {
 	}
 	if !v.Settings.FailoverEnabled {
 		d.State = StatePrimaryLost
-		d.Message = fmt.Sprintf("primary %s is lost and automatic failover is disabled", p.Name)
+		d.Message = fmt.Sprintf("primary %s is lost and automatic failover is disabled: bring it back, or set spec.failover.enabled: true to promote the replica that holds the most", p.Name)
 		return d
 	}
 	return decideFailover(v, d, p, false)
@@ -235,7 +235,7 @@ func decideRestartedBehind(v ClusterView, d Decision, p InstanceView, ahead []st
 	why := fmt.Sprintf("primary %s restarted without transactions that %s received", p.Name, strings.Join(ahead, ", "))
 	if !v.Settings.FailoverEnabled {
 		d.State = StatePrimaryLost
-		d.Message = why + "; automatic failover is disabled (promoting it again would make them errant)"
+		d.Message = why + "; automatic failover is disabled (promoting it again would make them errant): set spec.failover.enabled: true to promote the replica that holds the most"
 		return d
 	}
 	p.Err = errors.New(why)
