@@ -128,7 +128,7 @@ func BinlogArchiveDeployment(c *dolphinv1.MySQLCluster, a BinlogArchiveArgs, o B
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(labels).
 				WithAnnotations(map[string]string{BinlogArchiveSecretHashAnnotation: a.SecretHash}).
-				WithSpec(corev1ac.PodSpec().
+				WithSpec(withPodIdentity(c, corev1ac.PodSpec()).
 					WithAutomountServiceAccountToken(false).
 					WithEnableServiceLinks(false).
 					WithSecurityContext(corev1ac.PodSecurityContext().

@@ -74,6 +74,20 @@ func applyPodOverrides(c *dolphinv1.MySQLCluster, spec *corev1ac.PodSpecApplyCon
 	})
 }
 
+// withPodIdentity gives a pod Dolphin runs for a cluster besides its instances (the binlog
+// archiver, a backup's verification) the cluster's service account and pull secrets, when
+// spec.podTemplate names them: they reach the same store and pull the same images.
+func withPodIdentity(c *dolphinv1.MySQLCluster, spec *corev1ac.PodSpecApplyConfiguration) *corev1ac.PodSpecApplyConfiguration {
+	o := c.Spec.PodTemplate
+	if o.ServiceAccountName != "" {
+		spec.WithServiceAccountName(o.ServiceAccountName)
+	}
+	for _, s := range o.ImagePullSecrets {
+		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
+	}
+	return spec
+}
+
 // setResources gives ctr r's requests and limits, when r sets any.
 func setResources(ctr *corev1ac.ContainerApplyConfiguration, r *corev1.ResourceRequirements) {
 	if r == nil || (len(r.Requests) == 0 && len(r.Limits) == 0) {

@@ -6,6 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
 
 // With spec.resources and agentResources set, every container of an instance pod — init
@@ -51,5 +54,32 @@ func TestPodOverridesReachEveryContainer(t *testing.T) {
 	c.Spec.PodTemplate.Env = append(c.Spec.PodTemplate.Env, corev1.EnvVar{Name: "POD_IP", Value: "1.2.3.4"})
 	if _, err := StatefulSet(c, BuildOptions{AgentImage: "x"}); err == nil || !strings.Contains(err.Error(), "POD_IP is set by Dolphin") {
 		t.Fatalf("a reserved name: %v", err)
+	}
+}
+
+// The pods Dolphin runs beside the instances — the binlog archiver, a backup's verification —
+// reach the same store and pull the same images: they take the pod template's service account
+// and pull secrets when it names them, and keep their own default otherwise.
+func TestSidePodsTakeTheClusterIdentity(t *testing.T) {
+	for _, c := range []*dolphinv1.MySQLCluster{production(), minimal()} {
+		want := c.Spec.PodTemplate.ServiceAccountName
+		c.Spec.Backup = &dolphinv1.BackupSpec{ContinuousArchiving: &dolphinv1.ContinuousArchiving{}}
+		archiver := BinlogArchiveDeployment(c, BinlogArchiveArgs{}, BuildOptions{AgentImage: "img"}).Spec.Template.Spec
+		store := restored().Status.RestoredFrom.Store
+		b := &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "nightly", UID: "u1"},
+			Status: dolphinv1.MySQLBackupStatus{Store: &store, Path: "p/"}}
+		verify := VerifyPod(c, b, "", "", BuildOptions{AgentImage: "img"}).Spec
+		for what, sa := range map[string]*string{"archiver": archiver.ServiceAccountName, "verification": verify.ServiceAccountName} {
+			got := ""
+			if sa != nil {
+				got = *sa
+			}
+			if got != want {
+				t.Errorf("%s of %s: service account %q, want %q", what, c.Name, got, want)
+			}
+		}
+		if n := len(c.Spec.PodTemplate.ImagePullSecrets); len(archiver.ImagePullSecrets) != n || len(verify.ImagePullSecrets) != n {
+			t.Errorf("%s: pull secrets %d and %d, want %d", c.Name, len(archiver.ImagePullSecrets), len(verify.ImagePullSecrets), n)
+		}
 	}
 }

@@ -53,7 +53,7 @@ func VerifyPod(c *dolphinv1.MySQLCluster, b *dolphinv1.MySQLBackup, storeURL, ar
 		WithOwnerReferences(metav1ac.OwnerReference().
 			WithAPIVersion(dolphinv1.GroupVersion.String()).WithKind("MySQLBackup").
 			WithName(b.Name).WithUID(b.UID).WithController(true).WithBlockOwnerDeletion(true)).
-		WithSpec(corev1ac.PodSpec().
+		WithSpec(withPodIdentity(c, corev1ac.PodSpec()).
 			WithRestartPolicy(corev1.RestartPolicyNever).
 			WithAutomountServiceAccountToken(false).
 			WithEnableServiceLinks(false).
