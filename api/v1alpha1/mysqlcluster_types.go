@@ -242,6 +242,16 @@ type TLSSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	CertificateSecret string `json:"certificateSecret,omitempty"`
+	// ExtraNames are more names the issued certificate carries: DNS names (a LoadBalancer's
+	// external name, a DNS alias) or IP addresses, so that clients outside the cluster can
+	// verify the server. Adding one renews the certificate; the servers load it without a
+	// restart. Ignored with certificateSecret (your certificate carries what you issued).
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9*]([-A-Za-z0-9.:*]*[A-Za-z0-9])?$`
+	// +optional
+	// +listType=set
+	ExtraNames []string `json:"extraNames,omitempty"`
 }
 
 // TLSStatus is the certificate the instances are given.

@@ -2587,6 +2587,7 @@ func autoConvert_v1alpha1_TLSSpec_To_v1beta1_TLSSpec(in *TLSSpec, out *v1beta1.T
 	out.Enabled = in.Enabled
 	out.RequireForClients = in.RequireForClients
 	out.CertificateSecret = in.CertificateSecret
+	out.ExtraNames = in.ExtraNames
 	return nil
 }
 
@@ -2599,6 +2600,7 @@ func autoConvert_v1beta1_TLSSpec_To_v1alpha1_TLSSpec(in *v1beta1.TLSSpec, out *T
 	out.Enabled = in.Enabled
 	out.RequireForClients = in.RequireForClients
 	out.CertificateSecret = in.CertificateSecret
+	out.ExtraNames = in.ExtraNames
 	return nil
 }
 

@@ -101,8 +101,12 @@ func (r *MySQLClusterReconciler) issuedTLSSecret(ctx context.Context, c *dolphin
 		if why == "" && !bytes.Equal(s.Data[resources.TLSCAKey], ca.Data[resources.TLSCAKey]) {
 			why = "is signed by another CA"
 		}
-		if cert, err := pki.ParseCert(s.Data[resources.TLSCertKey]); why == "" && err == nil && !now.Before(pki.RenewAt(cert)) {
-			why = "is two thirds through its life"
+		if cert, err := pki.ParseCert(s.Data[resources.TLSCertKey]); why == "" && err == nil {
+			if !now.Before(pki.RenewAt(cert)) {
+				why = "is two thirds through its life"
+			} else if n := resources.MissingExtraName(c, cert); n != "" {
+				why = "lacks the name " + n + " of spec.tls.extraNames"
+			}
 		}
 		if why == "" {
 			return &s, nil

@@ -73,17 +73,46 @@ func ServerCertificateNames(c *dolphinv1.MySQLCluster) []string {
 	for _, svc := range []string{n.PrimaryService, n.ReplicaService} {
 		names = append(names, svc, svc+"."+ns, svc+"."+ns+".svc", svc+"."+ns+".svc.cluster.local")
 	}
-	return append(names, "localhost")
+	names = append(names, "localhost")
+	for _, e := range c.Spec.TLS.ExtraNames {
+		if net.ParseIP(e) == nil {
+			names = append(names, e)
+		}
+	}
+	return names
 }
 
 // ServerCertificateIPs are the addresses the certificate carries: 127.0.0.1, for
-// port-forwarding and clients on the instance's host.
-func ServerCertificateIPs() []net.IP { return []net.IP{net.ParseIP("127.0.0.1")} }
+// port-forwarding and clients on the instance's host, and the addresses of
+// spec.tls.extraNames.
+func ServerCertificateIPs(c *dolphinv1.MySQLCluster) []net.IP {
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	for _, e := range c.Spec.TLS.ExtraNames {
+		if ip := net.ParseIP(e); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
+}
+
+// MissingExtraName returns the first of spec.tls.extraNames cert does not carry, or "".
+func MissingExtraName(c *dolphinv1.MySQLCluster, cert *x509.Certificate) string {
+	for _, e := range c.Spec.TLS.ExtraNames {
+		if ip := net.ParseIP(e); ip != nil {
+			if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+				return e
+			}
+		} else if !slices.Contains(cert.DNSNames, e) {
+			return e
+		}
+	}
+	return ""
+}
 
 // ServerCertificate is what Dolphin issues for a cluster's instances.
 func ServerCertificate(c *dolphinv1.MySQLCluster) pki.Leaf {
 	return pki.Leaf{CommonName: NamesFor(c).PrimaryService + "." + c.Namespace + ".svc",
-		DNSNames: ServerCertificateNames(c), IPs: ServerCertificateIPs(), Validity: TLSCertValidity}
+		DNSNames: ServerCertificateNames(c), IPs: ServerCertificateIPs(c), Validity: TLSCertValidity}
 }
 
 // TLSSecret is a Secret of a cluster's TLS material (the CA's or the instances'), owned by

@@ -1,13 +1,16 @@
 package resources
 
 import (
+	"crypto/x509"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/pki"
 )
 
 // TLS on adds the certificate's volume (the Secret, 0440), its read-only mount in the server's
@@ -126,6 +129,48 @@ func TestBinlogArchiveDeploymentTLS(t *testing.T) {
 	for _, want := range []string{"--source-ca " + binlogArchiveSecretDir + "/" + ArchiveServerCAKey, "--source-server-name orders-replicas.shop.svc"} {
 		if !strings.Contains(withTLS, want) {
 			t.Errorf("archiver over TLS: %s lacks %q", withTLS, want)
+		}
+	}
+}
+
+// spec.tls.extraNames reach the issued certificate — DNS names as names, addresses as IP
+// SANs — so a client outside the cluster verifies the server by its external name; a
+// certificate issued before a name was added lacks it, which is what renews it.
+func TestTLSExtraNames(t *testing.T) {
+	now := time.Now()
+	caPEM, caKey, err := pki.NewCA("test", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := minimal()
+	before, _, err := pki.Issue(caPEM, caKey, ServerCertificate(c), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.TLS.ExtraNames = []string{"db.example.com", "203.0.113.7"}
+	after, _, err := pki.Issue(caPEM, caKey, ServerCertificate(c), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := pki.ParseCert(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := MissingExtraName(c, old); got != "db.example.com" {
+		t.Fatalf("the certificate from before the names lacks %q, want db.example.com", got)
+	}
+	cert, err := pki.ParseCert(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := MissingExtraName(c, cert); got != "" {
+		t.Fatalf("the renewed certificate lacks %s", got)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	for _, name := range []string{"db.example.com", "203.0.113.7"} {
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: name, CurrentTime: now}); err != nil {
+			t.Errorf("a client verifying %s: %v", name, err)
 		}
 	}
 }

@@ -204,7 +204,7 @@ func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.
 		errs = append(errs, configKeysError(c))
 		warnings = append(warnings, restartWarnings(old, c)...)
 	}
-	if old.Spec.TLS == c.Spec.TLS {
+	if equality.Semantic.DeepEqual(old.Spec.TLS, c.Spec.TLS) {
 		return warnings, errors.Join(errs...)
 	}
 	w, err := v.certificate(ctx, c)
