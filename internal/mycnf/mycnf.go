@@ -52,6 +52,9 @@ type Input struct {
 	// lower_case_with_underscores. They win over Dolphin's tunable defaults; a
 	// key for which IsReserved is true is an error.
 	Overrides map[string]string
+	// Comments replace the "From spec.mysqlConfig" comment of an override Dolphin derived
+	// itself (the buffer pool from the memory limit), saying where it comes from.
+	Comments map[string]string
 }
 
 // Errors returned (wrapped, naming the key or flavor) by Generate.
@@ -180,6 +183,13 @@ func Generate(in Input) (string, error) {
 
 	for _, k := range keys {
 		settings = merge(settings, k, in.Overrides[k])
+		if why, ok := in.Comments[k]; ok {
+			for i := range settings {
+				if settings[i].key == k {
+					settings[i].comment = []string{why}
+				}
+			}
+		}
 	}
 	// Stable: repeated keys (plugin_load_add) keep Dolphin's entries first.
 	sort.SliceStable(settings, func(i, j int) bool { return settings[i].key < settings[j].key })

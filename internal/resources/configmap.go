@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"path"
+	"strconv"
 	"strings"
 
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -28,7 +30,7 @@ const serverIDBase = 1000
 // ConfigMap holds the generated my.cnf and the init script of the cluster. It fails when
 // spec.mysqlConfig holds a key the API schema should have rejected.
 func ConfigMap(c *dolphinv1.MySQLCluster) (*corev1ac.ConfigMapApplyConfiguration, error) {
-	cnf, err := mycnf.Generate(mycnf.Input{Flavor: string(c.Spec.Engine.Flavor), Overrides: overrides(c)})
+	cnf, err := mycnf.Generate(mycnf.Input{Flavor: string(c.Spec.Engine.Flavor), Overrides: overrides(c), Comments: derivedComments(c)})
 	if err != nil {
 		return nil, fmt.Errorf("generating my.cnf: %w", err)
 	}
@@ -145,11 +147,48 @@ func ConfigHash(c *dolphinv1.MySQLCluster) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// overrides converts spec.mysqlConfig for the my.cnf generator.
+// overrides converts spec.mysqlConfig for the my.cnf generator, with the buffer pool sized
+// from the server's memory limit when spec.mysqlConfig does not size it.
 func overrides(c *dolphinv1.MySQLCluster) map[string]string {
-	out := make(map[string]string, len(c.Spec.MySQLConfig))
+	out := make(map[string]string, len(c.Spec.MySQLConfig)+1)
 	for k, v := range c.Spec.MySQLConfig {
 		out[k] = string(v)
 	}
+	if _, set := out[bufferPoolKey]; !set {
+		if limit, ok := c.Spec.Resources.Limits[corev1.ResourceMemory]; ok {
+			out[bufferPoolKey] = strconv.FormatInt(BufferPoolFor(limit.Value()), 10)
+		}
+	}
 	return out
+}
+
+const bufferPoolKey = "innodb_buffer_pool_size"
+
+// derivedComments say in my.cnf where the settings Dolphin derives come from.
+func derivedComments(c *dolphinv1.MySQLCluster) map[string]string {
+	if _, set := c.Spec.MySQLConfig[bufferPoolKey]; set {
+		return nil
+	}
+	if limit, ok := c.Spec.Resources.Limits[corev1.ResourceMemory]; ok {
+		return map[string]string{bufferPoolKey: fmt.Sprintf("60%% of the server's memory limit (%s), in 128 MiB units; set it in spec.mysqlConfig to choose.", limit.String())}
+	}
+	return nil
+}
+
+// bufferPoolShare of the server container's memory limit goes to InnoDB's buffer pool when
+// the user does not size it: the rest is for connections, sort and join buffers, the binary
+// log cache and the server itself (Percona's operator takes 75% by default; the server
+// container here also holds nothing else, but a busy server's per-connection memory is what
+// gets a pod OOM-killed, docs/design/0055).
+const bufferPoolShare = 0.6
+
+// bufferPoolUnit is the buffer pool's allocation unit (innodb_buffer_pool_chunk_size's
+// default): the server rounds the size to a multiple of it.
+const bufferPoolUnit = 128 << 20
+
+// BufferPoolFor is the buffer pool size, in bytes, for a server container limited to limit
+// bytes: bufferPoolShare of it, rounded down to bufferPoolUnit, at least one unit.
+func BufferPoolFor(limit int64) int64 {
+	size := int64(float64(limit)*bufferPoolShare) / bufferPoolUnit * bufferPoolUnit
+	return max(size, bufferPoolUnit)
 }

@@ -83,3 +83,38 @@ func TestSidePodsTakeTheClusterIdentity(t *testing.T) {
 		}
 	}
 }
+
+// Without innodb_buffer_pool_size in spec.mysqlConfig, a memory limit sizes the buffer pool:
+// 60% of it in 128 MiB units, at least one. It reaches my.cnf, and changes no restart hash:
+// a cluster that had a limit before this release is not restarted by the upgrade, and its
+// servers take the size at their next restart (MariaDB 10.11.12+ cannot raise it above
+// innodb_buffer_pool_size_max online, so it is no run-time setting either). A size the user
+// sets wins.
+func TestBufferPoolFromTheMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		limit int64
+		want  int64
+	}{{4 << 30, 2432 << 20}, {1 << 30, 512 << 20}, {256 << 20, 128 << 20}, {64 << 20, 128 << 20}} {
+		if got := BufferPoolFor(tc.limit); got != tc.want {
+			t.Errorf("BufferPoolFor(%d MiB) = %d MiB, want %d MiB", tc.limit>>20, got>>20, tc.want>>20)
+		}
+	}
+	c := production() // memory limit 4Gi, no buffer pool set
+	cm, err := ConfigMap(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data[MyCnfKey], "innodb_buffer_pool_size=2550136832") || !strings.Contains(cm.Data[MyCnfKey], "60% of the server's memory limit (4Gi)") {
+		t.Errorf("my.cnf lacks the derived buffer pool:\n%s", cm.Data[MyCnfKey])
+	}
+	if vars, err := DynamicVariables(c); err != nil || vars["innodb_buffer_pool_size"] != "" {
+		t.Errorf("run-time innodb_buffer_pool_size %q (%v): raised online it could pass innodb_buffer_pool_size_max", vars["innodb_buffer_pool_size"], err)
+	}
+	if ConfigHash(c) != ConfigHash(minimal()) {
+		t.Error("the derived buffer pool changed the restart hash: existing pods would restart")
+	}
+	c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "1G"}
+	if cm, err := ConfigMap(c); err != nil || !strings.Contains(cm.Data[MyCnfKey], "innodb_buffer_pool_size=1G") {
+		t.Errorf("the user's size is replaced (%v):\n%s", err, cm.Data[MyCnfKey])
+	}
+}
