@@ -226,9 +226,11 @@ func (r *reporter) restartLostPrimary(ctx context.Context, rep topology.Report) 
 	return nil
 }
 
-// releaseStopTimeout bounds the release of a replaced primary's hold before its deletion;
-// the deletion's own 1 s grace period bounds the hold if the agent does not answer.
-const releaseStopTimeout = 2 * time.Second
+// releaseStopTimeout bounds the release of a replaced primary's hold before its deletion:
+// short, because the deletion waits for it and a hung primary's pod may not answer at all
+// (the deletion's own 1 s grace period then bounds the hold); an agent that answers does so
+// in milliseconds.
+const releaseStopTimeout = 300 * time.Millisecond
 
 // releaseStop ends pod's preStop hold, when it has one, before Dolphin deletes it to restart
 // a replaced primary: that server must stop the moment the deletion reaches the node

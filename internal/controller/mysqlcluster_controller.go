@@ -246,10 +246,14 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		logger.Info("waiting for the user to fix the cluster", "reason", ue.Reason, "message", ue.Message)
 		waitingForUser = true
 		after := userErrorRequeueAfter(stepErr)
-		if next > 0 && (after == 0 || next < after) {
-			after = next // the next scheduled backup is taken all the same
+		// The next scheduled backup and what the steps that ran asked for are kept.
+		for _, d := range []time.Duration{next, stepRequeue()} {
+			if d > 0 && (after == 0 || d < after) {
+				after = d
+			}
 		}
-		return ctrl.Result{RequeueAfter: after}, nil
+		// An error of another step beside the user's is retried as any error is.
+		return ctrl.Result{RequeueAfter: after}, notUserErrors(stepErr)
 	}
 	if d := stepRequeue(); d > 0 && (next == 0 || d < next) {
 		next = d
@@ -523,4 +527,23 @@ func (r *MySQLClusterReconciler) secretToClusters(ctx context.Context, o client.
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
 	}
 	return reqs
+}
+
+// notUserErrors is err without its userErrors (err may join several steps' errors): what a
+// retry can fix. Nil when every error is the user's to fix.
+func notUserErrors(err error) error {
+	var ue *userError
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var rest []error
+		for _, e := range joined.Unwrap() {
+			if !errors.As(e, &ue) {
+				rest = append(rest, e)
+			}
+		}
+		return errors.Join(rest...)
+	}
+	if errors.As(err, &ue) {
+		return nil
+	}
+	return err
 }

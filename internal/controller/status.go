@@ -155,7 +155,14 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	// Instances not ready because of planned work (a rollout, a deleted pod, a new or
 	// re-cloned instance starting, a switchover) are not trouble (docs/design/0053): when
 	// nothing else is wrong, the phase is Progressing and Degraded stays False.
-	waits := explainNotReady(o.StatefulSetName, o.Pods, o.Replicas, topo, now.Time)
+	var progressingSince time.Time
+	if pc := meta.FindStatusCondition(o.Previous.Conditions, dolphinv1.ConditionProgressing); pc != nil && pc.Status == metav1.ConditionTrue {
+		progressingSince = pc.LastTransitionTime.Time
+	}
+	wasMissing := func(name string) bool {
+		return len(o.Previous.Instances) > 0 && !slices.ContainsFunc(o.Previous.Instances, func(in dolphinv1.InstanceStatus) bool { return in.Name == name })
+	}
+	waits := explainNotReady(o.StatefulSetName, o.Pods, o.Replicas, topo, progressingSince, wasMissing, now.Time)
 	switchingOver := topo != nil && topo.State == "Switchover" && len(primaries) <= 1
 	planned := !ready && o.StepErr == nil && topologyProblem == nil && len(primaries) <= 1 &&
 		(topo == nil || !(topo.NoSemiSyncReplica || topo.CommitsWaiting)) && riskProblem(topo) == nil &&

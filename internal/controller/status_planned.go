@@ -45,7 +45,12 @@ type instanceWait struct {
 // purpose: a rollout or a person deleting a pod, a new instance (scale-up, clone, re-clone)
 // starting — or trouble: a container that restarted, a pod stuck past the bounds above, the
 // old primary of a recent failover. It is a pure function of what the reconciler observed.
-func explainNotReady(sts string, pods []corev1.Pod, replicas int32, topo *dolphinv1.TopologyStatus, now time.Time) []instanceWait {
+//
+// progressingSince is when the cluster's Progressing condition last turned True (zero: it is
+// not True), and wasMissing the instances the previous status already found without a pod: a
+// pod missing then and now, plannedStartBound into the cluster's progress, is not being
+// created — it cannot be (a pod is re-created within a second of its deletion).
+func explainNotReady(sts string, pods []corev1.Pod, replicas int32, topo *dolphinv1.TopologyStatus, progressingSince time.Time, wasMissing func(string) bool, now time.Time) []instanceWait {
 	var waits []instanceWait
 	present := map[string]bool{}
 	for i := range pods {
@@ -60,7 +65,14 @@ func explainNotReady(sts string, pods []corev1.Pod, replicas int32, topo *dolphi
 	// A pod that does not exist is one the StatefulSet is about to create: a scale-up, or
 	// a pod re-created after its deletion.
 	for i := int32(0); i < replicas && sts != ""; i++ {
-		if name := fmt.Sprintf("%s-%d", sts, i); !present[name] {
+		name := fmt.Sprintf("%s-%d", sts, i)
+		switch {
+		case present[name]:
+		case failedOverFrom(topo, name, now):
+			waits = append(waits, instanceWait{Name: name, Why: "re-created after the failover away from it at " + stamp(lastPromotion(topo).Time.Time)})
+		case !progressingSince.IsZero() && now.Sub(progressingSince) > plannedStartBound && wasMissing(name):
+			waits = append(waits, instanceWait{Name: name, Why: "its pod has not been created since " + stamp(progressingSince) + " (see the StatefulSet's events)"})
+		default:
 			waits = append(waits, instanceWait{Name: name, Planned: true, Why: "being created"})
 		}
 	}
@@ -70,6 +82,11 @@ func explainNotReady(sts string, pods []corev1.Pod, replicas int32, topo *dolphi
 
 // podWait explains one pod that is not ready.
 func podWait(p *corev1.Pod, topo *dolphinv1.TopologyStatus, now time.Time) (bool, string) {
+	// First: Dolphin deletes the pod of a primary it failed over from, which would read as a
+	// planned deletion.
+	if failedOverFrom(topo, p.Name, now) {
+		return false, "restarting after the failover away from it at " + stamp(lastPromotion(topo).Time.Time)
+	}
 	if p.DeletionTimestamp != nil {
 		if since := now.Sub(p.DeletionTimestamp.Time) + deletionGrace(p); since > plannedStopBound {
 			return false, "stopping since " + stamp(now.Add(-since))
@@ -78,9 +95,6 @@ func podWait(p *corev1.Pod, topo *dolphinv1.TopologyStatus, now time.Time) (bool
 	}
 	if n, c := restarts(p); n > 0 {
 		return false, fmt.Sprintf("container %s restarted %d times%s", c, n, lastTermination(p, c))
-	}
-	if lp := lastPromotion(topo); lp != nil && !lp.Planned && lp.From == p.Name && now.Sub(lp.Time.Time) < failoverRecoveryWindow {
-		return false, "restarting after the failover away from it at " + stamp(lp.Time.Time)
 	}
 	age := now.Sub(p.CreationTimestamp.Time)
 	for _, c := range p.Status.Conditions {
@@ -115,6 +129,13 @@ func podWait(p *corev1.Pod, topo *dolphinv1.TopologyStatus, now time.Time) (bool
 		return false, "the server stopped answering its readiness probe"
 	}
 	return true, "the server is starting"
+}
+
+// failedOverFrom reports whether an unplanned failover replaced instance name as the primary
+// less than failoverRecoveryWindow ago: its restart is that failover's aftermath.
+func failedOverFrom(topo *dolphinv1.TopologyStatus, name string, now time.Time) bool {
+	lp := lastPromotion(topo)
+	return lp != nil && !lp.Planned && lp.From == name && now.Sub(lp.Time.Time) < failoverRecoveryWindow
 }
 
 // stamp formats a time for a condition message. Messages carry times, never durations, so

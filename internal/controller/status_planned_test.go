@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +85,13 @@ func TestComputeStatusSeparatesPlannedWorkFromTrouble(t *testing.T) {
 		{"the old primary restarting after a switchover", ptr.To(replica(20*time.Second, 15*time.Second, nil)),
 			&dolphinv1.TopologyStatus{Primary: "c-0", LastPromotion: &dolphinv1.PromotionRecord{From: "c-2", To: "c-0", Planned: true, Time: ago(time.Minute)}},
 			dolphinv1.PhaseProgressing, "PlannedChange", "c-2: the server is starting"},
+		{"the old primary's pod, deleted by Dolphin after a failover", ptr.To(replica(time.Hour, time.Hour, func(p *corev1.Pod) {
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(now.Add(time.Second))), ptr.To(int64(1))
+		})), &dolphinv1.TopologyStatus{Primary: "c-0", LastPromotion: &dolphinv1.PromotionRecord{From: "c-2", To: "c-0", Time: ago(5 * time.Second)}},
+			dolphinv1.PhaseDegraded, "InstancesNotReady", "c-2: restarting after the failover away from it"},
+		{"the old primary's pod gone after a failover", nil,
+			&dolphinv1.TopologyStatus{Primary: "c-0", LastPromotion: &dolphinv1.PromotionRecord{From: "c-2", To: "c-0", Time: ago(5 * time.Second)}},
+			dolphinv1.PhaseDegraded, "InstancesNotReady", "c-2: re-created after the failover away from it"},
 		{"planned, but an instance is errant", ptr.To(replica(20*time.Second, 15*time.Second, nil)),
 			&dolphinv1.TopologyStatus{Primary: "c-0", ErrantInstances: []string{"c-1"}},
 			dolphinv1.PhaseDegraded, "ErrantInstances", "c-1"},
@@ -111,5 +120,50 @@ func TestComputeStatusSeparatesPlannedWorkFromTrouble(t *testing.T) {
 				t.Fatal("Ready with an instance not ready")
 			}
 		})
+	}
+}
+
+// A pod missing for a moment is being created; one missing at two observations 10 minutes
+// into the cluster's progress cannot be (a quota, a webhook): trouble, pointing at the
+// StatefulSet.
+func TestComputeStatusMissingPodIsBounded(t *testing.T) {
+	now := time.Unix(100000, 0)
+	pods := []corev1.Pod{pod("c-0", "primary", true), pod("c-1", "replica", true)}
+	for _, tc := range []struct {
+		progressingFor time.Duration
+		phase          dolphinv1.Phase
+		message        string
+	}{{time.Minute, dolphinv1.PhaseProgressing, "c-2: being created"}, {20 * time.Minute, dolphinv1.PhaseDegraded, "c-2: its pod has not been created since"}} {
+		prev := previous(dolphinv1.PhaseProgressing, true)
+		prev.Instances = []dolphinv1.InstanceStatus{{Name: "c-0"}, {Name: "c-1"}} // c-2 was missing before too
+		prev.Conditions = append(prev.Conditions, metav1.Condition{Type: dolphinv1.ConditionProgressing, Status: metav1.ConditionTrue,
+			Reason: "InstancesStarting", LastTransitionTime: metav1.NewTime(now.Add(-tc.progressingFor))})
+		st := computeStatus(observation{Generation: 7, Replicas: 3, StatefulSet: settledSTS(3), StatefulSetName: "c", Pods: pods, Previous: prev}, metav1.NewTime(now))
+		deg := meta.FindStatusCondition(st.Conditions, dolphinv1.ConditionDegraded)
+		if st.Phase != tc.phase || deg == nil || !strings.Contains(deg.Message, tc.message) {
+			t.Errorf("progressing for %s: phase %s, Degraded %+v; want %s with %q", tc.progressingFor, st.Phase, deg, tc.phase, tc.message)
+		}
+	}
+}
+
+// Only the errors a retry can fix are returned for a retry: a user error alone is not, a
+// transient error joined with one is.
+func TestNotUserErrors(t *testing.T) {
+	ue := &userError{Reason: "StorageNotExpandable", Message: "set allowVolumeExpansion"}
+	transient := errors.New("step binlog-archive: connection refused")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a user error", fmt.Errorf("step storage: %w", ue), ""},
+		{"a user error and a transient one", errors.Join(fmt.Errorf("step storage: %w", ue), transient), transient.Error()},
+		{"two user errors", errors.Join(fmt.Errorf("step storage: %w", ue), fmt.Errorf("step backup-store: %w", ue)), ""},
+		{"a transient error", transient, transient.Error()},
+	} {
+		got := notUserErrors(tc.err)
+		if (got == nil) != (tc.want == "") || (got != nil && got.Error() != tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, got, tc.want)
+		}
 	}
 }

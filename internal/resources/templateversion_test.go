@@ -205,6 +205,10 @@ func TestTemplateGenerationsAreFrozen(t *testing.T) {
 		{"tls", tls, 3, "55282fcc29a0c3d5"},
 		// Generation 4 changes clusters of more than one instance only.
 		{"single instance", single, 4, "535588b9a90fd8da"},
+		{"minimal", minimal(), 4, "2a801fbd91018240"},
+		{"customised (mysql)", customised(), 4, "1ae6de607fe528e6"},
+		{"restored", restored(), 4, "9c666cf0783afb66"},
+		{"tls", tls, 4, "360f1a1ce9306188"},
 	} {
 		got, err := SpecTemplateHash(tc.c, tc.generation)
 		if err != nil {

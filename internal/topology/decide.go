@@ -113,23 +113,31 @@ func Decide(v ClusterView) Decision {
 		}
 	}
 	if v.Settings.Paused {
-		d = paused(d)
+		d = paused(v, d)
 	}
 	return d
 }
 
-// paused withholds d's plan unless it fails over a lost primary or fences a second writable
-// server (Settings.Paused): a person doing maintenance by hand is not undone, and the
-// cluster still survives the loss of its primary.
-func paused(d Decision) Decision {
-	switch d.State {
-	case StateFailover, StateSplitBrain:
+// paused withholds d's plan unless it fails over a lost primary, fences a second writable
+// server, or finishes a switchover whose fence already ran (its old primary is read-only:
+// stopping there would leave the cluster without a writable primary for the whole pause)
+// (Settings.Paused). A withheld plan leaves nothing of itself behind: the primary, the
+// promotion and the failover and switchover progress stay what the view had, so that no
+// promotion is recorded that did not happen. A person doing maintenance by hand is not
+// undone, and the cluster still survives the loss of its primary.
+func paused(v ClusterView, d Decision) Decision {
+	switch {
+	case d.State == StateFailover, d.State == StateSplitBrain:
 		return d
+	case d.State == StateSwitchover && v.Switchover != nil && v.Switchover.Fenced:
+		return d
+	case len(d.Plan) == 0:
+		return d // nothing to withhold (an adoption of the writable server is what is)
 	}
-	if len(d.Plan) > 0 {
-		d.Message = "paused (spec.paused), not done: " + d.Message
-		d.Plan = nil
-	}
+	d.Plan = nil
+	d.Primary, d.PromotedFrom = v.Primary, ""
+	d.Failover, d.FailoverOnStepError, d.Switchover, d.SwitchoverRefused = v.Failover, nil, v.Switchover, ""
+	d.Message = "paused (spec.paused), not done: " + d.Message
 	return d
 }
 

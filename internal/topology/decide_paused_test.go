@@ -75,3 +75,38 @@ func TestPausedFailsOverAndFencesOnly(t *testing.T) {
 		t.Fatalf("paused, failover off: %s %v, want PrimaryLost and no plan", d.State, d.Plan)
 	}
 }
+
+// A switchover and a pause: one not yet begun is withheld and leaves no trace — the primary,
+// the promotion and the request stay what they were, unfenced, for after the pause; one
+// whose fence already ran (the old primary is read-only) is finished, or the cluster would
+// have no writable primary for the whole pause.
+func TestPausedSwitchover(t *testing.T) {
+	pending := func() ClusterView {
+		v := cluster("db-0", inst(0).writable().executed("0-1-10"), inst(1).executed("0-1-10").replicaOf(0, "0-1-10"), inst(2).executed("0-1-10").replicaOf(0, "0-1-10"))
+		v.Switchover = &SwitchoverRequest{To: "db-1"}
+		return v
+	}
+	v := pending()
+	v.Settings.Paused = true
+	d := Decide(v)
+	if len(d.Plan) != 0 || d.Primary != "db-0" || d.PromotedFrom != "" || d.Switchover == nil || d.Switchover.Fenced || d.Switchover.To != "db-1" {
+		t.Fatalf("paused, switchover not begun: plan %v primary %s promotedFrom %q switchover %+v; want nothing done, the request kept unfenced", d.Plan, d.Primary, d.PromotedFrom, d.Switchover)
+	}
+
+	// The fence ran before the pause: db-0 is read-only.
+	fenced := func() ClusterView {
+		v := pending()
+		v.Instances[0].Status.ReadOnly = true
+		v.Switchover = &SwitchoverRequest{To: "db-1", From: "db-0", Fenced: true}
+		return v
+	}
+	unpaused := Decide(fenced())
+	if len(unpaused.Plan) == 0 {
+		t.Fatalf("unpaused, fenced switchover: no plan (%s: %s): the case shows nothing", unpaused.State, unpaused.Message)
+	}
+	v = fenced()
+	v.Settings.Paused = true
+	if d := Decide(v); len(d.Plan) != len(unpaused.Plan) || d.Primary != unpaused.Primary {
+		t.Fatalf("paused, fenced switchover: plan %v primary %s (%s); want it finished like unpaused: %v primary %s", d.Plan, d.Primary, d.Message, unpaused.Plan, unpaused.Primary)
+	}
+}
