@@ -94,6 +94,9 @@ type MySQLBackupReconciler struct {
 	Agents AgentConnector
 	// OpenStore opens a backup store (objectstore.New); used to delete a backup's objects.
 	OpenStore func(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error)
+	// AllowS3DefaultCredentials lets openStore use the operator's own AWS identity for an S3
+	// store without credentialsSecret (operator flag --s3-default-credentials).
+	AllowS3DefaultCredentials bool
 	// Build holds the operator-wide builder inputs (the agent image of verification pods).
 	Build resources.BuildOptions
 
@@ -366,6 +369,9 @@ func (r *MySQLBackupReconciler) operatorPassword(ctx context.Context, c *dolphin
 }
 
 func (r *MySQLBackupReconciler) openStore(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error) {
+	if err := operatorStoreIdentity(cfg, r.AllowS3DefaultCredentials); err != nil {
+		return nil, err
+	}
 	if r.OpenStore == nil {
 		return objectstore.New(ctx, cfg)
 	}

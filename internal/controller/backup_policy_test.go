@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/schedule"
 )
 
@@ -255,6 +257,26 @@ func TestKeepsData(t *testing.T) {
 	} {
 		if got := keepsData(tc.b); got != tc.want {
 			t.Errorf("%s: keepsData %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The operator opens an S3 store without credentialsSecret with its own AWS identity only
+// when started with --s3-default-credentials; a store with keys, or any other store, is
+// opened as before.
+func TestOperatorStoreIdentity(t *testing.T) {
+	chain := objectstore.Config{S3: &objectstore.S3Config{Bucket: "b", DefaultCredentials: true}}
+	keys := objectstore.Config{S3: &objectstore.S3Config{Bucket: "b", AccessKeyID: "AKID", SecretAccessKey: "s"}}
+	var ue *userError
+	if err := operatorStoreIdentity(chain, false); !errors.As(err, &ue) || ue.Reason != "BackupStoreNeedsCredentials" || !strings.Contains(ue.Message, "--s3-default-credentials") {
+		t.Fatalf("the operator's identity lent without the flag: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		cfg   objectstore.Config
+		allow bool
+	}{"chain, allowed": {chain, true}, "keys": {keys, false}, "a directory": {objectstore.Config{Directory: "/x"}, false}} {
+		if err := operatorStoreIdentity(tc.cfg, tc.allow); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

@@ -157,3 +157,16 @@ func resolveStore(ctx context.Context, sc storeClients, namespace string, s *dol
 func backupPath(b *dolphinv1.MySQLBackup, start time.Time) string {
 	return path.Join(b.Namespace, b.Spec.Cluster, b.Name+"-"+start.UTC().Format("20060102T150405Z")) + "/"
 }
+
+// operatorStoreIdentity refuses a store the operator process would open with its own AWS
+// identity (an S3 store without credentialsSecret) unless the operator allows it
+// (--s3-default-credentials): a namespace must not act with the operator's role.
+func operatorStoreIdentity(cfg objectstore.Config, allow bool) error {
+	if cfg.S3 == nil || !cfg.S3.DefaultCredentials || allow {
+		return nil
+	}
+	return &userError{Reason: "BackupStoreNeedsCredentials", Message: "the backup store names no credentialsSecret: the database pods " +
+		"reach it with their own identity, but the operator lends its own AWS identity to no namespace unless started with " +
+		"--s3-default-credentials, and this needs the operator to reach the store (deleting data, expiring the archive, checking a restore): " +
+		"name a credentialsSecret, or ask the operator's administrator"}
+}

@@ -142,6 +142,9 @@ func (r *MySQLClusterReconciler) reader() client.Reader {
 }
 
 func (r *MySQLClusterReconciler) openStore(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error) {
+	if err := operatorStoreIdentity(cfg, r.AllowS3DefaultCredentials); err != nil {
+		return nil, err
+	}
 	if r.OpenStore != nil {
 		return r.OpenStore(ctx, cfg)
 	}

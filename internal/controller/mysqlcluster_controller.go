@@ -69,6 +69,9 @@ type MySQLClusterReconciler struct {
 	Build resources.BuildOptions
 	// OpenStore opens a backup store (objectstore.New when nil); tests pass their own.
 	OpenStore func(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error)
+	// AllowS3DefaultCredentials lets openStore use the operator's own AWS identity for an S3
+	// store without credentialsSecret (operator flag --s3-default-credentials).
+	AllowS3DefaultCredentials bool
 	// Agents reaches instance pods' agents and seed containers; nil seeds nothing (a pod's
 	// seed container then waits).
 	Agents AgentConnector

@@ -116,6 +116,13 @@ type Options struct {
 	// the server again, which is how changes made by hand on the server are repaired.
 	SQLResyncInterval time.Duration
 
+	// S3DefaultCredentials lets the operator itself open a backup store that names no
+	// credentialsSecret with its own AWS identity (the SDK's default chain: its IRSA role,
+	// the node's role) — to delete a backup's data, expire the archive, check a restore. Off
+	// by default: a namespace that leaves the Secret out would otherwise act with the
+	// operator's identity on any bucket that identity reaches.
+	S3DefaultCredentials bool
+
 	// Zap configures the structured logger: JSON at info level by default, console at
 	// debug level with --zap-devel.
 	Zap zap.Options
@@ -206,6 +213,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.WebhookIPs, "webhook-ips", d.WebhookIPs, "IP addresses of the webhook serving certificate.")
 	fs.DurationVar(&o.SQLResyncInterval, "sql-resync-interval", d.SQLResyncInterval,
 		"How often each MySQLUser and MySQLDatabase is compared with the server again (changes made by hand are repaired then).")
+	fs.BoolVar(&o.S3DefaultCredentials, "s3-default-credentials", d.S3DefaultCredentials,
+		"Let the operator open S3 backup stores that name no credentialsSecret with its own AWS identity (IRSA, node role); "+
+			"off: only the database pods use their own identity, and the operator's own store work (data deletion, archive retention, restore checks) asks for a Secret.")
 
 	// Milliseconds in log timestamps (controller-runtime's default is whole seconds): a
 	// failover's steps are a fraction of a second apart. --zap-time-encoding still decides.

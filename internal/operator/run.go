@@ -138,6 +138,8 @@ func Run(ctx context.Context, opts Options) error {
 		Topology:  engines,
 		Build:     resources.BuildOptions{AgentImage: opts.AgentImage},
 		Agents:    agents,
+		// The operator's own AWS identity for stores without a Secret only when allowed.
+		AllowS3DefaultCredentials: opts.S3DefaultCredentials,
 	}
 	if err := r.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
 		return fmt.Errorf("setting up the MySQLCluster controller: %w", err)
@@ -149,6 +151,8 @@ func Run(ctx context.Context, opts Options) error {
 		Recorder:  mgr.GetEventRecorder(EventSource),
 		Agents:    agents,
 		Build:     resources.BuildOptions{AgentImage: opts.AgentImage},
+
+		AllowS3DefaultCredentials: opts.S3DefaultCredentials,
 	}
 	if err := backups.SetupWithManager(mgr, controllerOptions(opts)); err != nil {
 		return fmt.Errorf("setting up the MySQLBackup controller: %w", err)
