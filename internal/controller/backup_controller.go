@@ -131,6 +131,9 @@ func (r *MySQLBackupReconciler) Reconcile(ctx context.Context, req reconcile.Req
 	if b.DeletionTimestamp != nil {
 		return reconcile.Result{}, r.deleteObjects(ctx, &b)
 	}
+	if err := r.addSucceededCondition(ctx, &b); err != nil {
+		return reconcile.Result{}, err
+	}
 	switch b.Status.Phase {
 	case dolphinv1.BackupSucceeded:
 		return r.verify(ctx, &b)
@@ -518,6 +521,22 @@ func storeURL(s *dolphinv1.BackupStore, key string) string {
 		prefix += "/"
 	}
 	return "s3://" + s.S3.Bucket + "/" + prefix + key
+}
+
+// addSucceededCondition gives a backup that ended before the Succeeded condition existed
+// that condition, from its Complete one, so that `kubectl wait --for=condition=Succeeded`
+// answers for it too.
+func (r *MySQLBackupReconciler) addSucceededCondition(ctx context.Context, b *dolphinv1.MySQLBackup) error {
+	done := meta.FindStatusCondition(b.Status.Conditions, dolphinv1.ConditionBackupComplete)
+	if done == nil || done.Status != metav1.ConditionTrue || meta.FindStatusCondition(b.Status.Conditions, dolphinv1.ConditionBackupSucceeded) != nil {
+		return nil
+	}
+	patch := client.MergeFrom(b.DeepCopy())
+	setBackupCondition(b, done.Status, done.Reason, done.Message)
+	if err := r.Client.Status().Patch(ctx, b, patch); err != nil {
+		return fmt.Errorf("adding the Succeeded condition: %w", err)
+	}
+	return nil
 }
 
 // setBackupCondition sets Complete (the backup ended, however) and Succeeded (True when it

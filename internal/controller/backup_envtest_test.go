@@ -631,3 +631,22 @@ func TestEnvtestBackupVerification(t *testing.T) {
 		t.Fatalf("cluster status.backup %+v", cl.Status.Backup)
 	}
 }
+
+// A backup that ended before the Succeeded condition existed gets it from its Complete one.
+func TestEnvtestBackupOfAnOlderReleaseGetsSucceeded(t *testing.T) {
+	needEnvtest(t)
+	ctx := context.Background()
+	f := newBackupFixture(t, true)
+	key := f.newBackup("old")
+	b := f.get(key)
+	b.Status.Phase = dolphinv1.BackupFailed
+	b.Status.Conditions = []metav1.Condition{{Type: dolphinv1.ConditionBackupComplete, Status: metav1.ConditionTrue, Reason: "Failed",
+		Message: "mariadb-backup: Access denied", LastTransitionTime: metav1.Now()}}
+	if err := f.c.Status().Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(key)
+	if s := meta.FindStatusCondition(f.get(key).Status.Conditions, dolphinv1.ConditionBackupSucceeded); s == nil || s.Status != metav1.ConditionFalse || s.Reason != "Failed" {
+		t.Fatalf("Succeeded condition %+v, want False/Failed", s)
+	}
+}
