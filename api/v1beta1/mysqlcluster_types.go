@@ -388,6 +388,102 @@ type PodTemplateOverrides struct {
 	// requires limits.
 	// +optional
 	AgentResources *corev1.ResourceRequirements `json:"agentResources,omitempty"`
+
+	// Volumes are added to the instance pods, beside Dolphin's own (whose names are refused):
+	// a ConfigMap, a Secret, an emptyDir or a PersistentVolumeClaim, for the server's plugins
+	// or files, or for sidecars.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !(v.name in ['data', 'config', 'instance-config', 'run', 'tmp', 'dolphin-bin', 'agent-secret', 'restore-ca', 'store-client', 'tls']))",message="podTemplate.volumes: data, config, instance-config, run, tmp, dolphin-bin, agent-secret, restore-ca, store-client and tls are Dolphin's volumes: use another name"
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Volumes []ExtraVolume `json:"volumes,omitempty"`
+
+	// VolumeMounts are added to the server container (mysqld), beside Dolphin's own: mount
+	// spec.podTemplate.volumes there (not over /var/lib/mysql, /etc/mysql or /run/mysqld).
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	// +listType=atomic
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+
+	// Sidecars are containers added to the instance pods after Dolphin's (an exporter, a log
+	// shipper). They run as the pod's user (999, non-root) with its security context.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['mysqld', 'agent', 'dolphin-tools', 'init', 'seed']))",message="podTemplate.sidecars: mysqld, agent, dolphin-tools, init and seed are Dolphin's containers: use another name"
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Sidecars []ExtraContainer `json:"sidecars,omitempty"`
+
+	// InitContainers run after Dolphin's own init containers, before the server starts.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['mysqld', 'agent', 'dolphin-tools', 'init', 'seed']))",message="podTemplate.initContainers: mysqld, agent, dolphin-tools, init and seed are Dolphin's containers: use another name"
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	InitContainers []ExtraContainer `json:"initContainers,omitempty"`
+}
+
+// ExtraVolume is a volume added to the instance pods. Set exactly one source.
+// +kubebuilder:validation:XValidation:rule="[has(self.configMap), has(self.secret), has(self.emptyDir), has(self.persistentVolumeClaim)].filter(x, x).size() == 1",message="a pod template volume needs exactly one of configMap, secret, emptyDir and persistentVolumeClaim"
+type ExtraVolume struct {
+	// Name of the volume, unique in the pod.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// ConfigMap mounts a ConfigMap of the cluster's namespace.
+	// +optional
+	ConfigMap *corev1.ConfigMapVolumeSource `json:"configMap,omitempty"`
+	// Secret mounts a Secret of the cluster's namespace.
+	// +optional
+	Secret *corev1.SecretVolumeSource `json:"secret,omitempty"`
+	// EmptyDir is a scratch directory that lives as long as the pod.
+	// +optional
+	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
+	// PersistentVolumeClaim mounts an existing claim of the cluster's namespace.
+	// +optional
+	PersistentVolumeClaim *corev1.PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+}
+
+// ExtraContainer is a container added to the instance pods (a sidecar or an init container):
+// the parts of a Kubernetes container such a helper needs.
+type ExtraContainer struct {
+	// Name of the container, unique in the pod.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// Image of the container.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Image string `json:"image"`
+	// Command replaces the image's entrypoint.
+	// +optional
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+	// Args are the command's arguments.
+	// +optional
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+	// Env of the container.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// Ports the container listens on.
+	// +optional
+	// +listType=atomic
+	Ports []corev1.ContainerPort `json:"ports,omitempty"`
+	// Resources of the container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// VolumeMounts of the container: spec.podTemplate.volumes, or Dolphin's run directory
+	// (run, /run/mysqld: the server's socket) read-only.
+	// +optional
+	// +listType=atomic
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 }
 
 // Durability is what the primary does when no replica acknowledges a write.

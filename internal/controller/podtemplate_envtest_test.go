@@ -14,8 +14,9 @@ import (
 )
 
 // The pod template a production team sets — pull secret and policy, its own service account,
-// server environment, resources on every container — is admitted by the API server and merged
-// into the StatefulSet the reconciler applies, beside everything Dolphin sets.
+// server environment and volumes, a sidecar and an init container, resources on every
+// container — is admitted by the API server and merged into the StatefulSet the reconciler
+// applies, after everything Dolphin sets.
 func TestEnvtestPodTemplateIsMerged(t *testing.T) {
 	needEnvtest(t)
 	c := directClient(t, nil)
@@ -27,6 +28,12 @@ func TestEnvtestPodTemplateIsMerged(t *testing.T) {
 			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "registry-creds"}}, ImagePullPolicy: corev1.PullAlways,
 			ServiceAccountName: "prod-db", Env: []corev1.EnvVar{{Name: "TZ", Value: "UTC"}},
 			AgentResources: ptr.To(corev1.ResourceRequirements{Requests: l, Limits: l}),
+			Volumes:        []dolphinv1.ExtraVolume{{Name: "plugins", ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "plugins"}}}},
+			VolumeMounts:   []corev1.VolumeMount{{Name: "plugins", MountPath: "/etc/mysql/plugins.d", ReadOnly: true}},
+			Sidecars: []dolphinv1.ExtraContainer{{Name: "exporter", Image: "registry.example/exporter:1",
+				Resources: ptr.To(corev1.ResourceRequirements{Requests: l, Limits: l})}},
+			InitContainers: []dolphinv1.ExtraContainer{{Name: "fetch", Image: "registry.example/fetch:1",
+				Resources: ptr.To(corev1.ResourceRequirements{Requests: l, Limits: l})}},
 		}})
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)
@@ -39,6 +46,12 @@ func TestEnvtestPodTemplateIsMerged(t *testing.T) {
 	if spec.ServiceAccountName != "prod-db" || len(spec.ImagePullSecrets) != 1 || spec.ImagePullSecrets[0].Name != "registry-creds" {
 		t.Fatalf("service account %q, pull secrets %v", spec.ServiceAccountName, spec.ImagePullSecrets)
 	}
+	if last := spec.Containers[len(spec.Containers)-1]; last.Name != "exporter" {
+		t.Errorf("last container %s, want the sidecar after Dolphin's", last.Name)
+	}
+	if last := spec.InitContainers[len(spec.InitContainers)-1]; last.Name != "fetch" {
+		t.Errorf("last init container %s, want the user's after Dolphin's", last.Name)
+	}
 	for _, ctr := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
 		if ctr.ImagePullPolicy != corev1.PullAlways || !equality.Semantic.DeepEqual(ctr.Resources.Limits, l) || !equality.Semantic.DeepEqual(ctr.Resources.Requests, l) {
 			t.Errorf("container %s: pull policy %s, resources %+v", ctr.Name, ctr.ImagePullPolicy, ctr.Resources)
@@ -50,6 +63,13 @@ func TestEnvtestPodTemplateIsMerged(t *testing.T) {
 			}
 			if !found || len(ctr.Env) < 4 {
 				t.Errorf("server env %+v: want Dolphin's and TZ", ctr.Env)
+			}
+			mounted := false
+			for _, m := range ctr.VolumeMounts {
+				mounted = mounted || (m.Name == "plugins" && m.MountPath == "/etc/mysql/plugins.d")
+			}
+			if !mounted {
+				t.Errorf("server mounts %+v: want plugins", ctr.VolumeMounts)
 			}
 		}
 	}

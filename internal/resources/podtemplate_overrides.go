@@ -27,6 +27,40 @@ func applyPodOverrides(c *dolphinv1.MySQLCluster, spec *corev1ac.PodSpecApplyCon
 	if o.ServiceAccountName != "" {
 		spec.WithServiceAccountName(o.ServiceAccountName)
 	}
+	for _, v := range o.Volumes {
+		vol := corev1ac.Volume().WithName(v.Name)
+		var err error
+		switch {
+		case v.ConfigMap != nil:
+			vol.ConfigMap = &corev1ac.ConfigMapVolumeSourceApplyConfiguration{}
+			err = convert(v.ConfigMap, vol.ConfigMap)
+		case v.Secret != nil:
+			vol.Secret = &corev1ac.SecretVolumeSourceApplyConfiguration{}
+			err = convert(v.Secret, vol.Secret)
+		case v.EmptyDir != nil:
+			vol.EmptyDir = &corev1ac.EmptyDirVolumeSourceApplyConfiguration{}
+			err = convert(v.EmptyDir, vol.EmptyDir)
+		case v.PersistentVolumeClaim != nil:
+			vol.PersistentVolumeClaim = &corev1ac.PersistentVolumeClaimVolumeSourceApplyConfiguration{}
+			err = convert(v.PersistentVolumeClaim, vol.PersistentVolumeClaim)
+		}
+		if err != nil {
+			return err
+		}
+		spec.WithVolumes(vol)
+	}
+	for _, list := range []struct {
+		from []dolphinv1.ExtraContainer
+		add  func(...*corev1ac.ContainerApplyConfiguration) *corev1ac.PodSpecApplyConfiguration
+	}{{o.InitContainers, spec.WithInitContainers}, {o.Sidecars, spec.WithContainers}} {
+		for _, x := range list.from {
+			ctr, err := extraContainer(x)
+			if err != nil {
+				return err
+			}
+			list.add(ctr)
+		}
+	}
 	containers := func(each func(*corev1ac.ContainerApplyConfiguration) error) error {
 		for i := range spec.InitContainers {
 			if err := each(&spec.InitContainers[i]); err != nil {
@@ -50,6 +84,13 @@ func applyPodOverrides(c *dolphinv1.MySQLCluster, spec *corev1ac.PodSpecApplyCon
 		}
 		switch name {
 		case ContainerMySQLD:
+			for _, m := range o.VolumeMounts {
+				var ac corev1ac.VolumeMountApplyConfiguration
+				if err := convert(m, &ac); err != nil {
+					return err
+				}
+				ctr.WithVolumeMounts(&ac)
+			}
 			for _, e := range o.Env {
 				if slices.Contains(ReservedEnvNames, e.Name) {
 					return fmt.Errorf("spec.podTemplate.env: %s is set by Dolphin", e.Name)
@@ -86,6 +127,32 @@ func withPodIdentity(c *dolphinv1.MySQLCluster, spec *corev1ac.PodSpecApplyConfi
 		spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(s.Name))
 	}
 	return spec
+}
+
+// extraContainer builds a sidecar or an init container of spec.podTemplate, with the
+// security context of Dolphin's own containers (non-root, no privilege escalation, no
+// capabilities, read-only root file system) and the template's pull policy.
+func extraContainer(x dolphinv1.ExtraContainer) (*corev1ac.ContainerApplyConfiguration, error) {
+	ctr := corev1ac.Container().WithName(x.Name).WithImage(x.Image).WithSecurityContext(containerSecurityContext())
+	if len(x.Command) > 0 {
+		ctr.WithCommand(x.Command...)
+	}
+	if len(x.Args) > 0 {
+		ctr.WithArgs(x.Args...)
+	}
+	for _, part := range []struct {
+		from any
+		to   any
+		set  bool
+	}{{x.Env, &ctr.Env, len(x.Env) > 0}, {x.Ports, &ctr.Ports, len(x.Ports) > 0}, {x.VolumeMounts, &ctr.VolumeMounts, len(x.VolumeMounts) > 0}} {
+		if part.set {
+			if err := convert(part.from, part.to); err != nil {
+				return nil, err
+			}
+		}
+	}
+	setResources(ctr, x.Resources)
+	return ctr, nil
 }
 
 // setResources gives ctr r's requests and limits, when r sets any.

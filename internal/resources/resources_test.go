@@ -113,6 +113,16 @@ func production() *dolphinv1.MySQLCluster {
 			{Name: "LICENSE", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "plugin"}, Key: "license"}}}},
 		AgentResources: ptr.To(guaranteed("100m", "128Mi")),
+		Volumes: []dolphinv1.ExtraVolume{{Name: "plugins", ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "ledger-plugins"}}}, {Name: "scratch", EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "plugins", MountPath: "/etc/mysql/plugins.d", ReadOnly: true}},
+		Sidecars: []dolphinv1.ExtraContainer{{Name: "exporter", Image: "registry.example/mysqld-exporter:0.17",
+			Args:      []string{"--mysqld.address=127.0.0.1:3306"},
+			Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9104}},
+			Resources: ptr.To(guaranteed("50m", "64Mi"))}},
+		InitContainers: []dolphinv1.ExtraContainer{{Name: "fetch-plugins", Image: "registry.example/fetch:1",
+			Resources:    ptr.To(guaranteed("50m", "64Mi")),
+			VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
 	}
 	return c
 }
