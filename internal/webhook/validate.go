@@ -128,7 +128,7 @@ func (v ClusterValidator) ValidateCreate(ctx context.Context, c *dolphinv1.MySQL
 	w, terr := v.certificate(ctx, c)
 	sw, serr := storeWarnings(ctx, v.secrets.reader, c)
 	errs := append([]error{err, terr, serr, schedule.CheckRetention(c.Spec.Backup, time.Now()), configKeysError(c)}, schedule.Check(c.Spec.Backup)...)
-	return append(append(append(append(warnings, w...), sw...), retentionWarnings(c.Spec.Backup)...), durabilityWarnings(c)...), errors.Join(errs...)
+	return append(append(append(append(append(warnings, w...), sw...), retentionWarnings(c.Spec.Backup)...), durabilityWarnings(c)...), versionWarnings(c)...), errors.Join(errs...)
 }
 
 // durabilityWarnings warns that spec.durability Preferred chooses nothing for a single
@@ -170,6 +170,19 @@ func restartWarnings(old, c *dolphinv1.MySQLCluster) admission.Warnings {
 		strings.Join(changed, ", "))}
 }
 
+// versionWarnings warns about an engine version that names a release series only
+// (10.11, not 10.11.19) with the official image: that tag moves, so pods created on different
+// days can run different patch releases. status.topology.instances[].version says what runs.
+func versionWarnings(c *dolphinv1.MySQLCluster) admission.Warnings {
+	e := c.Spec.Engine
+	if e.Image != "" || e.Version == "" || strings.Count(e.Version, ".") >= 2 {
+		return nil
+	}
+	return admission.Warnings{fmt.Sprintf("spec.engine.version %q is a release series: its image tag moves with every patch release, so pods "+
+		"created on different days may run different ones; set the full version (for example %s.19) to pin it "+
+		"(status.topology.instances[].version says what each instance runs)", e.Version, e.Version)}
+}
+
 // retentionWarnings warns about a schedule without retention: every backup is then kept.
 func retentionWarnings(b *dolphinv1.BackupSpec) admission.Warnings {
 	if b != nil && b.Schedule != nil && b.Retention == nil {
@@ -203,6 +216,9 @@ func (v ClusterValidator) ValidateUpdate(ctx context.Context, old, c *dolphinv1.
 	if !maps.Equal(old.Spec.MySQLConfig, c.Spec.MySQLConfig) || old.Spec.Engine != c.Spec.Engine {
 		errs = append(errs, configKeysError(c))
 		warnings = append(warnings, restartWarnings(old, c)...)
+		if old.Spec.Engine != c.Spec.Engine {
+			warnings = append(warnings, versionWarnings(c)...)
+		}
 	}
 	if equality.Semantic.DeepEqual(old.Spec.TLS, c.Spec.TLS) {
 		return warnings, errors.Join(errs...)

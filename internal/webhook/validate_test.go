@@ -142,3 +142,22 @@ func TestClusterValidatorMySQLConfigKeys(t *testing.T) {
 		t.Errorf("a restart-only setting added: warnings %q, %v; want one warning naming it (not the run-time one)", warnings, err)
 	}
 }
+
+// A release series with the official image is admitted with a warning that its tag moves; a
+// full version, or an image of one's own, is not warned about.
+func TestVersionWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		engine dolphinv1.EngineSpec
+		warned bool
+	}{
+		{dolphinv1.EngineSpec{Flavor: "mariadb", Version: "10.11"}, true},
+		{dolphinv1.EngineSpec{Flavor: "mariadb", Version: "10.11.19"}, false},
+		{dolphinv1.EngineSpec{Flavor: "mariadb", Version: "10.11", Image: "registry.example/mariadb@sha256:abc"}, false},
+	} {
+		c := &dolphinv1.MySQLCluster{Spec: dolphinv1.MySQLClusterSpec{Engine: tc.engine}}
+		w := versionWarnings(c)
+		if (len(w) > 0) != tc.warned || (tc.warned && !strings.Contains(w[0], "10.11.19")) {
+			t.Errorf("%+v: warnings %v, want warned %v", tc.engine, w, tc.warned)
+		}
+	}
+}
