@@ -126,7 +126,13 @@ func TestLocalPVCBackupStore(t *testing.T) {
 	b = s.verifyAndWait("pb1", "1", dolphinv1.VerificationVerified)
 	t.Logf("pb1 verified: %s", b.Status.Verification.Message)
 
-	// Deleting the backup deletes its objects from the claim.
+	// Deleting the backup, its deletionPolicy changed to Delete (Retain by default keeps the
+	// data), deletes its objects from the claim.
+	patch = client.MergeFrom(b.DeepCopy())
+	b.Spec.DeletionPolicy = dolphinv1.BackupDelete
+	if err := s.c.Patch(s.ctx, b, patch); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.c.Delete(s.ctx, b); err != nil {
 		t.Fatal(err)
 	}
