@@ -199,6 +199,13 @@ func ensureStorageClass(ctx context.Context, client kubernetes.Interface) error 
 	return nil
 }
 
+// ours reports whether StorageClass class names this node's provisioner: a class a user made
+// (another reclaim policy, no volume expansion) is served like the node's own.
+func (pr *provisioner) ours(ctx context.Context, class string) bool {
+	sc, err := pr.client.StorageV1().StorageClasses().Get(ctx, class, metav1.GetOptions{})
+	return err == nil && sc.Provisioner == provisionerName
+}
+
 type provisioner struct {
 	client  kubernetes.Interface
 	opts    Options
@@ -213,7 +220,7 @@ func (pr *provisioner) syncClaim(ctx context.Context, obj any) {
 	if !ok || pvc.DeletionTimestamp != nil {
 		return
 	}
-	if class := ptr.Deref(pvc.Spec.StorageClassName, ""); class != "" && class != StorageClass && class != SizedStorageClass {
+	if class := ptr.Deref(pvc.Spec.StorageClassName, ""); class != "" && class != StorageClass && class != SizedStorageClass && !pr.ours(ctx, class) {
 		return
 	}
 	if pvc.Spec.VolumeName != "" {
