@@ -48,6 +48,7 @@ type MySQLClusterList struct {
 
 // MySQLClusterSpec is the desired state of a MySQLCluster.
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap can only be set when the cluster is created: to restore a backup, create a new MySQLCluster"
+// +kubebuilder:validation:XValidation:rule="[has(self.podTemplate) && has(self.podTemplate.securityContext) && has(self.podTemplate.securityContext.runAsUser) ? self.podTemplate.securityContext.runAsUser : 999, has(self.podTemplate) && has(self.podTemplate.securityContext) && has(self.podTemplate.securityContext.runAsGroup) ? self.podTemplate.securityContext.runAsGroup : 999, has(self.podTemplate) && has(self.podTemplate.securityContext) && has(self.podTemplate.securityContext.fsGroup) ? self.podTemplate.securityContext.fsGroup : 999] == [has(oldSelf.podTemplate) && has(oldSelf.podTemplate.securityContext) && has(oldSelf.podTemplate.securityContext.runAsUser) ? oldSelf.podTemplate.securityContext.runAsUser : 999, has(oldSelf.podTemplate) && has(oldSelf.podTemplate.securityContext) && has(oldSelf.podTemplate.securityContext.runAsGroup) ? oldSelf.podTemplate.securityContext.runAsGroup : 999, has(oldSelf.podTemplate) && has(oldSelf.podTemplate.securityContext) && has(oldSelf.podTemplate.securityContext.fsGroup) ? oldSelf.podTemplate.securityContext.fsGroup : 999]",message="podTemplate.securityContext runAsUser, runAsGroup and fsGroup cannot change after the cluster is created: the data files belong to the user and group that wrote them. Keep them, or restore a backup into a new MySQLCluster with the new ones"
 type MySQLClusterSpec struct {
 	// Engine selects the database server: flavor (mariadb or mysql), version and image.
 	// +kubebuilder:default={flavor:"mariadb",version:"10.11"}
@@ -81,7 +82,7 @@ type MySQLClusterSpec struct {
 	// +kubebuilder:validation:MaxProperties=100
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9_]{0,63}$'))",message="mysqlConfig keys must be lower-case mysqld option names with underscores, e.g. innodb_buffer_pool_size (not innodb-buffer-pool-size)"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['server_id','log_bin','log_bin_index','skip_log_bin','disable_log_bin','log_slave_updates','log_replica_updates','binlog_format','gtid_mode','gtid_strict_mode','enforce_gtid_consistency','gtid_domain_id','read_only','super_read_only','skip_slave_start','skip_replica_start','init_rpl_role','relay_log','relay_log_index','datadir','socket','port','bind_address','user','pid_file','log_error','sync_binlog','innodb_flush_log_at_trx_commit']) && !k.startsWith('rpl_semi_sync_'))",message="mysqlConfig may not set replication and durability settings that Dolphin manages (server_id, log_bin, binlog_format, gtid_*, read_only, rpl_semi_sync_*, sync_binlog, innodb_flush_log_at_trx_commit, datadir, port, socket …): remove that key"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r') && !self[k].contains('#'))",message="mysqlConfig values must be a single line without '#' (my.cnf would cut the value at '#')"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != string || (!self[k].contains('\\n') && !self[k].contains('\\r') && !self[k].contains('#')))",message="mysqlConfig values must be a single line without '#' (my.cnf would cut the value at '#')"
 	// +optional
 	MySQLConfig map[string]MySQLConfigValue `json:"mysqlConfig,omitempty"`
 
@@ -103,7 +104,8 @@ type MySQLClusterSpec struct {
 	// +optional
 	ReplicaService ReplicaServiceSpec `json:"replicaService,omitempty"`
 
-	// PodTemplate adds scheduling constraints and metadata to the instance pods.
+	// PodTemplate adds scheduling constraints, metadata, identity, security settings, volumes
+	// and containers to the instance pods, merged with what Dolphin sets.
 	// +optional
 	PodTemplate PodTemplateOverrides `json:"podTemplate,omitempty"`
 
@@ -144,7 +146,11 @@ type MySQLClusterSpec struct {
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 }
 
-// MySQLConfigValue is the value of one mysqld setting, written as is into my.cnf.
+// MySQLConfigValue is the value of one mysqld setting, written as is into my.cnf: a string,
+// or a whole number as YAML writes it (`max_connections: 500`). Quote ON and OFF
+// (`performance_schema: "ON"`): YAML reads them unquoted as true and false.
+// +kubebuilder:validation:XIntOrString
+// +kubebuilder:validation:Type=""
 // +kubebuilder:validation:MaxLength=1024
 type MySQLConfigValue string
 
@@ -315,7 +321,8 @@ type ReplicaServiceSpec struct {
 	MaxLagSeconds *int32 `json:"maxLagSeconds,omitempty"`
 }
 
-// PodTemplateOverrides adds scheduling constraints and metadata to the instance pods.
+// PodTemplateOverrides adds scheduling constraints, metadata, identity, security settings,
+// volumes and containers to the instance pods, merged with what Dolphin sets.
 // +kubebuilder:validation:XValidation:rule="!has(self.labels) || self.labels.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('mysql.dolphin.dev/'))",message="pod labels under app.kubernetes.io/ and mysql.dolphin.dev/ are set by Dolphin (Services select on them): use another key"
 type PodTemplateOverrides struct {
 	// Labels added to every instance pod.
@@ -422,6 +429,54 @@ type PodTemplateOverrides struct {
 	// +listType=map
 	// +listMapKey=name
 	InitContainers []ExtraContainer `json:"initContainers,omitempty"`
+
+	// SecurityContext replaces parts of the security context Dolphin gives the instance pods
+	// and the pods it runs beside them (binlog archiver, backup verification). Dolphin's
+	// defaults meet the Pod Security Standard "restricted": user and group 999 (the mysql
+	// user of the images), fsGroup 999, the RuntimeDefault seccomp profile; every container
+	// runs non-root, without privilege escalation or capabilities, on a read-only root file
+	// system, and those container settings cannot be loosened. Set the user and groups a
+	// platform assigns (OpenShift: the namespace's openshift.io/sa.scc.uid-range), a seccomp
+	// profile of your own, or SELinux labels. runAsUser, runAsGroup and fsGroup are fixed
+	// when the cluster is created.
+	// +optional
+	SecurityContext *PodSecurity `json:"securityContext,omitempty"`
+}
+
+// PodSecurity is the part of a pod's security context a cluster may set. A field left empty
+// keeps Dolphin's default.
+type PodSecurity struct {
+	// RunAsUser is the uid every container runs as (default 999). Root (0) is refused.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+	// RunAsGroup is the primary gid of every container (default 999; 0, the root group, is
+	// allowed: OpenShift's images expect it).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
+	// FSGroup owns the data volume and may write it (default 999).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FSGroup *int64 `json:"fsGroup,omitempty"`
+	// FSGroupChangePolicy says when the kubelet re-owns the volumes for fsGroup (default
+	// OnRootMismatch: only when the volume's root does not already belong to it).
+	// +kubebuilder:validation:Enum=OnRootMismatch;Always
+	// +optional
+	FSGroupChangePolicy *corev1.PodFSGroupChangePolicy `json:"fsGroupChangePolicy,omitempty"`
+	// SupplementalGroups are added to every container's groups (a shared volume's group).
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	// +listType=atomic
+	SupplementalGroups []int64 `json:"supplementalGroups,omitempty"`
+	// SeccompProfile of the pod and of every container (default RuntimeDefault). Unconfined
+	// is refused.
+	// +kubebuilder:validation:XValidation:rule="self.type != 'Unconfined'",message="podTemplate.securityContext.seccompProfile: Unconfined is refused; use RuntimeDefault or a Localhost profile"
+	// +optional
+	SeccompProfile *corev1.SeccompProfile `json:"seccompProfile,omitempty"`
+	// SELinuxOptions label the pod's processes and volumes.
+	// +optional
+	SELinuxOptions *corev1.SELinuxOptions `json:"seLinuxOptions,omitempty"`
 }
 
 // ExtraVolume is a volume added to the instance pods. Set exactly one source.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -47,6 +48,8 @@ func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
 		{"reserved server env", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Env: []corev1.EnvVar{{Name: "POD_IP", Value: "1.2.3.4"}}}}, "POD_NAME, POD_NAMESPACE and POD_IP are set by Dolphin"},
 		{"a sidecar named as Dolphin's", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Sidecars: []dolphinv1.ExtraContainer{{Name: "agent", Image: "x"}}}}, "are Dolphin's containers"},
 		{"a volume named as Dolphin's", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Volumes: []dolphinv1.ExtraVolume{{Name: "data", EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}, "are Dolphin's volumes"},
+		{"root user", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{SecurityContext: &dolphinv1.PodSecurity{RunAsUser: ptr.To[int64](0)}}}, "runAsUser: Invalid value"},
+		{"unconfined seccomp", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{SecurityContext: &dolphinv1.PodSecurity{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}}, "Unconfined is refused"},
 		{"a volume without a source", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Volumes: []dolphinv1.ExtraVolume{{Name: "x"}}}}, "exactly one of configMap, secret, emptyDir and persistentVolumeClaim"},
 		{"bad pull policy", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{ImagePullPolicy: "Sometimes"}}, `supported values: "Always", "IfNotPresent", "Never"`},
 		{"reserved service label", dolphinv1.MySQLClusterSpec{PrimaryService: dolphinv1.ServiceSpec{Labels: map[string]string{"app.kubernetes.io/name": "x"}}}, "service labels under app.kubernetes.io/"},
@@ -98,6 +101,12 @@ func TestEnvtestImmutableFieldsAreRejected(t *testing.T) {
 		{"storage class", func(m *dolphinv1.MySQLCluster) { m.Spec.Storage.StorageClassName = ptr.To("slow") }, "storage.storageClassName is immutable"},
 		{"storage class removed", func(m *dolphinv1.MySQLCluster) { m.Spec.Storage.StorageClassName = nil }, "storage.storageClassName is immutable"},
 		{"credentials secret", func(m *dolphinv1.MySQLCluster) { m.Spec.Credentials.SecretName = "other" }, "credentials.secretName is immutable"},
+		{"user set after creation", func(m *dolphinv1.MySQLCluster) {
+			m.Spec.PodTemplate.SecurityContext = &dolphinv1.PodSecurity{RunAsUser: ptr.To[int64](1000)}
+		}, "runAsUser, runAsGroup and fsGroup cannot change after the cluster is created"},
+		{"fsGroup set after creation", func(m *dolphinv1.MySQLCluster) {
+			m.Spec.PodTemplate.SecurityContext = &dolphinv1.PodSecurity{FSGroup: ptr.To[int64](1000)}
+		}, "runAsUser, runAsGroup and fsGroup cannot change after the cluster is created"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,8 +123,11 @@ func TestEnvtestImmutableFieldsAreRejected(t *testing.T) {
 		obj.Spec.Storage.Size = ptr.To(resource.MustParse("20Gi"))
 		obj.Spec.Instances = 5
 		obj.Spec.Engine.Version = "11.4"
+		// The default user and group written out, and a seccomp profile, change no owner.
+		obj.Spec.PodTemplate.SecurityContext = &dolphinv1.PodSecurity{RunAsUser: ptr.To[int64](999), FSGroup: ptr.To[int64](999),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 		if err := c.Update(ctx, obj); err != nil {
-			t.Errorf("growing storage, scaling and upgrading were rejected: %v", err)
+			t.Errorf("growing storage, scaling, upgrading and naming the default user were rejected: %v", err)
 		}
 	})
 	// Release series only go forward: 11.4 -> 11.8 and a patch level back within 11.8 pass,
@@ -327,5 +339,43 @@ func TestEnvtestSamplesAreValid(t *testing.T) {
 		if err := c.Create(context.Background(), obj, client.DryRunAll); err != nil {
 			t.Errorf("%s rejected: %v", f, err)
 		}
+	}
+}
+
+// TestEnvtestMySQLConfigTakesNumbers applies manifests as kubectl sends them (YAML read as
+// JSON): `max_connections: 500` is a whole number and is accepted, read back as its text; a
+// value YAML reads as true (an unquoted ON) or as a decimal (0.5) is refused by the schema
+// with a message naming the types allowed (the user quotes it); the one-line rule still holds
+// for strings.
+func TestEnvtestMySQLConfigTakesNumbers(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ns := newNamespace(t)
+	apply := func(name, config string) error {
+		manifest := "apiVersion: mysql.dolphin.dev/v1beta1\nkind: MySQLCluster\nmetadata:\n  name: " + name +
+			"\n  namespace: " + ns + "\nspec:\n  mysqlConfig:\n" + config
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		return c.Create(context.Background(), &u)
+	}
+	if err := apply("numbers", "    max_connections: 500\n    long_query_time: \"0.5\"\n    performance_schema: \"ON\"\n"); err != nil {
+		t.Fatalf("numbers and a quoted ON: %v", err)
+	}
+	got := getCluster(t, c, client.ObjectKey{Namespace: ns, Name: "numbers"}).Spec.MySQLConfig
+	if got["max_connections"] != "500" || got["long_query_time"] != "0.5" || got["performance_schema"] != "ON" {
+		t.Errorf("read back as %v", got)
+	}
+	for _, tc := range []struct{ name, config, message string }{
+		{"unquoted-on", "    performance_schema: ON\n", "performance_schema in body must be of type integer,string"},
+		{"decimal", "    long_query_time: 0.5\n", "long_query_time in body must be of type integer,string"},
+		{"two-lines", "    sql_mode: \"A\\nB\"\n", "values must be a single line"},
+	} {
+		err := apply(tc.name, tc.config)
+		if err == nil || !strings.Contains(err.Error(), tc.message) {
+			t.Errorf("%s: %v; want a refusal naming %q", tc.name, err, tc.message)
+		}
+		t.Logf("%s: %v", tc.name, err)
 	}
 }

@@ -128,12 +128,10 @@ func BinlogArchiveDeployment(c *dolphinv1.MySQLCluster, a BinlogArchiveArgs, o B
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(labels).
 				WithAnnotations(map[string]string{BinlogArchiveSecretHashAnnotation: a.SecretHash}).
-				WithSpec(withPodIdentity(c, corev1ac.PodSpec()).
+				WithSpec(withContainerSeccomp(c, withPodIdentity(c, corev1ac.PodSpec()).
 					WithAutomountServiceAccountToken(false).
 					WithEnableServiceLinks(false).
-					WithSecurityContext(corev1ac.PodSecurityContext().
-						WithRunAsNonRoot(true).WithRunAsUser(mysqlUID).WithRunAsGroup(mysqlUID).WithFSGroup(mysqlUID).
-						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithSecurityContext(podSecurityContext(c, nil)).
 					WithContainers(corev1ac.Container().
 						WithName(ContainerBinlogArchive).
 						WithImage(image).
@@ -146,5 +144,5 @@ func BinlogArchiveDeployment(c *dolphinv1.MySQLCluster, a BinlogArchiveArgs, o B
 						WithVolumeMounts(corev1ac.VolumeMount().WithName(volumeArchiveSecret).WithMountPath(binlogArchiveSecretDir).WithReadOnly(true))).
 					WithVolumes(corev1ac.Volume().WithName(volumeArchiveSecret).WithSecret(
 						corev1ac.SecretVolumeSource().WithSecretName(BinlogArchiveName(c)).WithDefaultMode(0o440))).
-					WithTerminationGracePeriodSeconds(30))))
+					WithTerminationGracePeriodSeconds(30)))))
 }

@@ -169,3 +169,66 @@ func setResources(ctr *corev1ac.ContainerApplyConfiguration, r *corev1.ResourceR
 	}
 	ctr.WithResources(res)
 }
+
+// podSecurityContext is the security context of the pods Dolphin runs for c (instances,
+// binlog archiver, backup verification): Dolphin's defaults, which meet the Pod Security
+// Standard "restricted", with the fields spec.podTemplate.securityContext sets in their place.
+// defaultPolicy is the fsGroup change policy when the cluster names none (nil: the kubelet's).
+func podSecurityContext(c *dolphinv1.MySQLCluster, defaultPolicy *corev1.PodFSGroupChangePolicy) *corev1ac.PodSecurityContextApplyConfiguration {
+	uid, gid, fsGroup := int64(mysqlUID), int64(mysqlUID), int64(mysqlUID)
+	policy := defaultPolicy
+	seccomp := corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)
+	ctx := corev1ac.PodSecurityContext()
+	if s := c.Spec.PodTemplate.SecurityContext; s != nil {
+		uid, gid, fsGroup = valueOr(s.RunAsUser, uid), valueOr(s.RunAsGroup, gid), valueOr(s.FSGroup, fsGroup)
+		if s.FSGroupChangePolicy != nil {
+			policy = s.FSGroupChangePolicy
+		}
+		if s.SeccompProfile != nil {
+			seccomp = seccompProfile(s.SeccompProfile)
+		}
+		if len(s.SupplementalGroups) > 0 {
+			ctx.WithSupplementalGroups(s.SupplementalGroups...)
+		}
+		if o := s.SELinuxOptions; o != nil {
+			ctx.WithSELinuxOptions(corev1ac.SELinuxOptions().WithUser(o.User).WithRole(o.Role).WithType(o.Type).WithLevel(o.Level))
+		}
+	}
+	if policy != nil {
+		ctx.WithFSGroupChangePolicy(*policy)
+	}
+	return ctx.WithRunAsNonRoot(true).WithRunAsUser(uid).WithRunAsGroup(gid).WithFSGroup(fsGroup).WithSeccompProfile(seccomp)
+}
+
+// withContainerSeccomp gives every container of spec the seccomp profile
+// spec.podTemplate.securityContext names (a container's own profile would override the pod's).
+func withContainerSeccomp(c *dolphinv1.MySQLCluster, spec *corev1ac.PodSpecApplyConfiguration) *corev1ac.PodSpecApplyConfiguration {
+	s := c.Spec.PodTemplate.SecurityContext
+	if s == nil || s.SeccompProfile == nil {
+		return spec
+	}
+	for _, list := range [][]corev1ac.ContainerApplyConfiguration{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			if list[i].SecurityContext == nil {
+				list[i].WithSecurityContext(containerSecurityContext())
+			}
+			list[i].SecurityContext.WithSeccompProfile(seccompProfile(s.SeccompProfile))
+		}
+	}
+	return spec
+}
+
+func seccompProfile(p *corev1.SeccompProfile) *corev1ac.SeccompProfileApplyConfiguration {
+	ac := corev1ac.SeccompProfile().WithType(p.Type)
+	if p.LocalhostProfile != nil {
+		ac.WithLocalhostProfile(*p.LocalhostProfile)
+	}
+	return ac
+}
+
+func valueOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

@@ -118,3 +118,51 @@ func TestBufferPoolFromTheMemoryLimit(t *testing.T) {
 		t.Errorf("the user's size is replaced (%v):\n%s", err, cm.Data[MyCnfKey])
 	}
 }
+
+// spec.podTemplate.securityContext replaces Dolphin's user, groups and seccomp profile in
+// every pod it runs for the cluster — instances, binlog archiver, backup verification — and
+// each container takes the seccomp profile (a container's own would override the pod's),
+// while every container stays non-root, without privilege escalation or capabilities. A
+// cluster that sets none keeps user 999 and RuntimeDefault.
+func TestPodSecurityContextReachesEveryPod(t *testing.T) {
+	for _, c := range []*dolphinv1.MySQLCluster{production(), minimal()} {
+		wantUID, wantSeccomp := int64(mysqlUID), corev1.SeccompProfileTypeRuntimeDefault
+		if s := c.Spec.PodTemplate.SecurityContext; s != nil {
+			wantUID, wantSeccomp = *s.RunAsUser, s.SeccompProfile.Type
+		}
+		c.Spec.Backup = &dolphinv1.BackupSpec{ContinuousArchiving: &dolphinv1.ContinuousArchiving{}}
+		sts, err := StatefulSet(c, BuildOptions{AgentImage: "img"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := restored().Status.RestoredFrom.Store
+		b := &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "nightly", UID: "u1"},
+			Status: dolphinv1.MySQLBackupStatus{Store: &store, Path: "p/"}}
+		pods := map[string]any{"instance": sts.Spec.Template.Spec,
+			"archiver": BinlogArchiveDeployment(c, BinlogArchiveArgs{}, BuildOptions{AgentImage: "img"}).Spec.Template.Spec,
+			"verification": VerifyPod(c, b, "", "", BuildOptions{AgentImage: "img"}).Spec}
+		for what, ac := range pods {
+			var spec corev1.PodSpec
+			if err := convert(ac, &spec); err != nil {
+				t.Fatal(err)
+			}
+			psc := spec.SecurityContext
+			if psc == nil || psc.RunAsUser == nil || *psc.RunAsUser != wantUID || psc.FSGroup == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != wantSeccomp {
+				t.Errorf("%s pod of %s: security context %+v, want user %d and seccomp %s", what, c.Name, psc, wantUID, wantSeccomp)
+				continue
+			}
+			if c.Spec.PodTemplate.SecurityContext != nil && (*psc.RunAsGroup != 0 || *psc.FSGroup != 1000650000 ||
+				len(psc.SupplementalGroups) != 1 || psc.SELinuxOptions == nil || psc.SELinuxOptions.Level != "s0:c26,c5") {
+				t.Errorf("%s pod of %s: groups or SELinux not taken: %+v", what, c.Name, psc)
+			}
+			for _, ctr := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
+				sc := ctr.SecurityContext
+				if sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != wantSeccomp ||
+					sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+					sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+					t.Errorf("%s pod of %s, container %s: security context %+v", what, c.Name, ctr.Name, sc)
+				}
+			}
+		}
+	}
+}

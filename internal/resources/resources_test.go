@@ -94,9 +94,9 @@ func restored() *dolphinv1.MySQLCluster {
 }
 
 // production is a cluster with the pod template a production team asks for: a private
-// registry, its own service account (IRSA), extra environment for the server, and resources
+// registry, its own service account (IRSA), extra environment for the server, resources
 // on every container with requests equal to limits (Guaranteed QoS, a quota that requires
-// limits).
+// limits), and the user, groups, seccomp profile and SELinux level its platform assigns.
 func production() *dolphinv1.MySQLCluster {
 	c := minimal()
 	c.Name = "ledger"
@@ -123,6 +123,10 @@ func production() *dolphinv1.MySQLCluster {
 		InitContainers: []dolphinv1.ExtraContainer{{Name: "fetch-plugins", Image: "registry.example/fetch:1",
 			Resources:    ptr.To(guaranteed("50m", "64Mi")),
 			VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}}},
+		SecurityContext: &dolphinv1.PodSecurity{RunAsUser: ptr.To[int64](1000650000), RunAsGroup: ptr.To[int64](0),
+			FSGroup: ptr.To[int64](1000650000), SupplementalGroups: []int64{5000},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("profiles/mariadb.json")},
+			SELinuxOptions: &corev1.SELinuxOptions{Level: "s0:c26,c5"}},
 	}
 	return c
 }

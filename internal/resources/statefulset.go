@@ -12,6 +12,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
@@ -89,13 +90,7 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
 		WithTerminationGracePeriodSeconds(terminationGracePeriod).
-		WithSecurityContext(corev1ac.PodSecurityContext().
-			WithRunAsNonRoot(true).
-			WithRunAsUser(mysqlUID).
-			WithRunAsGroup(mysqlUID).
-			WithFSGroup(mysqlUID).
-			WithFSGroupChangePolicy(corev1.FSGroupChangeOnRootMismatch).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithSecurityContext(podSecurityContext(c, ptr.To(corev1.FSGroupChangeOnRootMismatch))).
 		WithInitContainers(agentToolsContainer(bo), initContainer(c), seedContainer(c)).
 		WithContainers(mysqldContainer(c, bo.generation()), agentContainer(c, bo.generation())).
 		WithVolumes(agentVolumes(c)...).
@@ -138,6 +133,7 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 	if err := applyPodOverrides(c, spec); err != nil {
 		return nil, err
 	}
+	withContainerSeccomp(c, spec)
 	annotations := mergeLabels(o.Annotations, map[string]string{ConfigHashAnnotation: ConfigHash(c)})
 	return corev1ac.PodTemplateSpec().
 		WithLabels(mergeLabels(o.Labels, CommonLabels(c))).

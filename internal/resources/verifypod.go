@@ -53,13 +53,11 @@ func VerifyPod(c *dolphinv1.MySQLCluster, b *dolphinv1.MySQLBackup, storeURL, ar
 		WithOwnerReferences(metav1ac.OwnerReference().
 			WithAPIVersion(dolphinv1.GroupVersion.String()).WithKind("MySQLBackup").
 			WithName(b.Name).WithUID(b.UID).WithController(true).WithBlockOwnerDeletion(true)).
-		WithSpec(withPodIdentity(c, corev1ac.PodSpec()).
+		WithSpec(withContainerSeccomp(c, withPodIdentity(c, corev1ac.PodSpec()).
 			WithRestartPolicy(corev1.RestartPolicyNever).
 			WithAutomountServiceAccountToken(false).
 			WithEnableServiceLinks(false).
-			WithSecurityContext(corev1ac.PodSecurityContext().
-				WithRunAsNonRoot(true).WithRunAsUser(mysqlUID).WithRunAsGroup(mysqlUID).WithFSGroup(mysqlUID).
-				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+			WithSecurityContext(podSecurityContext(c, nil)).
 			WithInitContainers(agentToolsContainer(o)).
 			WithContainers(corev1ac.Container().
 				WithName(ContainerVerify).
@@ -72,5 +70,5 @@ func VerifyPod(c *dolphinv1.MySQLCluster, b *dolphinv1.MySQLBackup, storeURL, ar
 			WithVolumes(volumes...).
 			WithTerminationGracePeriodSeconds(30).
 			// A check that hangs is failed after six hours.
-			WithActiveDeadlineSeconds(6 * 3600))
+			WithActiveDeadlineSeconds(6*3600)))
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,8 @@ import (
 // application writer through the primary Service: a static setting (performance_schema), a
 // patch-version change (10.11 → 10.11.x: a new image tag; make images tags one image both
 // ways, so the server binary itself does not change here — the 10.11 → 11.8 upgrade does), and
-// TLS turned on (replicas then replicate over TLS). Each
+// TLS turned on (replicas then replicate over TLS); a typo in a mysqlConfig key is refused at
+// admission first. Each
 // is rolled replicas first, one at a time, then one switchover, then the old primary; no
 // acknowledged write is lost, and the cluster is Progressing, never Degraded, meanwhile
 // (planned work is not trouble: docs/design/0053).
@@ -33,14 +35,29 @@ func TestLocalRollingChange(t *testing.T) {
 	w := s.startSteadyAppWriter(name)
 	patch := s.mariadbPatchVersion()
 
+	// A typo in a mysqlConfig key is refused at admission by the webhook the operator's pods
+	// serve, with what to change; nothing rolls.
+	typo, _ := json.Marshal(map[string]any{"spec": map[string]any{"mysqlConfig": map[string]any{"innodb_buffer_pool_size": "32M", "innodb_bufer_pool_instances": 2}}})
+	if err := s.c.Patch(s.ctx, cluster, client.RawPatch(types.MergePatchType, typo)); err == nil ||
+		!strings.Contains(err.Error(), "innodb_bufer_pool_instances not known for mariadb") || !strings.Contains(err.Error(), "check the spelling") {
+		t.Fatalf("a mysqlConfig typo: %v; want a refusal at admission naming the key", err)
+	} else {
+		t.Logf("a mysqlConfig typo is refused at admission: %v", err)
+	}
+
 	for _, change := range []struct {
 		what  string
 		patch map[string]any
 		check func() error
 	}{
+		// max_connections written as YAML writes a number (a JSON number, not a string).
 		{"static setting performance_schema=ON",
-			map[string]any{"mysqlConfig": map[string]string{"innodb_buffer_pool_size": "32M", "performance_schema": "ON"}},
-			func() error { s.waitConfigApplied(key, "performance_schema", "ON"); return nil }},
+			map[string]any{"mysqlConfig": map[string]any{"innodb_buffer_pool_size": "32M", "performance_schema": "ON", "max_connections": 213}},
+			func() error {
+				s.waitConfigApplied(key, "performance_schema", "ON")
+				s.waitConfigApplied(key, "max_connections", "213")
+				return nil
+			}},
 		{"patch version 10.11 -> " + patch,
 			map[string]any{"engine": map[string]string{"version": patch}},
 			func() error { return s.imageIs(name, "docker.io/library/mariadb:"+patch) }},
