@@ -115,6 +115,10 @@ func (r *MySQLClusterReconciler) reconcileConfig(ctx context.Context, c *dolphin
 				"when it does not know it either. Nothing was applied or restarted",
 			strings.Join(unknown, ", "), c.Spec.Engine.Flavor, c.Spec.Engine.Version, unknown[0])}
 	}
+	if invalid := resources.InvalidConfigValues(c); len(invalid) > 0 {
+		return &userError{Reason: "InvalidMySQLConfig", Message: "spec.mysqlConfig: " + strings.Join(invalid, "; ") +
+			". Nothing was applied or restarted"}
+	}
 	cm, err := resources.ConfigMap(c)
 	if err != nil {
 		return &userError{Reason: "InvalidMySQLConfig", Message: err.Error() + ": fix spec.mysqlConfig"}

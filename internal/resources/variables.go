@@ -53,6 +53,20 @@ func UnknownConfigKeys(c *dolphinv1.MySQLCluster) []string {
 	return out
 }
 
+// InvalidConfigValues says, one message per key in key order, which spec.mysqlConfig values
+// do not have the form their setting takes (a word for a number, "yes" for ON): the table's
+// value types, checked against real servers (sysvars.CheckValue). A server would refuse to
+// start with some of them, or read others as OFF.
+func InvalidConfigValues(c *dolphinv1.MySQLCluster) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(c.Spec.MySQLConfig)) {
+		if err := sysvars.CheckValue(string(c.Spec.Engine.Flavor), c.Spec.Engine.Version, k, string(c.Spec.MySQLConfig[k])); err != nil {
+			out = append(out, err.Error())
+		}
+	}
+	return out
+}
+
 // RestartConfigKeys lists, sorted, the spec.mysqlConfig keys whose change needs a restart.
 func RestartConfigKeys(c *dolphinv1.MySQLCluster) []string {
 	return slices.Sorted(maps.Keys(restartConfig(c)))

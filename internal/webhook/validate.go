@@ -141,12 +141,16 @@ func durabilityWarnings(c *dolphinv1.MySQLCluster) admission.Warnings {
 }
 
 // configKeysError refuses spec.mysqlConfig keys Dolphin does not know for the cluster's
-// engine (the table the reconciler uses, internal/sysvars): a typo would otherwise be
-// admitted and stop the reconcile (UnknownConfigKeys).
+// engine (the table the reconciler uses, internal/sysvars) and values of the wrong form for
+// their setting: either would otherwise be admitted and stop the reconcile
+// (UnknownConfigKeys, InvalidConfigValues).
 func configKeysError(c *dolphinv1.MySQLCluster) error {
 	d := resources.Defaulted(c)
 	unknown := resources.UnknownConfigKeys(d)
 	if len(unknown) == 0 {
+		if invalid := resources.InvalidConfigValues(d); len(invalid) > 0 {
+			return fmt.Errorf("spec.mysqlConfig: %s", strings.Join(invalid, "; "))
+		}
 		return nil
 	}
 	return fmt.Errorf("spec.mysqlConfig: %s not known for %s %s: check the spelling (underscores, e.g. innodb_buffer_pool_size), "+

@@ -50,7 +50,10 @@ type Counts struct {
 //     the other Static ones;
 //   - for Dynamic ones, SET GLOBAL name = DEFAULT (what Diff uses for a removed key)
 //     succeeds, and setting the old value back restores it exactly (the literal round-trips);
-//     a RaiseNeedsRestart size is lowered instead (DEFAULT may be above its cap).
+//     a RaiseNeedsRestart size is lowered instead (DEFAULT may be above its cap);
+//   - its value type (sysvars.TypeOf) is the one information_schema.SYSTEM_VARIABLES gives
+//     (INT/BIGINT [UNSIGNED]: ValueInteger, BOOLEAN: ValueBoolean, DOUBLE: ValueDecimal, any
+//     other: ValueAny), and the server's current value passes sysvars.CheckValue.
 func Check(ctx context.Context, t testing.TB, conn *sql.Conn, version string, options map[string]bool) Counts {
 	t.Helper()
 	var n Counts
@@ -63,6 +66,7 @@ func Check(ctx context.Context, t testing.TB, conn *sql.Conn, version string, op
 			t.Errorf("%s: %v", in.Option, err)
 			continue
 		}
+		checkValueType(ctx, t, conn, version, in, cur)
 		stmt, err := setStatement(in.Variable, cur)
 		if err != nil {
 			t.Errorf("%s: current value %v: %v", in.Option, cur, err)
@@ -200,4 +204,32 @@ func ParseHelp(out string) (map[string]bool, error) {
 		return nil, fmt.Errorf("found %d options in mariadbd --verbose --help, not the list expected", len(opts))
 	}
 	return opts, nil
+}
+
+// checkValueType compares the value type the table gives a variable with the server's, and
+// checks that the server's current value passes sysvars.CheckValue.
+func checkValueType(ctx context.Context, t testing.TB, conn *sql.Conn, version string, in sysvars.Info, cur Value) {
+	t.Helper()
+	var typ string
+	if err := conn.QueryRowContext(ctx, "SELECT VARIABLE_TYPE FROM information_schema.SYSTEM_VARIABLES WHERE VARIABLE_NAME = UPPER(?)", in.Variable).Scan(&typ); err != nil {
+		t.Errorf("%s: its type in information_schema.SYSTEM_VARIABLES: %v", in.Option, err)
+		return
+	}
+	want := sysvars.ValueAny
+	switch {
+	case strings.Contains(typ, "INT"):
+		want = sysvars.ValueInteger
+	case typ == "BOOLEAN":
+		want = sysvars.ValueBoolean
+	case typ == "DOUBLE":
+		want = sysvars.ValueDecimal
+	}
+	if got := sysvars.TypeOf(sysvars.FlavorMariaDB, in.Variable); got != want {
+		t.Errorf("%s: the table's value type is %v, the server's %s (%v)", in.Option, got, typ, want)
+	}
+	if cur.Valid {
+		if err := sysvars.CheckValue(sysvars.FlavorMariaDB, version, in.Option, cur.S); err != nil {
+			t.Errorf("%s: the server's own value is refused: %v", in.Option, err)
+		}
+	}
 }

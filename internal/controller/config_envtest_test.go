@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+)
+
+// TestEnvtestWrongConfigValueIsNotApplied: a mysqlConfig value of the wrong form for its
+// setting (a word for max_connections, "yes" for a boolean), admitted because no webhook runs
+// here, reaches neither my.cnf nor a server: the reconciler reports it in Ready (reason
+// InvalidMySQLConfig, naming each key and the form it must take) and applies nothing of the
+// change; fixed, it is applied.
+func TestEnvtestWrongConfigValueIsNotApplied(t *testing.T) {
+	needEnvtest(t)
+	ctx := context.Background()
+	c := directClient(t, nil)
+	key := createCluster(t, c, newNamespace(t), "cfg", dolphinv1.MySQLClusterSpec{Instances: 1,
+		MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"max_connections": "200"}})
+	if err := reconcileOnce(t, c, key); err != nil {
+		t.Fatal(err)
+	}
+	configMap := func() string {
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: resources.NamesFor(getCluster(t, c, key)).ConfigMap}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data["my.cnf"]
+	}
+	if !strings.Contains(configMap(), "max_connections=200") {
+		t.Fatalf("my.cnf without the first value:\n%s", configMap())
+	}
+
+	set := func(cfg map[string]dolphinv1.MySQLConfigValue) {
+		cl := getCluster(t, c, key)
+		cl.Spec.MySQLConfig = cfg
+		if err := c.Update(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(map[string]dolphinv1.MySQLConfigValue{"max_connections": "many", "performance_schema": "yes"})
+	_, err, reasons := reconcileRecording(t, c, key)
+	if err != nil {
+		t.Fatalf("a user error must not fail the reconcile: %v", err)
+	}
+	ready := meta.FindStatusCondition(getCluster(t, c, key).Status.Conditions, dolphinv1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "InvalidMySQLConfig" ||
+		!strings.Contains(ready.Message, `max_connections must be a whole number`) || !strings.Contains(ready.Message, "performance_schema must be ON or OFF") {
+		t.Errorf("Ready %+v (events %v), want False/InvalidMySQLConfig naming both keys", ready, reasons)
+	}
+	if got := configMap(); strings.Contains(got, "many") || strings.Contains(got, "performance_schema") || !strings.Contains(got, "max_connections=200") {
+		t.Errorf("my.cnf took a wrong value:\n%s", got)
+	}
+
+	set(map[string]dolphinv1.MySQLConfigValue{"max_connections": "300", "performance_schema": "ON"})
+	if _, err, reasons := reconcileRecording(t, c, key); err != nil || slices.Contains(reasons, "InvalidMySQLConfig") {
+		t.Fatalf("the fixed values: %v, events %v", err, reasons)
+	}
+	if got := configMap(); !strings.Contains(got, "max_connections=300") || !strings.Contains(got, "performance_schema=ON") {
+		t.Errorf("my.cnf without the fixed values:\n%s", got)
+	}
+}
