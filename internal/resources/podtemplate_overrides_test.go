@@ -139,7 +139,7 @@ func TestPodSecurityContextReachesEveryPod(t *testing.T) {
 		b := &dolphinv1.MySQLBackup{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "nightly", UID: "u1"},
 			Status: dolphinv1.MySQLBackupStatus{Store: &store, Path: "p/"}}
 		pods := map[string]any{"instance": sts.Spec.Template.Spec,
-			"archiver": BinlogArchiveDeployment(c, BinlogArchiveArgs{}, BuildOptions{AgentImage: "img"}).Spec.Template.Spec,
+			"archiver":     BinlogArchiveDeployment(c, BinlogArchiveArgs{}, BuildOptions{AgentImage: "img"}).Spec.Template.Spec,
 			"verification": VerifyPod(c, b, "", "", BuildOptions{AgentImage: "img"}).Spec}
 		for what, ac := range pods {
 			var spec corev1.PodSpec
