@@ -38,8 +38,9 @@ func (v ValueType) String() string {
 
 // The MariaDB variables of the tables by type (information_schema.SYSTEM_VARIABLES'
 // VARIABLE_TYPE: INT, BIGINT and their UNSIGNED forms; BOOLEAN; DOUBLE), keyed by variable
-// name. The other entries are ValueAny. sysvarstest.Check compares every entry with the
-// server it runs against (10.11 on the host, 11.8 in the end-to-end suite).
+// name, as MariaDB 10.11 has them (later changes: mariadbTypeChanges). The other entries are
+// ValueAny. sysvarstest.Check compares every entry with the server it runs against (10.11 on
+// the host, 11.8 in the end-to-end suite).
 var (
 	mariadbIntegers = strings.Fields(`
 	aria_block_size aria_checkpoint_interval aria_checkpoint_log_activity
@@ -111,11 +112,27 @@ var mariadbValueTypes = func() map[string]ValueType {
 	return m
 }()
 
-// TypeOf returns the value type of a server variable (Info.Variable) of flavor. MySQL's
-// variables are ValueAny: no MySQL server here checks a table of their types.
-func TypeOf(flavor, variable string) ValueType {
+// mariadbTypeChanges are the variables whose type a later series changed, with the first
+// series (seriesIndex) that has the new one. innodb_doublewrite is an ENUM (OFF, ON, fast) on
+// 11.8; 11.4, which no server here checks, takes the looser type.
+var mariadbTypeChanges = map[string]struct {
+	since int
+	typ   ValueType
+}{
+	"innodb_doublewrite": {seriesIndex(11, 4), ValueAny},
+}
+
+// TypeOf returns the value type of a server variable (Info.Variable) of flavor and version
+// (read as Lookup reads it). MySQL's variables are ValueAny: no MySQL server here checks a
+// table of their types.
+func TypeOf(flavor, version, variable string) ValueType {
 	if flavor != FlavorMariaDB {
 		return ValueAny
+	}
+	if ch, ok := mariadbTypeChanges[variable]; ok {
+		if major, minor, ok := parseVersion(version); ok && seriesIndex(major, minor) >= ch.since {
+			return ch.typ
+		}
 	}
 	return mariadbValueTypes[variable]
 }
@@ -134,7 +151,7 @@ func CheckValue(flavor, version, option, value string) error {
 	if !ok {
 		return nil
 	}
-	t := TypeOf(flavor, in.Variable)
+	t := TypeOf(flavor, version, in.Variable)
 	form, ok := valueForms[t]
 	if !ok || form.MatchString(cnfValue(value)) {
 		return nil

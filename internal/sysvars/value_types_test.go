@@ -8,7 +8,7 @@ import (
 // Values of the wrong form are refused with the form they must take; values mysqld reads —
 // sizes with suffixes, quoted values, booleans in any case — pass, and so do options whose
 // type is a string, options the table does not know, and every MySQL value (no MySQL server
-// checks a type table here).
+// checks a type table here). A type a later series changed follows the version.
 func TestCheckValue(t *testing.T) {
 	for _, tc := range []struct {
 		flavor, option, value, refused string
@@ -28,8 +28,16 @@ func TestCheckValue(t *testing.T) {
 		{FlavorMariaDB, "sql_mode", "STRICT_TRANS_TABLES", ""},
 		{FlavorMariaDB, "not_a_setting", "x", ""},
 		{FlavorMySQL, "max_connections", "many", ""},
+		{FlavorMariaDB, "innodb_doublewrite", "fast", "innodb_doublewrite must be ON or OFF"},
+		{FlavorMariaDB + "@11.8", "innodb_doublewrite", "fast", ""},
+		{FlavorMariaDB + "@11.4.5", "innodb_doublewrite", "fast", ""},
+		{FlavorMariaDB + "@11.8", "max_connections", "many", "must be a whole number"},
 	} {
-		err := CheckValue(tc.flavor, "10.11", tc.option, tc.value)
+		flavor, version, found := strings.Cut(tc.flavor, "@")
+		if !found {
+			version = "10.11"
+		}
+		err := CheckValue(flavor, version, tc.option, tc.value)
 		switch {
 		case tc.refused == "" && err != nil:
 			t.Errorf("%s %s=%q: %v", tc.flavor, tc.option, tc.value, err)
