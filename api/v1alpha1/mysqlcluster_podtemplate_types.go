@@ -97,7 +97,8 @@ type PodTemplateOverrides struct {
 	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
 
 	// Sidecars are containers added to the instance pods after Dolphin's (an exporter, a log
-	// shipper). They run as the pod's user (999, non-root) with its security context.
+	// shipper). They run as the pod's user (999 unless securityContext says otherwise,
+	// non-root) with its security context.
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:XValidation:rule="self.all(c, !(c.name in ['mysqld', 'agent', 'dolphin-tools', 'init', 'seed']))",message="podTemplate.sidecars: mysqld, agent, dolphin-tools, init and seed are Dolphin's containers: use another name"
 	// +optional
@@ -131,15 +132,18 @@ type PodTemplateOverrides struct {
 type PodSecurity struct {
 	// RunAsUser is the uid every container runs as (default 999). Root (0) is refused.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	RunAsUser *int64 `json:"runAsUser,omitempty"`
 	// RunAsGroup is the primary gid of every container (default 999; 0, the root group, is
 	// allowed: OpenShift's images expect it).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
 	// FSGroup owns the data volume and may write it (default 999).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	FSGroup *int64 `json:"fsGroup,omitempty"`
 	// FSGroupChangePolicy says when the kubelet re-owns the volumes for fsGroup (default
@@ -149,12 +153,14 @@ type PodSecurity struct {
 	FSGroupChangePolicy *corev1.PodFSGroupChangePolicy `json:"fsGroupChangePolicy,omitempty"`
 	// SupplementalGroups are added to every container's groups (a shared volume's group).
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Minimum=0
+	// +kubebuilder:validation:items:Maximum=2147483647
 	// +optional
 	// +listType=atomic
 	SupplementalGroups []int64 `json:"supplementalGroups,omitempty"`
 	// SeccompProfile of the pod and of every container (default RuntimeDefault). Unconfined
 	// is refused.
-	// +kubebuilder:validation:XValidation:rule="self.type != 'Unconfined'",message="podTemplate.securityContext.seccompProfile: Unconfined is refused; use RuntimeDefault or a Localhost profile"
+	// +kubebuilder:validation:XValidation:rule="self.type in ['RuntimeDefault', 'Localhost'] && (self.type == 'Localhost') == has(self.localhostProfile)",message="podTemplate.securityContext.seccompProfile: use type RuntimeDefault, or Localhost with localhostProfile (Unconfined is refused)"
 	// +optional
 	SeccompProfile *corev1.SeccompProfile `json:"seccompProfile,omitempty"`
 	// SELinuxOptions label the pod's processes and volumes.

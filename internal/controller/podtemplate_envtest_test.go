@@ -15,8 +15,9 @@ import (
 
 // The pod template a production team sets — pull secret and policy, its own service account,
 // server environment and volumes, a sidecar and an init container, resources on every
-// container — is admitted by the API server and merged into the StatefulSet the reconciler
-// applies, after everything Dolphin sets.
+// container, the user, group, SELinux level and seccomp profile its platform assigns — is
+// admitted by the API server and merged into the StatefulSet the reconciler applies, after
+// everything Dolphin sets, and applying it again changes nothing.
 func TestEnvtestPodTemplateIsMerged(t *testing.T) {
 	needEnvtest(t)
 	c := directClient(t, nil)
@@ -34,15 +35,34 @@ func TestEnvtestPodTemplateIsMerged(t *testing.T) {
 				Resources: ptr.To(corev1.ResourceRequirements{Requests: l, Limits: l})}},
 			InitContainers: []dolphinv1.ExtraContainer{{Name: "fetch", Image: "registry.example/fetch:1",
 				Resources: ptr.To(corev1.ResourceRequirements{Requests: l, Limits: l})}},
+			// Partly set, as OpenShift's restricted SCC does (a level only).
+			SecurityContext: &dolphinv1.PodSecurity{RunAsUser: ptr.To[int64](1000650000), RunAsGroup: ptr.To[int64](0),
+				SELinuxOptions: &corev1.SELinuxOptions{Level: "s0:c26,c5"},
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("profiles/mariadb.json")}},
 		}})
 	if err := reconcileOnce(t, c, key); err != nil {
 		t.Fatal(err)
+	}
+	// What the API server stored is what the reconciler applies: the next reconciles write
+	// nothing (an empty field sent and dropped would make every reconcile apply again).
+	var again writeCounter
+	for range 2 {
+		if err := reconcileOnce(t, directClient(t, &again), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := again.n.Load(); n != 0 {
+		t.Errorf("reconciles without a change made %d write requests, want 0", n)
 	}
 	var sts appsv1.StatefulSet
 	if err := c.Get(context.Background(), key, &sts); err != nil {
 		t.Fatal(err)
 	}
 	spec := sts.Spec.Template.Spec
+	if sc := spec.SecurityContext; sc == nil || *sc.RunAsUser != 1000650000 || *sc.RunAsGroup != 0 || *sc.FSGroup != 999 ||
+		sc.SELinuxOptions == nil || sc.SELinuxOptions.Level != "s0:c26,c5" || sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost {
+		t.Errorf("pod security context %+v", sc)
+	}
 	if spec.ServiceAccountName != "prod-db" || len(spec.ImagePullSecrets) != 1 || spec.ImagePullSecrets[0].Name != "registry-creds" {
 		t.Fatalf("service account %q, pull secrets %v", spec.ServiceAccountName, spec.ImagePullSecrets)
 	}

@@ -112,12 +112,19 @@ func (r *MySQLClusterReconciler) reconcileConfig(ctx context.Context, c *dolphin
 		return &userError{Reason: "UnknownMySQLConfigKey", Message: fmt.Sprintf(
 			"spec.mysqlConfig sets %s, which Dolphin does not know for %s %s: check the spelling; to pass an option "+
 				"Dolphin does not know, write it with my.cnf's loose_ prefix (loose_%s), which the server ignores "+
-				"when it does not know it either. Nothing was applied or restarted",
+				"when it does not know it either. my.cnf was not changed and nothing restarted (the run-time settings "+
+				"of the other keys are applied)",
 			strings.Join(unknown, ", "), c.Spec.Engine.Flavor, c.Spec.Engine.Version, unknown[0])}
 	}
-	if invalid := resources.InvalidConfigValues(c); len(invalid) > 0 {
-		return &userError{Reason: "InvalidMySQLConfig", Message: "spec.mysqlConfig: " + strings.Join(invalid, "; ") +
-			". Nothing was applied or restarted"}
+	refused, misread := resources.InvalidConfigValues(c)
+	if len(refused) > 0 {
+		return &userError{Reason: "InvalidMySQLConfig", Message: "spec.mysqlConfig: " + strings.Join(refused, "; ") +
+			": a server would not start with it. my.cnf was not changed and nothing restarted (the run-time settings of the other keys are applied)"}
+	}
+	if len(misread) > 0 {
+		// mysqld starts with such a value, reading it as OFF (as it did before this check
+		// existed): said, not refused, so that a running cluster is never held up by it.
+		r.event(c, corev1.EventTypeWarning, "MySQLConfigMisread", "Reconcile", "spec.mysqlConfig: %s: mysqld reads it as OFF", strings.Join(misread, "; "))
 	}
 	cm, err := resources.ConfigMap(c)
 	if err != nil {

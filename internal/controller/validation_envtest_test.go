@@ -49,7 +49,8 @@ func TestEnvtestInvalidSpecsAreRejected(t *testing.T) {
 		{"a sidecar named as Dolphin's", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Sidecars: []dolphinv1.ExtraContainer{{Name: "agent", Image: "x"}}}}, "are Dolphin's containers"},
 		{"a volume named as Dolphin's", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Volumes: []dolphinv1.ExtraVolume{{Name: "data", EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}, "are Dolphin's volumes"},
 		{"root user", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{SecurityContext: &dolphinv1.PodSecurity{RunAsUser: ptr.To[int64](0)}}}, "runAsUser: Invalid value"},
-		{"unconfined seccomp", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{SecurityContext: &dolphinv1.PodSecurity{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}}, "Unconfined is refused"},
+		{"localhost seccomp without a profile", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{SecurityContext: &dolphinv1.PodSecurity{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost}}}}, "Localhost with localhostProfile"},
+		{"unconfined seccomp", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{SecurityContext: &dolphinv1.PodSecurity{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}}, "Unconfined is refused)"},
 		{"a volume without a source", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{Volumes: []dolphinv1.ExtraVolume{{Name: "x"}}}}, "exactly one of configMap, secret, emptyDir and persistentVolumeClaim"},
 		{"bad pull policy", dolphinv1.MySQLClusterSpec{PodTemplate: dolphinv1.PodTemplateOverrides{ImagePullPolicy: "Sometimes"}}, `supported values: "Always", "IfNotPresent", "Never"`},
 		{"reserved service label", dolphinv1.MySQLClusterSpec{PrimaryService: dolphinv1.ServiceSpec{Labels: map[string]string{"app.kubernetes.io/name": "x"}}}, "service labels under app.kubernetes.io/"},
@@ -130,6 +131,19 @@ func TestEnvtestImmutableFieldsAreRejected(t *testing.T) {
 			t.Errorf("growing storage, scaling, upgrading and naming the default user were rejected: %v", err)
 		}
 	})
+	// A cluster created with its own user keeps it: removing the field (999 again) is a change.
+	owned := createCluster(t, c, key.Namespace, "owned", dolphinv1.MySQLClusterSpec{
+		PodTemplate: dolphinv1.PodTemplateOverrides{SecurityContext: &dolphinv1.PodSecurity{RunAsUser: ptr.To[int64](1000)}}})
+	obj := getCluster(t, c, owned)
+	obj.Spec.PodTemplate.SecurityContext = nil
+	if err := c.Update(ctx, obj); err == nil || !strings.Contains(err.Error(), "cannot change after the cluster is created") {
+		t.Errorf("removing the user set at creation: %v; want refused", err)
+	}
+	obj = getCluster(t, c, owned)
+	obj.Spec.PodTemplate.SecurityContext.SupplementalGroups = []int64{5000}
+	if err := c.Update(ctx, obj); err != nil {
+		t.Errorf("a supplemental group beside the same user: %v", err)
+	}
 	// Release series only go forward: 11.4 -> 11.8 and a patch level back within 11.8 pass,
 	// 11.8 -> 11.4 and 11.8 -> 10.11 are refused.
 	for _, step := range []struct {

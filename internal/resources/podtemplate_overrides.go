@@ -190,8 +190,12 @@ func podSecurityContext(c *dolphinv1.MySQLCluster, defaultPolicy *corev1.PodFSGr
 		if len(s.SupplementalGroups) > 0 {
 			ctx.WithSupplementalGroups(s.SupplementalGroups...)
 		}
-		if o := s.SELinuxOptions; o != nil {
-			ctx.WithSELinuxOptions(corev1ac.SELinuxOptions().WithUser(o.User).WithRole(o.Role).WithType(o.Type).WithLevel(o.Level))
+		if s.SELinuxOptions != nil {
+			// Only the fields set: an empty string would be dropped by the API server, and
+			// the applied template would then never equal the stored one.
+			var se corev1ac.SELinuxOptionsApplyConfiguration
+			_ = convert(s.SELinuxOptions, &se) // plain strings: cannot fail
+			ctx.WithSELinuxOptions(&se)
 		}
 	}
 	if policy != nil {

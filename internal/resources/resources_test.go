@@ -474,6 +474,32 @@ func TestDynamicVariablesAndUnknownKeys(t *testing.T) {
 	}
 }
 
+// A value of the wrong form for its setting is never sent to a server with SET GLOBAL, and
+// InvalidConfigValues tells one mysqld would not start with (a word for a number) from one it
+// would misread (a boolean it takes as OFF).
+func TestWrongValuesAreNotSetAtRunTime(t *testing.T) {
+	c := minimal()
+	c.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"max_connections": "many", "slow_query_log": "yes", "long_query_time": "2"}
+	vars, err := DynamicVariables(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := vars["max_connections"]; ok {
+		t.Errorf("max_connections=many set at run time: %v", vars)
+	}
+	if _, ok := vars["slow_query_log"]; ok {
+		t.Errorf("slow_query_log=yes set at run time: %v", vars)
+	}
+	if vars["long_query_time"] != "2" {
+		t.Errorf("the valid key beside them: long_query_time = %q", vars["long_query_time"])
+	}
+	refused, misread := InvalidConfigValues(c)
+	if len(refused) != 1 || !strings.HasPrefix(refused[0], "max_connections must be a whole number") ||
+		len(misread) != 1 || !strings.HasPrefix(misread[0], "slow_query_log must be ON or OFF") {
+		t.Errorf("refused %q, misread %q", refused, misread)
+	}
+}
+
 // The verification pod replays the cluster's binlog archive only when asked to (continuous
 // archiving on): --archive-prefix with the archive's prefix in the backup's store.
 func TestVerifyPodArchivePrefix(t *testing.T) {

@@ -54,17 +54,21 @@ func UnknownConfigKeys(c *dolphinv1.MySQLCluster) []string {
 }
 
 // InvalidConfigValues says, one message per key in key order, which spec.mysqlConfig values
-// do not have the form their setting takes (a word for a number, "yes" for ON): the table's
-// value types, checked against real servers (sysvars.CheckValue). A server would refuse to
-// start with some of them, or read others as OFF.
-func InvalidConfigValues(c *dolphinv1.MySQLCluster) []string {
-	var out []string
+// do not have the form their setting takes (sysvars.CheckValue: the table's value types,
+// checked against real servers): refused are those mysqld would not start with (a word for a
+// number), misread those it would read otherwise than written (a boolean it takes as OFF).
+func InvalidConfigValues(c *dolphinv1.MySQLCluster) (refused, misread []string) {
 	for _, k := range slices.Sorted(maps.Keys(c.Spec.MySQLConfig)) {
-		if err := sysvars.CheckValue(string(c.Spec.Engine.Flavor), c.Spec.Engine.Version, k, string(c.Spec.MySQLConfig[k])); err != nil {
-			out = append(out, err.Error())
+		t, err := sysvars.CheckValueType(string(c.Spec.Engine.Flavor), c.Spec.Engine.Version, k, string(c.Spec.MySQLConfig[k]))
+		switch {
+		case err == nil:
+		case t.StopsTheServer():
+			refused = append(refused, err.Error())
+		default:
+			misread = append(misread, err.Error())
 		}
 	}
-	return out
+	return refused, misread
 }
 
 // RestartConfigKeys lists, sorted, the spec.mysqlConfig keys whose change needs a restart.
@@ -79,7 +83,7 @@ func isLoose(key string) bool { return len(key) > 6 && key[:6] == "loose_" }
 // spec.mysqlConfig merged in) that the server applies at run time, its variable name and
 // the SET GLOBAL literal of its value, and the managed settings Dolphin enforces at run
 // time (mycnf.RunTimeMandatory). A value that cannot be written as a literal is left to the
-// next restart.
+// next restart; one of the wrong form for its setting (InvalidConfigValues) is left out.
 func DynamicVariables(c *dolphinv1.MySQLCluster) (map[string]string, error) {
 	eff, err := mycnf.Effective(string(c.Spec.Engine.Flavor), overrides(c))
 	if err != nil {
@@ -91,6 +95,9 @@ func DynamicVariables(c *dolphinv1.MySQLCluster) (map[string]string, error) {
 			continue
 		}
 		in, _ := sysvars.Lookup(string(c.Spec.Engine.Flavor), c.Spec.Engine.Version, k)
+		if sysvars.CheckValue(string(c.Spec.Engine.Flavor), c.Spec.Engine.Version, k, v) != nil {
+			continue // reported by the reconciler; never sent to a server
+		}
 		lit, err := sysvars.SetGlobalValue(in.Variable, v)
 		if err != nil {
 			continue

@@ -13,20 +13,22 @@ const (
 	// ValueAny is a string, an enumeration or a set: the server judges the value.
 	ValueAny ValueType = iota
 	// ValueInteger is a whole number, in my.cnf optionally with a size suffix (K, M, G, T,
-	// P, E: powers of 1024).
+	// P, E: powers of 1024; mysqld reads only the suffix's first letter, so 1GB is 1G). mysqld
+	// refuses to start with anything else.
 	ValueInteger
-	// ValueDecimal is a number with an optional fraction (0.5).
+	// ValueDecimal is a number with an optional fraction (0.5); mysqld refuses to start with
+	// anything else.
 	ValueDecimal
 	// ValueBoolean is ON, OFF, TRUE, FALSE, 1 or 0 (any case): mysqld reads anything else as
 	// OFF, with a warning only.
 	ValueBoolean
 )
 
-// String returns "a whole number", "a number", "ON or OFF" or "a string".
+// String says which form a value of the type takes.
 func (v ValueType) String() string {
 	switch v {
 	case ValueInteger:
-		return "a whole number (a size may end in K, M, G or T)"
+		return "a whole number (a size may end in K, M, G, T, P or E)"
 	case ValueDecimal:
 		return "a number"
 	case ValueBoolean:
@@ -122,11 +124,25 @@ var mariadbTypeChanges = map[string]struct {
 	"innodb_doublewrite": {seriesIndex(11, 4), ValueAny},
 }
 
+// mariadbUnchecked are boolean variables whose values are not checked, with the reason.
+var mariadbUnchecked = map[string]string{
+	// The option is external-locking with skip_ in front: mysqld reads any value but 0 as
+	// "skip", so OFF would turn skipping on; that is not a form a check can express.
+	"skip_external_locking": "any value but 0 means skip",
+}
+
+// Unchecked says why the value of a MariaDB variable the server types as a boolean is not
+// checked (TypeOf gives ValueAny), or "" when it is.
+func Unchecked(variable string) string { return mariadbUnchecked[variable] }
+
 // TypeOf returns the value type of a server variable (Info.Variable) of flavor and version
 // (read as Lookup reads it). MySQL's variables are ValueAny: no MySQL server here checks a
 // table of their types.
 func TypeOf(flavor, version, variable string) ValueType {
 	if flavor != FlavorMariaDB {
+		return ValueAny
+	}
+	if _, ok := mariadbUnchecked[variable]; ok {
 		return ValueAny
 	}
 	if ch, ok := mariadbTypeChanges[variable]; ok {
@@ -137,9 +153,14 @@ func TypeOf(flavor, version, variable string) ValueType {
 	return mariadbValueTypes[variable]
 }
 
+// StopsTheServer reports whether mysqld refuses to start with a value of the wrong form for
+// the type (integers and decimals), rather than reading it otherwise than written (a boolean
+// it takes as OFF).
+func (v ValueType) StopsTheServer() bool { return v == ValueInteger || v == ValueDecimal }
+
 var valueForms = map[ValueType]*regexp.Regexp{
-	ValueInteger: regexp.MustCompile(`^-?[0-9]+[kKmMgGtTpPeE]?$`),
-	ValueDecimal: regexp.MustCompile(`^-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`),
+	ValueInteger: regexp.MustCompile(`^[-+]?[0-9]+([kKmMgGtTpPeE].*)?$`),
+	ValueDecimal: regexp.MustCompile(`^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`),
 	ValueBoolean: regexp.MustCompile(`^(?i:on|off|true|false|1|0)$`),
 }
 
@@ -147,14 +168,26 @@ var valueForms = map[ValueType]*regexp.Regexp{
 // in my.cnf) must take, when the table for flavor and version knows the option's type and
 // the value does not have it; nil otherwise (an unknown option included: see Lookup).
 func CheckValue(flavor, version, option, value string) error {
+	_, err := checkValue(flavor, version, option, value)
+	return err
+}
+
+// CheckValueType is CheckValue that also returns the setting's type, so that a caller can
+// tell a value mysqld would refuse to start with from one it would misread
+// (ValueType.StopsTheServer).
+func CheckValueType(flavor, version, option, value string) (ValueType, error) {
+	return checkValue(flavor, version, option, value)
+}
+
+func checkValue(flavor, version, option, value string) (ValueType, error) {
 	in, ok := Lookup(flavor, version, option)
 	if !ok {
-		return nil
+		return ValueAny, nil
 	}
 	t := TypeOf(flavor, version, in.Variable)
 	form, ok := valueForms[t]
 	if !ok || form.MatchString(cnfValue(value)) {
-		return nil
+		return t, nil
 	}
-	return fmt.Errorf("%s must be %s, not %q", option, t, value)
+	return t, fmt.Errorf("%s must be %s, not %q", option, t, value)
 }

@@ -148,8 +148,8 @@ func configKeysError(c *dolphinv1.MySQLCluster) error {
 	d := resources.Defaulted(c)
 	unknown := resources.UnknownConfigKeys(d)
 	if len(unknown) == 0 {
-		if invalid := resources.InvalidConfigValues(d); len(invalid) > 0 {
-			return fmt.Errorf("spec.mysqlConfig: %s", strings.Join(invalid, "; "))
+		if refused, misread := resources.InvalidConfigValues(d); len(refused)+len(misread) > 0 {
+			return fmt.Errorf("spec.mysqlConfig: %s", strings.Join(append(refused, misread...), "; "))
 		}
 		return nil
 	}

@@ -130,7 +130,7 @@ func TestClusterValidatorMySQLConfigKeys(t *testing.T) {
 		t.Errorf("a loose_ key and a known one: %v", err)
 	}
 	wrong := cluster(map[string]dolphinv1.MySQLConfigValue{"max_connections": "many", "performance_schema": "yes", "long_query_time": "0.5"})
-	if _, err := v.ValidateCreate(ctx, wrong); err == nil || !strings.Contains(err.Error(), `max_connections must be a whole number (a size may end in K, M, G or T), not "many"`) ||
+	if _, err := v.ValidateCreate(ctx, wrong); err == nil || !strings.Contains(err.Error(), `max_connections must be a whole number (a size may end in K, M, G, T, P or E), not "many"`) ||
 		!strings.Contains(err.Error(), "performance_schema must be ON or OFF") || strings.Contains(err.Error(), "long_query_time") {
 		t.Errorf("values of the wrong type: %v, want each refused with the form it must take", err)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,6 +35,12 @@ func TestClusterRunsAsThePlatformsUser(t *testing.T) {
 	if err := s.c.Update(s.ctx, &ns); err != nil {
 		t.Fatal(err)
 	}
+	// The label is enforced: a pod the restricted standard forbids is refused (dry run).
+	root := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "root"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x", SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)}}}}}
+	if err := s.c.Create(s.ctx, root, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
+		t.Fatalf("a root pod in the restricted namespace: %v; want refused by Pod Security admission", err)
+	}
 	const name, uid = "platform", 1000650000
 	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
@@ -48,29 +55,38 @@ func TestClusterRunsAsThePlatformsUser(t *testing.T) {
 	s.primaryWithTable(name)
 
 	cs := kubernetes.NewForConfigOrDie(s.cfg)
+	s.wantPodsRunAs(cs, name, uid)
+	t.Logf("%s: every server and agent runs as %d (group 0) and owns its data directory", name, uid)
+
+	w := s.startSteadyAppWriter(name)
+	s.failOverByCrash(key, "the primary hung")
+	s.waitHealthy(key)
+	s.wantPodsRunAs(cs, name, uid) // the old primary's replacement too
+	w.finish()
+	acked, failed := s.wantEveryAckedWrite(key, name, w)
+	t.Logf("%s: %d writes acknowledged, %d failed, 0 lost on every instance after a failover and the old primary's rejoin", name, len(acked), failed)
+}
+
+// wantPodsRunAs checks that the server and agent of each of the cluster's three pods run as
+// uid, with group 0, and that uid owns the server's data directory.
+func (s *stack) wantPodsRunAs(cs *kubernetes.Clientset, name string, uid int) {
+	s.t.Helper()
+	want := strconv.Itoa(uid)
 	for _, pod := range []string{name + "-0", name + "-1", name + "-2"} {
 		for _, check := range []struct {
 			container string
 			cmd       []string
 			want      string
 		}{
-			{"mysqld", []string{"id", "-u"}, "1000650000"},
+			{"mysqld", []string{"id", "-u"}, want},
 			{"mysqld", []string{"id", "-g"}, "0"},
-			{"agent", []string{"id", "-u"}, "1000650000"},
-			{"mysqld", []string{"stat", "-c", "%u", "/var/lib/mysql/mysql"}, "1000650000"},
+			{"agent", []string{"id", "-u"}, want},
+			{"mysqld", []string{"stat", "-c", "%u", "/var/lib/mysql/mysql"}, want},
 		} {
 			out, err := s.execIn(cs, pod, check.container, check.cmd...)
 			if err != nil || strings.TrimSpace(out) != check.want {
-				t.Fatalf("%s, container %s: %s gave %q (%v), want %s", pod, check.container, strings.Join(check.cmd, " "), out, err, check.want)
+				s.t.Fatalf("%s, container %s: %s gave %q (%v), want %s", pod, check.container, strings.Join(check.cmd, " "), out, err, check.want)
 			}
 		}
 	}
-	t.Logf("%s: every server and agent runs as %d (group 0) and owns its data directory", name, uid)
-
-	w := s.startSteadyAppWriter(name)
-	s.failOverByCrash(key, "the primary hung")
-	s.waitHealthy(key)
-	w.finish()
-	acked, failed := s.wantEveryAckedWrite(key, name, w)
-	t.Logf("%s: %d writes acknowledged, %d failed, 0 lost on every instance after a failover and the old primary's rejoin", name, len(acked), failed)
 }
