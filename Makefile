@@ -21,15 +21,16 @@ generate: ## Regenerate deepcopy and conversion code.
 	$(GO) tool conversion-gen --skip-unsafe --go-header-file hack/boilerplate.go.txt --output-file zz_generated.conversion.go ./api/v1alpha1
 
 .PHONY: manifests
-manifests: ## Regenerate the CRD and RBAC manifests under config/.
+manifests: ## Regenerate the CRD and RBAC manifests under config/, and the charts' CRD templates.
 	$(CONTROLLER_GEN) crd:allowDangerousTypes=false paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(GO) run ./hack/crdconversion config/crd/bases/mysql.dolphin.dev_mysqlclusters.yaml
 	$(CONTROLLER_GEN) rbac:roleName=dolphin-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
+	$(GO) run ./hack/charts
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are not committed.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config)" || { git status --porcelain -- api config; echo "untracked generated files: commit them"; exit 1; }
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts)" || { git status --porcelain -- api config charts; echo "untracked generated files: commit them"; exit 1; }
 
 .PHONY: fmt
 fmt: ## gofmt the tree.
