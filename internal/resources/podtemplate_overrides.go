@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 )
@@ -180,7 +181,7 @@ func podSecurityContext(c *dolphinv1.MySQLCluster, defaultPolicy *corev1.PodFSGr
 	seccomp := corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)
 	ctx := corev1ac.PodSecurityContext()
 	if s := c.Spec.PodTemplate.SecurityContext; s != nil {
-		uid, gid, fsGroup = valueOr(s.RunAsUser, uid), valueOr(s.RunAsGroup, gid), valueOr(s.FSGroup, fsGroup)
+		uid, gid, fsGroup = ptr.Deref(s.RunAsUser, uid), ptr.Deref(s.RunAsGroup, gid), ptr.Deref(s.FSGroup, fsGroup)
 		if s.FSGroupChangePolicy != nil {
 			policy = s.FSGroupChangePolicy
 		}
@@ -228,11 +229,4 @@ func seccompProfile(p *corev1.SeccompProfile) *corev1ac.SeccompProfileApplyConfi
 		ac.WithLocalhostProfile(*p.LocalhostProfile)
 	}
 	return ac
-}
-
-func valueOr[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
 }

@@ -168,7 +168,7 @@ var valueForms = map[ValueType]*regexp.Regexp{
 // in my.cnf) must take, when the table for flavor and version knows the option's type and
 // the value does not have it; nil otherwise (an unknown option included: see Lookup).
 func CheckValue(flavor, version, option, value string) error {
-	_, err := checkValue(flavor, version, option, value)
+	_, err := CheckValueType(flavor, version, option, value)
 	return err
 }
 
@@ -176,10 +176,6 @@ func CheckValue(flavor, version, option, value string) error {
 // tell a value mysqld would refuse to start with from one it would misread
 // (ValueType.StopsTheServer).
 func CheckValueType(flavor, version, option, value string) (ValueType, error) {
-	return checkValue(flavor, version, option, value)
-}
-
-func checkValue(flavor, version, option, value string) (ValueType, error) {
 	in, ok := Lookup(flavor, version, option)
 	if !ok {
 		return ValueAny, nil
