@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"context"
 	"net/http"
 	"slices"
@@ -39,15 +40,20 @@ func installLocalCRDs(t *testing.T, env *envtest.Environment, port int) {
 // runOperatorWithWebhooks runs the operator as `dolphin local` does (webhooks on 127.0.0.1:port,
 // the shipped validating configuration registered) until the test ends, and waits until it is
 // ready: its certificate served and its CA in every webhook it serves, conversion included.
-func runOperatorWithWebhooks(t *testing.T, cfg *rest.Config, c client.Client, port int) {
+// tweaks change the operator's options, and the webhook configuration before it is created.
+func runOperatorWithWebhooks(t *testing.T, cfg *rest.Config, c client.Client, port int, tweaks ...func(*operator.Options, *admissionregistrationv1.ValidatingWebhookConfiguration)) {
 	t.Helper()
-	if err := c.Create(context.Background(), webhookManifest(t, port)); err != nil {
+	opts := operator.DefaultOptions()
+	hooks := webhookManifest(t, port)
+	for _, tweak := range tweaks {
+		tweak(&opts, hooks)
+	}
+	if err := c.Create(context.Background(), hooks); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	probe := freePort(t)
 	logs := &syncBuffer{}
-	opts := operator.DefaultOptions()
 	opts.RESTConfig = cfg
 	opts.LeaderElectionNamespace = "default"
 	opts.MetricsBindAddress = "0"

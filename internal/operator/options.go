@@ -111,6 +111,11 @@ type Options struct {
 	// WebhookIPs are IP addresses in the serving certificate (e.g. 127.0.0.1 when the API
 	// server calls the webhook on its own host).
 	WebhookIPs []string
+	// WebhookCertDir, when set, holds tls.crt and tls.key of a serving certificate someone
+	// else issues and renews (cert-manager, whose CA injector writes caBundle): the webhooks
+	// are served with it, reloaded when the files change, and Dolphin issues no certificate
+	// and writes no caBundle.
+	WebhookCertDir string
 
 	// SQLResyncInterval is how often a converged MySQLUser or MySQLDatabase is compared with
 	// the server again, which is how changes made by hand on the server are repaired.
@@ -211,6 +216,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.WebhookDNSNames, "webhook-dns-names", d.WebhookDNSNames,
 		"DNS names of the webhook serving certificate; default dolphin-webhook.<namespace>.svc and .svc.cluster.local.")
 	fs.StringSliceVar(&o.WebhookIPs, "webhook-ips", d.WebhookIPs, "IP addresses of the webhook serving certificate.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", d.WebhookCertDir,
+		"Serve the webhooks with tls.crt and tls.key from this directory, issued and renewed by someone else (cert-manager, whose CA injector writes the caBundle); "+
+			"Dolphin then issues no certificate and writes no caBundle. Empty: Dolphin's own certificate (--webhook-cert-secret).")
 	fs.DurationVar(&o.SQLResyncInterval, "sql-resync-interval", d.SQLResyncInterval,
 		"How often each MySQLUser and MySQLDatabase is compared with the server again (changes made by hand are repaired then).")
 	fs.BoolVar(&o.S3DefaultCredentials, "s3-default-credentials", d.S3DefaultCredentials,
@@ -260,9 +268,10 @@ func (o *Options) webhookNamespace() string {
 }
 
 // webhookCerts is the certificate manager the options describe, or nil when no webhooks are
-// served. Its clients are set once the manager exists.
+// served or their certificate comes from WebhookCertDir. Its clients are set once the manager
+// exists.
 func (o *Options) webhookCerts(logger logr.Logger) (*webhook.CertManager, error) {
-	if o.WebhookPort == 0 {
+	if o.WebhookPort == 0 || o.WebhookCertDir != "" {
 		return nil, nil
 	}
 	ns := o.webhookNamespace()

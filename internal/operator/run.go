@@ -89,8 +89,12 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	mo := managerOptions(opts, scheme, logger)
-	if certs != nil {
+	serveWebhooks := opts.WebhookPort > 0
+	switch {
+	case certs != nil:
 		mo.WebhookServer = webhook.NewServer(crwebhook.Options{Host: opts.WebhookHost, Port: opts.WebhookPort}, certs)
+	case serveWebhooks:
+		mo.WebhookServer = webhook.NewServerFromDir(crwebhook.Options{Host: opts.WebhookHost, Port: opts.WebhookPort}, opts.WebhookCertDir)
 	}
 	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
@@ -98,6 +102,8 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if certs != nil {
 		certs.Client, certs.Reader = mgr.GetClient(), mgr.GetAPIReader()
+	}
+	if serveWebhooks {
 		if err := webhook.Register(mgr, certs, opts.WatchNamespace); err != nil {
 			return err
 		}

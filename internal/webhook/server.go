@@ -25,6 +25,14 @@ func NewServer(opts crwebhook.Options, certs *CertManager) crwebhook.Server {
 	return &server{Server: crwebhook.NewServer(opts), certs: certs}
 }
 
+// NewServerFromDir is the webhook server serving the certificate in dir (tls.crt, tls.key),
+// which someone else issues and renews: controller-runtime reloads the files when they change.
+func NewServerFromDir(opts crwebhook.Options, dir string) crwebhook.Server {
+	opts.CertDir = dir
+	opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	return crwebhook.NewServer(opts)
+}
+
 type server struct {
 	crwebhook.Server
 	certs *CertManager

@@ -16,8 +16,9 @@ var CRDs = []string{"mysqlclusters.mysql.dolphin.dev", "mysqlbackups.mysql.dolph
 	"mysqlusers.mysql.dolphin.dev", "mysqldatabases.mysql.dolphin.dev"}
 
 // Register adds the validators to the manager's webhook server (made by NewServer with the
-// same certs, which runs the certificate manager) and a readiness check that passes once the certificate is served and the server
-// listens. watchNamespace is the one namespace the operator manages ("" = all).
+// same certs, which runs the certificate manager, or by NewServerFromDir with certs nil) and a
+// readiness check that passes once the certificate is served and the server listens.
+// watchNamespace is the one namespace the operator manages ("" = all).
 func Register(mgr ctrl.Manager, certs *CertManager, watchNamespace string) error {
 	secrets := secretChecker{reader: mgr.GetAPIReader()}
 	if err := ctrl.NewWebhookManagedBy(mgr, &dolphinv1.MySQLUser{}).WithValidator(UserValidator{secrets: secrets}).Complete(); err != nil {
@@ -36,8 +37,10 @@ func Register(mgr ctrl.Manager, certs *CertManager, watchNamespace string) error
 	}
 	started := mgr.GetWebhookServer().StartedChecker()
 	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
-		if err := certs.Ready(req); err != nil {
-			return err
+		if certs != nil { // nil: the certificate is served from files someone else keeps
+			if err := certs.Ready(req); err != nil {
+				return err
+			}
 		}
 		return started(req)
 	})
