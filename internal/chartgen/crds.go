@@ -1,9 +1,3 @@
-// Package chartgen writes the parts of Dolphin's Helm charts that come from config/: the
-// dolphin-crds chart's templates are the CustomResourceDefinitions controller-gen writes to
-// config/crd/bases (the files config/crd/kustomization.yaml lists), each made to survive
-// `helm uninstall` (helm.sh/resource-policy: keep) and with the conversion webhook's Service
-// taken from the chart's values. A test compares the committed chart with what Generate
-// makes, so the chart cannot drift from the API (docs/design/0058).
 package chartgen
 
 import (
@@ -43,9 +37,8 @@ const (
 	chartService      = "          name: {{ .Values.operator.webhookService }}\n          namespace: {{ .Values.operator.namespace }}\n"
 )
 
-// Generate returns the CRD chart's generated templates, keyed by their path relative to the
-// repository at root.
-func Generate(root string) (map[string][]byte, error) {
+// generateCRDs returns the CRD chart's generated templates.
+func generateCRDs(root string) (map[string][]byte, error) {
 	dir := filepath.Join(root, "config", "crd")
 	k, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
@@ -94,18 +87,4 @@ func template(crd []byte) ([]byte, error) {
 	b.WriteString(header)
 	b.WriteString(s)
 	return b.Bytes(), nil
-}
-
-// Write writes what Generate makes under root.
-func Write(root string, files map[string][]byte) error {
-	for name, b := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return fmt.Errorf("writing %s: %w", name, err)
-		}
-	}
-	return nil
 }

@@ -1,8 +1,8 @@
 package operator_test
 
 import (
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"context"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"net/http"
 	"slices"
 	"strconv"
