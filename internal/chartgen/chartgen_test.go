@@ -8,44 +8,56 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dolphin-operator/dolphin/internal/localcluster"
 )
 
 const root = "../.."
 
-// The committed chart is what Generate makes from config/crd: a CRD changed without `make
-// manifests` fails here, in `make test`.
-func TestCRDChartIsGenerated(t *testing.T) {
+// The committed charts hold what Generate makes from config/: a CRD, an RBAC marker or a
+// webhook changed without `make manifests` fails here, in `make test`; so does a generated
+// file left behind.
+func TestChartsAreGenerated(t *testing.T) {
 	files, err := Generate(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 5 {
-		t.Fatalf("%d CRD templates, want 5", len(files))
+	if len(files) != 7 {
+		t.Fatalf("%d generated templates, want 7 (5 CRDs, RBAC rules, webhooks)", len(files))
 	}
 	for name, want := range files {
 		got, err := os.ReadFile(filepath.Join(root, name))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s is not what config/crd makes (%v): run `make manifests` and commit", name, err)
+			t.Errorf("%s is not what config/ makes (%v): run `make manifests` and commit", name, err)
 		}
 	}
-	entries, err := os.ReadDir(filepath.Join(root, CRDChart, "templates"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if _, ok := files[CRDChart+"/templates/"+e.Name()]; !ok && e.Name() != "NOTES.txt" {
-			t.Errorf("templates/%s is no CRD config/crd lists: remove it", e.Name())
+	for dir, handWritten := range map[string][]string{
+		CRDChart + "/templates":                 {"NOTES.txt"},
+		OperatorChart + "/templates/generated": nil,
+	} {
+		entries, err := os.ReadDir(filepath.Join(root, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if _, ok := files[dir+"/"+e.Name()]; !ok && !slices.Contains(handWritten, e.Name()) {
+				t.Errorf("%s/%s is not generated from config/: remove it", dir, e.Name())
+			}
 		}
 	}
 }
@@ -67,21 +79,8 @@ func TestCRDChartLintsRendersAndFits(t *testing.T) {
 		t.Errorf("helm lint took a namespace the schema must refuse: %v", l.Messages)
 	}
 
-	ch, err := loader.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	install := action.NewInstall(action.NewConfiguration())
-	install.DryRunStrategy = action.DryRunClient
-	install.ReleaseName, install.Namespace, install.Replace = "dolphin-crds", "db-ops", true
-	r, err := install.RunWithContext(context.Background(), ch, vals)
-	if err != nil {
-		t.Fatalf("rendering: %v", err)
-	}
-	rel, ok := r.(*release.Release)
-	if !ok {
-		t.Fatalf("a %T, not a *release.Release", r)
-	}
+	rel, _ := renderChart(t, dir, "dolphin-crds", "db-ops", vals)
+	ch := rel.Chart
 
 	rendered := map[string]apiextensionsv1.CustomResourceDefinition{}
 	for _, doc := range strings.Split(rel.Manifest, "\n---\n") {
@@ -122,7 +121,63 @@ func TestCRDChartLintsRendersAndFits(t *testing.T) {
 		}
 	}
 
-	// What Helm stores (pkg/storage/driver: base64(gzip(json(release)))).
+	checkReleaseSize(t, rel)
+
+	// With the operator's certificate from cert-manager, its CA injector is named on the CRD
+	// it converts, and only there.
+	vals["operator"].(map[string]any)["certManagerCertificate"] = "dolphin-webhook-cert"
+	_, objs := renderChart(t, dir, "dolphin-crds", "db-ops", vals)
+	for _, o := range objs {
+		got := o.GetAnnotations()["cert-manager.io/inject-ca-from"]
+		if want := map[bool]string{true: "db-ops/dolphin-webhook-cert"}[o.GetName() == "mysqlclusters.mysql.dolphin.dev"]; got != want {
+			t.Errorf("%s: cert-manager.io/inject-ca-from %q, want %q", o.GetName(), got, want)
+		}
+	}
+}
+
+// renderChart renders the chart in dir as `helm template` does (a client-side dry-run install
+// of release name in namespace ns) and returns the release and the objects of its manifest.
+func renderChart(t *testing.T, dir, name, ns string, vals map[string]any) (*release.Release, []*unstructured.Unstructured) {
+	t.Helper()
+	ch, err := loader.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(action.NewConfiguration())
+	install.DryRunStrategy = action.DryRunClient
+	install.ReleaseName, install.Namespace, install.Replace = name, ns, true
+	// The API server of this project's tests (Helm's SDK assumes v1.20 otherwise).
+	kv, err := common.ParseKubeVersion(localcluster.KubernetesVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install.KubeVersion = kv
+	r, err := install.RunWithContext(context.Background(), ch, vals)
+	if err != nil {
+		t.Fatalf("rendering %s: %v", dir, err)
+	}
+	rel, ok := r.(*release.Release)
+	if !ok {
+		t.Fatalf("a %T, not a *release.Release", r)
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("%s renders YAML that does not parse: %v\n%s", dir, err, doc)
+		}
+		if u.Object != nil {
+			objs = append(objs, &u)
+		}
+	}
+	return rel, objs
+}
+
+// checkReleaseSize fails the test when the release Secret Helm would store for rel (pkg/storage/driver:
+// base64 of the gzipped JSON release, chart and rendered manifest) comes near the 1 MiB an
+// object may hold.
+func checkReleaseSize(t *testing.T, rel *release.Release) {
+	t.Helper()
 	b, err := json.Marshal(rel)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +187,7 @@ func TestCRDChartLintsRendersAndFits(t *testing.T) {
 	_, _ = w.Write(b)
 	_ = w.Close()
 	size := base64.StdEncoding.EncodedLen(gz.Len())
-	t.Logf("release Secret data: %d bytes (chart and manifest %d bytes of JSON)", size, len(b))
+	t.Logf("%s: release Secret data %d bytes (chart and manifest %d bytes of JSON)", rel.Chart.Name(), size, len(b))
 	if size > 700<<10 {
 		t.Errorf("the release Secret would hold %d bytes: over the 700 KiB this project allows itself under the 1 MiB limit", size)
 	}

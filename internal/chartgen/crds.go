@@ -24,6 +24,14 @@ const crdMetadata = "metadata:\n  annotations:\n    controller-gen.kubebuilder.i
 // labels say which release manages it.
 const chartAnnotations = "    helm.sh/resource-policy: keep\n"
 
+// certManagerAnnotation has cert-manager's CA injector write the CA of the operator's
+// Certificate into the conversion webhook, when the operator chart's certificates come from
+// cert-manager (otherwise the operator writes its own CA).
+const certManagerAnnotation = `    {{- with .Values.operator.certManagerCertificate }}
+    cert-manager.io/inject-ca-from: {{ $.Values.operator.namespace }}/{{ . }}
+    {{- end }}
+`
+
 const chartLabels = `  labels:
     app.kubernetes.io/part-of: dolphin
     app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -82,6 +90,7 @@ func template(crd []byte) ([]byte, error) {
 			return nil, fmt.Errorf("a conversion webhook, but not the Service config/crd names")
 		}
 		s = strings.Replace(s, conversionService, chartService, 1)
+		s = strings.Replace(s, chartAnnotations, chartAnnotations+certManagerAnnotation, 1)
 	}
 	var b bytes.Buffer
 	b.WriteString(header)

@@ -1,0 +1,45 @@
+// Package chartgen writes the parts of Dolphin's Helm charts that come from config/, so that
+// the charts cannot drift from what controller-gen and the kustomize sources say
+// (docs/design/0058): the dolphin-crds chart's templates are the CustomResourceDefinitions of
+// config/crd, each made to survive `helm uninstall` (helm.sh/resource-policy: keep) and with
+// the conversion webhook's Service taken from the chart's values; the dolphin chart's RBAC
+// rules and ValidatingWebhookConfiguration are config/rbac's, config/namespaced's and
+// config/webhook's, named after the release. A test compares the committed charts with what
+// Generate makes.
+package chartgen
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+)
+
+// Generate returns the generated templates of every chart, keyed by their path relative to
+// the repository at root.
+func Generate(root string) (map[string][]byte, error) {
+	crds, err := generateCRDs(root)
+	if err != nil {
+		return nil, fmt.Errorf("the CRD chart: %w", err)
+	}
+	operator, err := generateOperator(root)
+	if err != nil {
+		return nil, fmt.Errorf("the operator chart: %w", err)
+	}
+	maps.Copy(crds, operator)
+	return crds, nil
+}
+
+// Write writes what Generate makes under root.
+func Write(root string, files map[string][]byte) error {
+	for name, b := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}
