@@ -47,7 +47,7 @@ func TestChartsAreGenerated(t *testing.T) {
 		}
 	}
 	for dir, handWritten := range map[string][]string{
-		CRDChart + "/templates":                 {"NOTES.txt"},
+		CRDChart + "/templates":                {"NOTES.txt"},
 		OperatorChart + "/templates/generated": nil,
 	} {
 		entries, err := os.ReadDir(filepath.Join(root, dir))
