@@ -68,6 +68,9 @@ type localUpOptions struct {
 	node, nodeBinDir, imagesDir string
 	// kubeProxyMinSync is the real node's kube-proxy minSyncPeriod (0: kube-proxy's default).
 	kubeProxyMinSync time.Duration
+	// noDolphin starts the real node's cluster without Dolphin (no CRDs, no operator), for an
+	// install another way (the Helm charts).
+	noDolphin bool
 }
 
 func newLocalUpCmd() *cobra.Command {
@@ -106,6 +109,7 @@ func newLocalUpCmd() *cobra.Command {
 	fs.StringVar(&o.node, "node", "", "The node: \"real\" runs containerd, kubelet, kube-proxy and CoreDNS (hack/node.sh) with the images of `make images`, and installs Dolphin in the cluster from its image; \"process\" runs pods as host processes (kept for comparisons and the operator-upgrade test). Default: the kind the folder was started with, else real.")
 	fs.StringVar(&o.nodeBinDir, "node-bin-dir", "", "Folder with the real node's binaries (default: where hack/node.sh builds them).")
 	fs.StringVar(&o.imagesDir, "images", "", "Folder of `make images` (default: images in the user's cache folder).")
+	fs.BoolVar(&o.noDolphin, "no-dolphin", false, "With --node real: start the cluster without Dolphin (no CRDs, no operator), to install it another way, e.g. with the Helm charts under charts/ (docs/install.md).")
 	fs.DurationVar(&o.kubeProxyMinSync, "kube-proxy-min-sync-period", 0, "The real node's kube-proxy minSyncPeriod: the shortest time between two rewrites of its rules (default: kube-proxy's, 1s).")
 	return cmd
 }
@@ -137,6 +141,9 @@ func localUp(ctx context.Context, out io.Writer, o localUpOptions) (err error) {
 		} else if running {
 			return fmt.Errorf("%s runs a real node: stop it first (dolphin local down --dir %s), or pass --node real", o.dir, o.dir)
 		}
+	}
+	if o.noDolphin && o.node != nodeReal {
+		return fmt.Errorf("--no-dolphin needs --node real: the process node runs the operator on this host")
 	}
 	crds := crd.Bases()
 	if o.crdDir != "" {

@@ -91,6 +91,12 @@ func e2eNode() string {
 // from its image (its own bridge and pod range, apart from the process node's).
 func upStackOn(t *testing.T, src, node string) *stack {
 	t.Helper()
+	return upStackOnWith(t, src, node)
+}
+
+// upStackOnWith is upStackOn with more arguments of `dolphin local up` (--no-dolphin).
+func upStackOnWith(t *testing.T, src, node string, extraUpArgs ...string) *stack {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: skipped under -short")
 	}
@@ -151,7 +157,7 @@ func upStackOn(t *testing.T, src, node string) *stack {
 			t.Errorf("dolphin local down: %v\n%s", err, out)
 		}
 	})
-	s.upArgs = upArgs(local, node, src != repoRoot())
+	s.upArgs = append(upArgs(local, node, src != repoRoot()), extraUpArgs...)
 	if node == nodeReal {
 		if d := os.Getenv("DOLPHIN_NODE_BIN"); d != "" {
 			s.upArgs = append(s.upArgs, "--node-bin-dir", d)
