@@ -76,6 +76,10 @@ control-plane: ## Build (once, cached) kube-apiserver, kube-controller-manager, 
 versitygw: ## Build (once, cached) versitygw, the S3 server of the object-store tests.
 	hack/versitygw.sh
 
+.PHONY: helm
+helm: ## Build (once, cached) the helm command (helm.sh/helm/v4, as go.mod names it), for installing the charts.
+	hack/helm.sh
+
 .PHONY: moco
 moco: ## Build (once, cached) MOCO's controller, the peer measured by bench-footprint.
 	hack/moco.sh

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -190,5 +191,23 @@ func checkReleaseSize(t *testing.T, rel *release.Release) {
 	t.Logf("%s: release Secret data %d bytes (chart and manifest %d bytes of JSON)", rel.Chart.Name(), size, len(b))
 	if size > 700<<10 {
 		t.Errorf("the release Secret would hold %d bytes: over the 700 KiB this project allows itself under the 1 MiB limit", size)
+	}
+}
+
+// hack/helm.sh builds the helm command of the Helm version these tests and the Helm e2e link,
+// so that what the docs show with it is what the tests checked.
+func TestHelmCommandIsTheTestedVersion(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(root, "hack", "helm.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^\s*helm\.sh/helm/v4 (v\S+)`).FindSubmatch(mod)
+	got := regexp.MustCompile(`(?m)^HELM_VERSION=(\S+)$`).FindSubmatch(script)
+	if want == nil || got == nil || !bytes.Equal(want[1], got[1]) {
+		t.Errorf("hack/helm.sh builds helm %q, go.mod links %q: keep them in step", got, want)
 	}
 }
