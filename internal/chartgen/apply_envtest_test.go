@@ -64,8 +64,11 @@ func TestEnvtestChartsApplyToARealAPIServer(t *testing.T) {
 	}
 	renders := []render{{CRDChart, "dolphin-crds", "db-ops", "defaults",
 		map[string]any{"operator": map[string]any{"certManagerCertificate": "dolphin-webhook-cert"}}}}
-	for name, vals := range valuesFiles(t) {
+	for name, vals := range valuesFiles(t, OperatorChart) {
 		renders = append(renders, render{OperatorChart, "dolphin", "db-ops", name, vals})
+	}
+	for name, vals := range valuesFiles(t, ClusterChart) {
+		renders = append(renders, render{ClusterChart, "shop", "db-ops", name, vals})
 	}
 	renders = append(renders, render{OperatorChart, "dolphin", "dolphin", "scope Namespace", map[string]any{"scope": "Namespace"}})
 	for _, r := range renders {

@@ -41,7 +41,13 @@ func (s *stack) declareAppAccount(cluster string) {
 			s.t.Fatal(err)
 		}
 	}
-	testenv.Eventually(s.t, 60*time.Second, "MySQLDatabase and MySQLUser of "+cluster+" applied", func() error {
+	s.waitApplied(db, user)
+}
+
+// waitApplied waits until Dolphin reports a MySQLDatabase and a MySQLUser applied.
+func (s *stack) waitApplied(db *dolphinv1.MySQLDatabase, user *dolphinv1.MySQLUser) {
+	s.t.Helper()
+	testenv.Eventually(s.t, 60*time.Second, "MySQLDatabase "+db.Name+" and MySQLUser "+user.Name+" applied", func() error {
 		for _, o := range []client.Object{db, user} {
 			if err := s.c.Get(s.ctx, client.ObjectKeyFromObject(o), o); err != nil {
 				return err

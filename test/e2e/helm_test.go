@@ -32,12 +32,14 @@ import (
 
 // TestHelmInstallUpgradeUninstall (issue 33): Dolphin installed the way a platform team
 // installs it — the dolphin-crds and dolphin charts with Helm (its Go SDK, as the helm
-// command runs it) onto the real node started without Dolphin — runs a 3-instance cluster an
-// application writes to. Upgrading the operator chart to another image tag replaces the
+// command runs it) onto the real node started without Dolphin — runs a 3-instance cluster
+// made with the dolphin-cluster chart, with the database and account an application writes
+// through. Upgrading the operator chart to another image tag replaces the
 // operator's pods and restarts no database pod (same pods, containers, servers), and the
-// upgraded operator still acts (a changed setting reaches every server). Uninstalling both
-// charts leaves the CRDs, the MySQLCluster, its pods and data in place; installing the
-// operator chart again takes the cluster back, still without a restart. No acknowledged
+// upgraded operator still acts (a changed setting reaches every server). Uninstalling the
+// three charts leaves the CRDs, the MySQLCluster, its account, database, pods and data in
+// place; installing them again takes the cluster back into the releases, still without a
+// restart. No acknowledged
 // write is lost.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if e2eNode() != nodeReal {
@@ -57,22 +59,34 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		return map[string]any{"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"}}
 	}
 
-	h.install("dolphin-crds", "dolphin-crds", nil)
-	h.install("dolphin", "dolphin", operatorValues(tag))
+	h.install("dolphin-crds", "dolphin-crds", operatorNS, nil)
+	h.install("dolphin", "dolphin", operatorNS, operatorValues(tag))
 	s.wantOperatorImage(repo + ":" + tag)
 	t.Logf("helm install: dolphin-crds and dolphin (%s:%s) deployed, operator ready", repo, tag)
 
+	// The cluster, its database and application account from the dolphin-cluster chart (the
+	// account's password from a Secret of the application's).
 	const name = "helm"
-	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
-		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
-			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"}}}
-	s.waitWebhookAnswers(cluster)
-	if err := s.c.Create(s.ctx, cluster); err != nil {
+	if err := s.c.Create(s.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name + "-app-password"},
+		StringData: map[string]string{"password": appPassword}}); err != nil {
 		t.Fatal(err)
 	}
-	key := client.ObjectKeyFromObject(cluster)
+	clusterValues := func(maxConnections int) map[string]any {
+		return map[string]any{
+			"spec": map[string]any{"instances": 3, "storage": map[string]any{"deletePolicy": "Delete"},
+				"mysqlConfig": map[string]any{"innodb_buffer_pool_size": "32M", "max_connections": maxConnections}},
+			"databases": []any{map[string]any{"name": "app"}},
+			"users": []any{map[string]any{"name": appUser, "passwordSecretKeyRef": map[string]any{"name": name + "-app-password", "key": "password"},
+				"grants": []any{map[string]any{"database": "app", "privileges": []any{"SELECT", "INSERT", "DELETE", "CREATE"}}}}},
+		}
+	}
+	s.waitWebhookAnswers(name)
+	h.install(name, "dolphin-cluster", s.ns, clusterValues(200))
+	key := client.ObjectKey{Namespace: s.ns, Name: name}
 	s.waitHealthy(key)
-	s.primaryWithTable(name)
+	s.waitApplied(&dolphinv1.MySQLDatabase{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name + "-app"}},
+		&dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name + "-app"}})
+	s.appTable(name)
 	w := s.startSteadyAppWriter(name)
 	before := s.podStates(name, 3)
 
@@ -80,22 +94,26 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	// registry would serve a release's new tag the same way).
 	const upgradeTag = "e2e-upgrade"
 	s.tagImage(repo+":"+tag, repo+":"+upgradeTag)
-	h.upgrade("dolphin", "dolphin", operatorValues(upgradeTag))
+	h.upgrade("dolphin", "dolphin", operatorNS, operatorValues(upgradeTag))
 	s.wantOperatorImage(repo + ":" + upgradeTag)
-	s.waitWebhookAnswers(cluster)
-	s.setConfig(cluster, map[string]string{"innodb_buffer_pool_size": "32M", "max_connections": "211"})
+	s.waitWebhookAnswers(name)
+	h.upgrade(name, "dolphin-cluster", s.ns, clusterValues(211)) // a setting changed as a Helm user changes it
 	s.waitConfigApplied(key, "max_connections", "211")
 	s.wantSamePods(name, before, "after helm upgrade")
 	t.Logf("helm upgrade to %s: the operator's pods replaced, the upgraded operator applied max_connections=211, no database pod restarted", upgradeTag)
 
-	h.uninstall("dolphin")
-	h.uninstall("dolphin-crds")
+	h.uninstall(name, s.ns)
+	h.uninstall("dolphin", operatorNS)
+	h.uninstall("dolphin-crds", operatorNS)
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := s.c.Get(s.ctx, client.ObjectKey{Name: "mysqlclusters.mysql.dolphin.dev"}, &crd); err != nil {
 		t.Fatalf("the MySQLCluster CRD after helm uninstall dolphin-crds: %v; want kept", err)
 	}
 	if err := s.c.Get(s.ctx, key, &dolphinv1.MySQLCluster{}); err != nil {
-		t.Fatalf("the MySQLCluster after both charts were uninstalled: %v", err)
+		t.Fatalf("the MySQLCluster after the charts were uninstalled: %v", err)
+	}
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name + "-app"}, &dolphinv1.MySQLUser{}); err != nil {
+		t.Fatalf("the application's MySQLUser after the charts were uninstalled: %v", err)
 	}
 	var d appsv1.Deployment
 	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: operatorNS, Name: "dolphin-operator"}, &d); !apierrors.IsNotFound(err) {
@@ -103,13 +121,14 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	}
 	time.Sleep(10 * time.Second) // the application keeps writing with no operator
 	s.wantSamePods(name, before, "after helm uninstall")
-	t.Logf("helm uninstall: CRDs, MySQLCluster and its pods left in place, the application still writing")
+	t.Logf("helm uninstall of the three charts: CRDs, MySQLCluster, its account, database and pods left in place, the application still writing")
 
-	h.install("dolphin-crds", "dolphin-crds", nil)
-	h.install("dolphin", "dolphin", operatorValues(upgradeTag))
-	s.waitWebhookAnswers(cluster)
+	h.install("dolphin-crds", "dolphin-crds", operatorNS, nil)
+	h.install("dolphin", "dolphin", operatorNS, operatorValues(upgradeTag))
+	s.waitWebhookAnswers(name)
+	h.install(name, "dolphin-cluster", s.ns, clusterValues(211)) // takes the kept objects back into the release
 	s.waitHealthy(key)
-	s.setConfig(cluster, map[string]string{"innodb_buffer_pool_size": "32M", "max_connections": "212"})
+	h.upgrade(name, "dolphin-cluster", s.ns, clusterValues(212))
 	s.waitConfigApplied(key, "max_connections", "212")
 	s.wantSamePods(name, before, "after installing the charts again")
 	w.finish()
@@ -148,15 +167,15 @@ func (h *helmClient) config(ns string) *action.Configuration {
 	return cfg
 }
 
-// install is `helm install NAME charts/CHART -n dolphin-system --create-namespace --wait`.
-func (h *helmClient) install(name, chart string, vals map[string]any) {
+// install is `helm install NAME charts/CHART -n NS --create-namespace --wait`.
+func (h *helmClient) install(name, chart, ns string, vals map[string]any) {
 	h.t.Helper()
 	ch, err := loader.LoadDir(filepath.Join(repoRoot(), "charts", chart))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	i := action.NewInstall(h.config(operatorNS))
-	i.ReleaseName, i.Namespace, i.CreateNamespace = name, operatorNS, true
+	i := action.NewInstall(h.config(ns))
+	i.ReleaseName, i.Namespace, i.CreateNamespace = name, ns, true
 	i.WaitStrategy, i.Timeout = kube.StatusWatcherStrategy, 3*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -165,15 +184,15 @@ func (h *helmClient) install(name, chart string, vals map[string]any) {
 	}
 }
 
-// upgrade is `helm upgrade NAME charts/CHART -n dolphin-system --wait`.
-func (h *helmClient) upgrade(name, chart string, vals map[string]any) {
+// upgrade is `helm upgrade NAME charts/CHART -n NS --wait`.
+func (h *helmClient) upgrade(name, chart, ns string, vals map[string]any) {
 	h.t.Helper()
 	ch, err := loader.LoadDir(filepath.Join(repoRoot(), "charts", chart))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	u := action.NewUpgrade(h.config(operatorNS))
-	u.Namespace = operatorNS
+	u := action.NewUpgrade(h.config(ns))
+	u.Namespace = ns
 	u.WaitStrategy, u.Timeout = kube.StatusWatcherStrategy, 3*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -182,10 +201,10 @@ func (h *helmClient) upgrade(name, chart string, vals map[string]any) {
 	}
 }
 
-// uninstall is `helm uninstall NAME -n dolphin-system --wait`.
-func (h *helmClient) uninstall(name string) {
+// uninstall is `helm uninstall NAME -n NS --wait`.
+func (h *helmClient) uninstall(name, ns string) {
 	h.t.Helper()
-	u := action.NewUninstall(h.config(operatorNS))
+	u := action.NewUninstall(h.config(ns))
 	u.WaitStrategy, u.Timeout = kube.StatusWatcherStrategy, 3*time.Minute
 	if _, err := u.Run(name); err != nil {
 		h.t.Fatalf("helm uninstall %s: %v", name, err)
@@ -228,12 +247,12 @@ func (s *stack) wantOperatorImage(image string) {
 	})
 }
 
-// waitWebhookAnswers waits until the admission webhook admits a MySQLCluster like c (a
-// server-side dry run): after an install or upgrade, it refuses (failurePolicy Fail) until
+// waitWebhookAnswers waits until the admission webhook admits a MySQLCluster (a server-side
+// dry run): after an install or upgrade, it refuses (failurePolicy Fail) until
 // kube-proxy sends its Service to a ready operator pod, as a user's kubectl would see.
-func (s *stack) waitWebhookAnswers(c *dolphinv1.MySQLCluster) {
+func (s *stack) waitWebhookAnswers(name string) {
 	s.t.Helper()
-	probe := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name + "-probe"}, Spec: c.Spec}
+	probe := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name + "-probe"}, Spec: dolphinv1.MySQLClusterSpec{Instances: 1}}
 	testenv.Eventually(s.t, 60*time.Second, "the admission webhook answers", func() error {
 		return s.c.Create(s.ctx, probe.DeepCopy(), client.DryRunAll)
 	})

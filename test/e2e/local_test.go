@@ -602,12 +602,19 @@ func grepLines(s, substr string) string {
 // as an application, which read_only stops, never as Dolphin's own account.
 func (s *stack) primaryWithTable(cluster string) *sql.DB {
 	s.t.Helper()
+	s.declareAppAccount(cluster)
+	return s.appTable(cluster)
+}
+
+// appTable creates table app.rows through the primary Service as the application account,
+// declared already, and returns its connection pool there.
+func (s *stack) appTable(cluster string) *sql.DB {
+	s.t.Helper()
 	var secret corev1.Secret
 	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: cluster + "-credentials"}, &secret); err != nil {
 		s.t.Fatal(err)
 	}
 	s.dbPass = string(secret.Data["operator-password"]) // for the tests' own administrative statements
-	s.declareAppAccount(cluster)
 	primary := s.sqlDBAs(appUser, appPassword, s.serviceAddr(cluster+"-primary"))
 	// Ready says the pods and the topology are; the Service's endpoints reach the proxy a
 	// moment later (as they reach kube-proxy), and until then a connection is accepted and
