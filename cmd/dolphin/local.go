@@ -106,9 +106,9 @@ func newLocalUpCmd() *cobra.Command {
 	fs.BoolVar(&o.s3, "s3", false, "Also run an S3 server for backups (versitygw) on the pods' gateway address, with bucket dolphin and Secret default/dolphin-s3 (see above).")
 	fs.IntVar(&o.s3Port, "s3-port", localcluster.DefaultS3Port, "Port of the S3 server (--s3) on the pods' gateway address.")
 	fs.StringVar(&o.versitygw, "versitygw", "", "The versitygw binary for --s3 (default: $"+localcluster.EnvVersitygw+", else where hack/versitygw.sh builds it).")
-	fs.StringVar(&o.node, "node", "", "The node: \"real\" runs containerd, kubelet, kube-proxy and CoreDNS (hack/node.sh) with the images of `make images`, and installs Dolphin in the cluster from its image; \"process\" runs pods as host processes (kept for comparisons and the operator-upgrade test). Default: the kind the folder was started with, else real.")
+	fs.StringVar(&o.node, "node", "", "The node: \"real\" runs containerd, kubelet, kube-proxy and CoreDNS (hack/node.sh) with the images of make images, and installs Dolphin in the cluster from its image; \"process\" runs pods as host processes (kept for comparisons and the operator-upgrade test). Default: the kind the folder was started with, else real.")
 	fs.StringVar(&o.nodeBinDir, "node-bin-dir", "", "Folder with the real node's binaries (default: where hack/node.sh builds them).")
-	fs.StringVar(&o.imagesDir, "images", "", "Folder of `make images` (default: images in the user's cache folder).")
+	fs.StringVar(&o.imagesDir, "images", "", "Folder of the images make images built (default: images in the user's cache folder).")
 	fs.BoolVar(&o.noDolphin, "no-dolphin", false, "With --node real: start the cluster without Dolphin (no CRDs, no operator), to install it another way, e.g. with the Helm charts under charts/ (docs/install.md).")
 	fs.DurationVar(&o.kubeProxyMinSync, "kube-proxy-min-sync-period", 0, "The real node's kube-proxy minSyncPeriod: the shortest time between two rewrites of its rules (default: kube-proxy's, 1s).")
 	return cmd
