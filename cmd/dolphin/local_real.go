@@ -142,10 +142,10 @@ func localUpReal(ctx context.Context, out io.Writer, o localUpOptions, binDir st
 	}
 
 	if o.noDolphin {
-		fmt.Fprintf(out, "\nThe local cluster is up on a real node without Dolphin (%.1fs): install it, e.g. with Helm:\n\n", time.Since(began).Seconds())
+		fmt.Fprintf(out, "\nThe local cluster is up on a real node without Dolphin (%.1fs): install it, e.g. with Helm (docs/install.md; make helm builds one):\n\n", time.Since(began).Seconds())
 		fmt.Fprintf(out, "  export KUBECONFIG=%s\n", cp.Kubeconfig)
-		fmt.Fprintf(out, "  helm install dolphin-crds charts/dolphin-crds\n")
-		fmt.Fprintf(out, "  helm install dolphin charts/dolphin -n %s --create-namespace --set image.tag=%s\n\n", operatorNamespace,
+		fmt.Fprintf(out, "  helm install dolphin-crds charts/dolphin-crds -n %s --create-namespace\n", operatorNamespace)
+		fmt.Fprintf(out, "  helm install dolphin charts/dolphin -n %s --wait --set image.tag=%s\n\n", operatorNamespace,
 			strings.TrimPrefix(manifest.Dolphin.References[0], "ghcr.io/dolphin-operator/dolphin:"))
 		fmt.Fprintf(out, "Logs: %s (kubectl logs for pods). Stop: dolphin local down --dir %s [--wipe]\n", filepath.Join(cp.Dir, "logs"), cp.Dir)
 		return nil
