@@ -94,7 +94,7 @@ test-unit: ## Unit, golden and table tests (no servers).
 
 .PHONY: test-envtest
 test-envtest: control-plane ## Controller tests against a real kube-apiserver + etcd built from Go modules.
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -run 'Envtest' ./internal/controller/... ./internal/operator/... ./internal/chartgen/... ./cmd/...
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -run 'Envtest' ./internal/controller/... ./internal/operator/... ./internal/chartgen/... ./internal/plugin/... ./cmd/...
 
 .PHONY: test-mariadb
 test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x.y.z.

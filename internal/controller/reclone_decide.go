@@ -11,16 +11,11 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
-// RecloneAnnotation on a MySQLCluster set to "manual" stops Dolphin from re-cloning errant or
-// unrecoverable replicas by itself: they are reported (Degraded) and left alone. Any other
-// value, or none, is the automatic default.
-const RecloneAnnotation = "mysql.dolphin.dev/reclone"
-
-// RecloneApprovedAnnotation on a MySQLCluster names an errant instance that Dolphin may
-// re-clone although an unplanned failover replaced it as the primary (status.topology.
-// replacedPrimaries): such an instance may hold the only copy of writes it acknowledged, so
-// it is held out until a person, having looked, says so. Removed once the re-clone began.
-const RecloneApprovedAnnotation = "mysql.dolphin.dev/reclone-approved"
+// RecloneAnnotation and RecloneApprovedAnnotation are the API's (dolphinv1).
+const (
+	RecloneAnnotation         = dolphinv1.RecloneAnnotation
+	RecloneApprovedAnnotation = dolphinv1.RecloneApprovedAnnotation
+)
 
 // formerPrimary reports whether in is a primary an unplanned failover replaced
 // (status.topology.replacedPrimaries).

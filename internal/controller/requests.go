@@ -14,18 +14,11 @@ import (
 
 // Requests a user makes by annotating a MySQLCluster, handed to the topology engine.
 
-// SwitchoverAnnotation on a MySQLCluster requests a planned switchover: its value names the
-// instance to promote (a pod name), or is "auto" to let Dolphin choose the most advanced
-// replica. Dolphin removes the annotation once the engine accepted the request; the outcome
-// is reported in status.topology and by a Switchover event.
-const SwitchoverAnnotation = "mysql.dolphin.dev/switchover"
-
-// FailoverAcceptLossAnnotation, set to the name of a lost primary, lets a failover from it that
-// waits for writes no replica left holds (status.topology.message says which) promote the best
-// replica anyway: those writes are given up. It acts only while such a failover is in
-// progress, and Dolphin removes it once that failover has ended (or at once, with an event,
-// when none is in progress from that instance).
-const FailoverAcceptLossAnnotation = "mysql.dolphin.dev/failover-accept-loss"
+// SwitchoverAnnotation and FailoverAcceptLossAnnotation are the API's (dolphinv1).
+const (
+	SwitchoverAnnotation         = dolphinv1.SwitchoverAnnotation
+	FailoverAcceptLossAnnotation = dolphinv1.FailoverAcceptLossAnnotation
+)
 
 // SwitchoverAcceptedAnnotation holds a switchover request between its acceptance and its
 // hand-over to the engine: "<id>/<target>". The same patch that removes SwitchoverAnnotation

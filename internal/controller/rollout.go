@@ -19,12 +19,8 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
-// ForceRolloutAnnotation set to "true" on a MySQLCluster lets a rolling restart start and
-// continue while the cluster is degraded (errant instances, a failover in progress, a
-// topology that is not Healthy, replicas not caught up, instances not ready). Pods are
-// still restarted one at a time. Dolphin never removes it: remove it once the rollout is
-// done, or every later rollout is forced too.
-const ForceRolloutAnnotation = "mysql.dolphin.dev/force-rollout"
+// ForceRolloutAnnotation is the API's (dolphinv1).
+const ForceRolloutAnnotation = dolphinv1.ForceRolloutAnnotation
 
 // topologyHealthy is the engine's state when every replica replicates from the primary.
 const topologyHealthy = "Healthy"

@@ -1,0 +1,36 @@
+package v1beta1
+
+// Requests a person makes by annotating a MySQLCluster (`kubectl dolphin` writes them too).
+// They are part of the API: their names and meanings are kept as fields are.
+const (
+	// SwitchoverAnnotation requests a planned switchover: its value names the instance to
+	// promote (a pod name), or is "auto" to let Dolphin choose the most advanced replica.
+	// Dolphin removes it once the topology engine accepted the request; the outcome is
+	// reported in status.topology and by a Switchover event.
+	SwitchoverAnnotation = "mysql.dolphin.dev/switchover"
+
+	// FailoverAcceptLossAnnotation, set to the name of a lost primary, lets a failover from it
+	// that waits for writes no replica left holds (status.topology.message says which) promote
+	// the best replica anyway: those writes are given up. It acts only while such a failover is
+	// in progress, and Dolphin removes it once that failover has ended (or at once, with an
+	// event, when none is in progress from that instance).
+	FailoverAcceptLossAnnotation = "mysql.dolphin.dev/failover-accept-loss"
+
+	// RecloneAnnotation set to "manual" stops Dolphin from re-cloning errant or unrecoverable
+	// replicas by itself: they are reported (Degraded) and left alone. Any other value, or
+	// none, is the automatic default.
+	RecloneAnnotation = "mysql.dolphin.dev/reclone"
+
+	// RecloneApprovedAnnotation names an errant instance that Dolphin may re-clone although an
+	// unplanned failover replaced it as the primary (status.topology.replacedPrimaries): such
+	// an instance may hold the only copy of writes it acknowledged, so it is held out until a
+	// person, having looked, says so. Removed once the re-clone began.
+	RecloneApprovedAnnotation = "mysql.dolphin.dev/reclone-approved"
+
+	// ForceRolloutAnnotation set to "true" lets a rolling restart start and continue while the
+	// cluster is degraded (errant instances, a failover in progress, a topology that is not
+	// Healthy, replicas not caught up, instances not ready). Pods are still restarted one at a
+	// time. Dolphin never removes it: remove it once the rollout is done, or every later
+	// rollout is forced too.
+	ForceRolloutAnnotation = "mysql.dolphin.dev/force-rollout"
+)
