@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+)
+
+// TestPluginOperatesACluster (issue 33): `kubectl dolphin`, found by kubectl on PATH as a
+// user installs it, operates a 3-instance TLS cluster an application writes to: status
+// shows it, a switchover requested with it moves the primary while `status --watch` shows the
+// switchover happen, `connect` opens a mariadb session as the application's account through
+// a port-forward (verifying the server's CA), `credentials` prints that account's, and
+// `report` writes a bundle with the instances' and the operator's logs. No acknowledged
+// write is lost. DOLPHIN_E2E_TRANSCRIPT=<file> keeps the commands and their output (the
+// transcript in docs/operations-plugin.md).
+func TestPluginOperatesACluster(t *testing.T) {
+	s := upStack(t)
+	if s.node != nodeReal {
+		t.Skip("connect forwards a port through the kubelet: the real node's")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "kubectl-dolphin"), "./cmd/kubectl-dolphin")
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building kubectl-dolphin: %v\n%s", err, out)
+	}
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Skipf("kubectl of the control plane: %v", err)
+	}
+	var transcript strings.Builder
+	dolphin := func(ctx context.Context, args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, kubectl, append([]string{"dolphin", "--kubeconfig", filepath.Join(s.dir, "kubeconfig"), "-n", s.ns}, args...)...)
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+		return cmd
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := dolphin(context.Background(), args...).CombinedOutput()
+		transcript.WriteString("$ kubectl dolphin " + strings.Join(args, " ") + "\n" + string(out))
+		if err != nil {
+			t.Fatalf("kubectl dolphin %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	const name = "plug"
+	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, TLS: dolphinv1.TLSSpec{Enabled: true},
+			Storage:     dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"}}}
+	if err := s.c.Create(s.ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	s.waitHealthy(key)
+	s.primaryWithTable(name)
+	w := s.startSteadyAppWriter(name)
+
+	if out := run("status", name); !strings.Contains(out, "Cluster e2e/plug: Running, 3/3 ready") || !strings.Contains(out, "primary plug-0") {
+		t.Errorf("status of a healthy cluster:\n%s", out)
+	}
+
+	// status --watch through a switchover.
+	ctx, stop := context.WithCancel(context.Background())
+	watchOut := filepath.Join(t.TempDir(), "watch")
+	f, err := os.Create(watchOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := dolphin(ctx, "status", name, "--watch", "--interval", "200ms")
+	watch.Stdout, watch.Stderr = f, f
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	out := run("switchover", name, "--to", name+"-1", "--wait", "2m")
+	if !strings.Contains(out, "plug: primary plug-1, Ready") {
+		t.Errorf("switchover --wait:\n%s", out)
+	}
+	time.Sleep(2 * time.Second)
+	stop()
+	_ = watch.Wait()
+	f.Close()
+	watched, _ := os.ReadFile(watchOut)
+	transcript.WriteString("$ kubectl dolphin status " + name + " --watch --interval 200ms   # beside the switchover, until interrupted\n" + string(watched))
+	// A switchover takes a fraction of a second: the watch sees it in progress, or at least the
+	// Progressing condition it leaves for a moment.
+	if !regexp.MustCompile(`Topology: Switchover|Switchover in progress: plug-0 -> plug-1|Progressing\s+True\s+SwitchingOver`).Match(watched) {
+		t.Errorf("status --watch did not show the switchover:\n%s", watched)
+	}
+	if !strings.Contains(string(watched), "Last promotion: plug-0 -> plug-1 (switchover") {
+		t.Errorf("status --watch did not show the promotion:\n%s", watched)
+	}
+
+	out = run("connect", name, appUser, "--", "-N", "-e", "SELECT @@hostname, COUNT(*) > 0 FROM app.rows; SHOW STATUS LIKE 'Ssl_version'")
+	if !strings.Contains(out, "plug-1\t1") || !strings.Contains(out, "TLSv1.3") {
+		t.Errorf("connect as %s to the new primary over TLS:\n%s", appUser, out)
+	}
+	if out := run("credentials", name, appUser); !strings.Contains(out, "password: "+appPassword) || !strings.Contains(out, "host: plug-primary.e2e.svc") {
+		t.Errorf("credentials:\n%s", out)
+	}
+
+	bundle := filepath.Join(t.TempDir(), "report.tar.gz")
+	run("report", name, "-o", bundle)
+	files := readTarGz(t, bundle)
+	for _, want := range []string{"logs/plug-0/mysqld.log", "logs/plug-1/mysqld.log", "events.txt", "mysqlcluster.yaml"} {
+		if len(files[want]) == 0 {
+			t.Errorf("the bundle has no %s", want)
+		}
+	}
+	operatorLogs := 0
+	for f, body := range files {
+		if strings.HasPrefix(f, "operator/") && strings.HasSuffix(f, ".log") && len(body) > 0 {
+			operatorLogs++
+		}
+	}
+	if operatorLogs == 0 {
+		t.Error("the bundle holds no operator log")
+	}
+	w.finish()
+	acked, failed := s.wantEveryAckedWrite(key, name, w)
+	t.Logf("kubectl dolphin: status, switchover (watched), connect over TLS, credentials, report (%d files); %d writes acknowledged, %d failed, 0 lost", len(files), len(acked), failed)
+	if file := os.Getenv("DOLPHIN_E2E_TRANSCRIPT"); file != "" {
+		if err := os.WriteFile(file, []byte(transcript.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func readTarGz(t *testing.T, file string) map[string]string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h.Name] = string(b)
+	}
+}
