@@ -76,6 +76,14 @@ control-plane: ## Build (once, cached) kube-apiserver, kube-controller-manager, 
 versitygw: ## Build (once, cached) versitygw, the S3 server of the object-store tests.
 	hack/versitygw.sh
 
+.PHONY: plugin
+plugin: ## Build kubectl-dolphin into bin/ (put it on PATH: kubectl dolphin …).
+	$(GO) build -o bin/kubectl-dolphin ./cmd/kubectl-dolphin
+
+.PHONY: plugin-release
+plugin-release: ## Build kubectl-dolphin's release archives and krew manifest into dist/ (VERSION=vX.Y.Z).
+	$(GO) run ./hack/krew --version $(VERSION) --out dist
+
 .PHONY: helm
 helm: ## Build (once, cached) the helm command (helm.sh/helm/v4, as go.mod names it), for installing the charts.
 	hack/helm.sh
