@@ -180,7 +180,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	case len(primaries) == 1:
 		set(dolphinv1.ConditionAvailable, false, "PrimaryNotReady", fmt.Sprintf("primary %s is not ready", primaries[0]))
 	default:
-		set(dolphinv1.ConditionAvailable, false, "NoPrimary", "no pod is labeled primary yet; the topology engine elects one once instances run")
+		set(dolphinv1.ConditionAvailable, false, "NoPrimary", noPrimaryMessage(topo))
 	}
 
 	// Ready.
@@ -312,6 +312,19 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		meta.RemoveStatusCondition(&st.Conditions, dolphinv1.ConditionRestored)
 	}
 	return st
+}
+
+// noPrimaryMessage says why no pod is labeled primary: a switchover or failover moving the
+// role (planned work must not read as a cluster that never had a primary), or none elected yet.
+func noPrimaryMessage(t *dolphinv1.TopologyStatus) string {
+	switch {
+	case t != nil && t.SwitchoverInProgress != nil && t.SwitchoverInProgress.To != "":
+		s := t.SwitchoverInProgress
+		return fmt.Sprintf("a planned switchover moves the primary role from %s to %s: no pod is labeled primary until %s is promoted", s.From, s.To, s.To)
+	case t != nil && t.FailoverInProgress != nil:
+		return fmt.Sprintf("failing over from %s: no pod is labeled primary until a replica is promoted", t.FailoverInProgress.From)
+	}
+	return "no pod is labeled primary yet; the topology engine elects one once instances run"
 }
 
 // whyNoPrimary is the engine's explanation, after "; ", when it says the primary is lost and

@@ -248,3 +248,26 @@ func TestTopologyProblemNamesAFormerPrimaryMeeting1236(t *testing.T) {
 		t.Fatalf("problem %+v", p)
 	}
 }
+
+// While a switchover or failover moves the primary role, Available says so instead of reading
+// as a cluster that never had a primary (kubectl dolphin status showed that during switchovers).
+func TestNoPrimaryMessageNamesTheMove(t *testing.T) {
+	obs := observation{Replicas: 2, StatefulSet: settledSTS(2), Pods: []corev1.Pod{pod("c-0", "", true), pod("c-1", "replica", true)},
+		Previous: withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{Primary: "c-0", State: "Switchover",
+			SwitchoverInProgress: &dolphinv1.SwitchoverProgress{From: "c-0", To: "c-1", Fenced: true}})}
+	for _, tc := range []struct {
+		topo *dolphinv1.TopologyStatus
+		want string
+	}{
+		{obs.Previous.Topology, "a planned switchover moves the primary role from c-0 to c-1"},
+		{&dolphinv1.TopologyStatus{FailoverInProgress: &dolphinv1.FailoverProgress{From: "c-0"}}, "failing over from c-0"},
+		{nil, "no pod is labeled primary yet"},
+	} {
+		obs.Previous.Topology = tc.topo
+		st := computeStatus(obs, metav1.NewTime(time.Unix(1000, 0)))
+		c := meta.FindStatusCondition(st.Conditions, dolphinv1.ConditionAvailable)
+		if c == nil || c.Reason != "NoPrimary" || !strings.Contains(c.Message, tc.want) {
+			t.Errorf("topology %+v: Available %+v, want NoPrimary saying %q", tc.topo, c, tc.want)
+		}
+	}
+}
