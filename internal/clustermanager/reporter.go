@@ -44,6 +44,8 @@ type reporter struct {
 
 	mu        sync.Mutex
 	lastWrite time.Time
+	// metricInstances are the instances whose series the last report set.
+	metricInstances map[string]bool
 	// promotion is a change of primary not yet recorded in status: kept and written again
 	// until it lands, and no label moves before it has.
 	promotion *dolphinv1.PromotionRecord
@@ -454,11 +456,29 @@ func (r *reporter) metrics(rep topology.Report) {
 	metrics.SemiSyncFallback.WithLabelValues(ns, name).Set(boolGauge(rep.Decision.SemiSyncFallback))
 	metrics.WritesAtRisk.WithLabelValues(ns, name).Set(boolGauge(rep.Persisted.AckedAlone != nil))
 	metrics.WritesWaiting.WithLabelValues(ns, name).Set(boolGauge(rep.Decision.NoSemiSyncReplica || rep.Decision.CommitsWaiting))
+	seen := map[string]bool{}
 	for _, in := range rep.Instances {
+		seen[in.Name] = true
+		metrics.InstanceUp.WithLabelValues(ns, name, in.Name).Set(boolGauge(in.Reachable()))
+		if in.Name == rep.Decision.Primary {
+			metrics.InstanceReplicating.DeleteLabelValues(ns, name, in.Name)
+			metrics.ReplicationLag.DeleteLabelValues(ns, name, in.Name)
+		} else {
+			replicating := in.Status != nil && in.Status.Replica != nil && in.Status.Replica.IORunning && in.Status.Replica.SQLRunning
+			metrics.InstanceReplicating.WithLabelValues(ns, name, in.Name).Set(boolGauge(replicating))
+		}
 		if in.Status != nil && in.Status.Replica != nil && in.Status.Replica.SecondsBehindSource != nil {
 			metrics.ReplicationLag.WithLabelValues(ns, name, in.Name).Set(float64(*in.Status.Replica.SecondsBehindSource))
 		}
 	}
+	r.mu.Lock()
+	for old := range r.metricInstances {
+		if !seen[old] {
+			metrics.ForgetInstance(ns, name, old)
+		}
+	}
+	r.metricInstances = seen
+	r.mu.Unlock()
 	if p := rep.Promotion; p != nil {
 		kind := "failover"
 		if p.Planned {

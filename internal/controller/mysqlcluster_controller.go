@@ -320,6 +320,7 @@ func (r *MySQLClusterReconciler) writeStatus(ctx context.Context, c *dolphinv1.M
 	}
 	metrics.ClusterHealth.WithLabelValues(c.Namespace, c.Name).Set(healthy)
 	metrics.SetClusterState(c.Namespace, c.Name, healthState(st.Phase))
+	metrics.SetConditions(c.Namespace, c.Name, st.Conditions)
 	// status.topology belongs to the topology engine's reporter: compare and write only the
 	// fields the reconciler owns, so the two writers never conflict.
 	mine := func(s dolphinv1.MySQLClusterStatus) dolphinv1.MySQLClusterStatus { s.Topology = nil; return s }

@@ -4,7 +4,10 @@
 package metrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -112,6 +115,24 @@ var (
 		Name: "mysql_cluster_tls_certificate_expiry_timestamp_seconds",
 		Help: "Unix time the instances' TLS certificate expires (no series while TLS is off).",
 	}, []string{"namespace", "name"})
+	// Condition is 1 for each condition of a MySQLCluster, with its status and reason (as
+	// kube-state-metrics exports pod conditions): alerts match a reason, such as
+	// LastBackupSucceeded False BackupOverdue, without a metric of their own.
+	Condition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_condition",
+		Help: "1 for each condition of the MySQLCluster, labelled with its type, status (True, False, Unknown) and reason.",
+	}, []string{"namespace", "name", "type", "status", "reason"})
+	// InstanceUp is 1 while the topology engine reaches an instance's server.
+	InstanceUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_instance_up",
+		Help: "1 while the topology engine reaches the instance's server, 0 while it does not.",
+	}, []string{"namespace", "name", "instance"})
+	// InstanceReplicating is 1 while a non-primary instance's replication threads both run.
+	InstanceReplicating = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mysql_cluster_instance_replicating",
+		Help: "For each instance but the primary: 1 while its replication IO and SQL threads both run, 0 otherwise (also when unreachable).",
+	}, []string{"namespace", "name", "instance"})
+
 	// BackupFailures counts backups that ended Failed.
 	BackupFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mysql_cluster_backup_failures_total",
@@ -121,7 +142,8 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, ClusterState, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, WritesAtRisk, WritesWaiting, EngineErrors,
-		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures, ArchiveLag, ArchiveLastUpload, ArchiveUp, CertificateExpiry)
+		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures, ArchiveLag, ArchiveLastUpload, ArchiveUp, CertificateExpiry,
+		Condition, InstanceUp, InstanceReplicating)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
 	}
@@ -139,6 +161,12 @@ func ForgetCluster(namespace, name string) {
 	PromotionsTotal.DeletePartialMatch(match)
 	EngineErrors.DeletePartialMatch(match)
 	ReplicationLag.DeletePartialMatch(match)
+	conditionsMu.Lock()
+	Condition.DeletePartialMatch(match)
+	delete(conditionSeries, namespace+"/"+name)
+	conditionsMu.Unlock()
+	InstanceUp.DeletePartialMatch(match)
+	InstanceReplicating.DeletePartialMatch(match)
 	BackupLastSuccess.DeleteLabelValues(namespace, name)
 	BackupLastDuration.DeleteLabelValues(namespace, name)
 	BackupLastSize.DeleteLabelValues(namespace, name)
@@ -146,6 +174,42 @@ func ForgetCluster(namespace, name string) {
 	CertificateExpiry.DeleteLabelValues(namespace, name)
 	ForgetArchive(namespace, name)
 }
+
+// ForgetInstance removes the series of an instance no longer in the cluster (scaled down).
+func ForgetInstance(namespace, name, instance string) {
+	labels := map[string]string{"namespace": namespace, "name": name, "instance": instance}
+	ReplicationLag.DeletePartialMatch(labels)
+	InstanceUp.DeletePartialMatch(labels)
+	InstanceReplicating.DeletePartialMatch(labels)
+}
+
+// SetConditions makes mysql_cluster_condition hold exactly the cluster's conditions: each
+// (type, status, reason) 1, and the series of earlier statuses or reasons removed — only
+// those, so that a scrape never finds a current condition missing.
+func SetConditions(namespace, name string, conds []metav1.Condition) {
+	conditionsMu.Lock()
+	defer conditionsMu.Unlock()
+	key := namespace + "/" + name
+	want := map[[3]string]bool{}
+	for _, c := range conds {
+		want[[3]string{c.Type, string(c.Status), c.Reason}] = true
+	}
+	for old := range conditionSeries[key] {
+		if !want[old] {
+			Condition.DeleteLabelValues(namespace, name, old[0], old[1], old[2])
+		}
+	}
+	for w := range want {
+		Condition.WithLabelValues(namespace, name, w[0], w[1], w[2]).Set(1)
+	}
+	conditionSeries[key] = want
+}
+
+// conditionSeries are the (type, status, reason) series SetConditions last set, by cluster.
+var (
+	conditionsMu    sync.Mutex
+	conditionSeries = map[string]map[[3]string]bool{}
+)
 
 // ForgetArchive removes the binlog archive series of a cluster (archiving turned off).
 func ForgetArchive(namespace, name string) {
