@@ -8,6 +8,7 @@ KUBEBUILDER_ASSETS ?= $(shell hack/control-plane.sh --print)
 VERSITYGW ?= $(shell hack/versitygw.sh --print)
 # The real node's binaries (containerd, kubelet, kube-proxy, CoreDNS), built by hack/node.sh, cached by version.
 NODE_BIN ?= $(shell hack/node.sh --print)
+PROMTOOL ?= $(shell hack/promtool.sh --print)
 # MOCO's controller, the peer of the footprint bench, built from Go modules (hack/moco), cached by version.
 MOCO ?= $(shell hack/moco.sh --print)
 
@@ -84,6 +85,10 @@ plugin: ## Build kubectl-dolphin into bin/ (put it on PATH: kubectl dolphin …)
 plugin-release: ## Build kubectl-dolphin's release archives and krew manifest into dist/ (VERSION=vX.Y.Z).
 	$(GO) run ./hack/krew --version $(VERSION) --out dist
 
+.PHONY: promtool
+promtool: ## Provide (once, cached) promtool, which checks and unit-tests the alert rules (Debian's package, not installed; else built from Go modules).
+	hack/promtool.sh
+
 .PHONY: helm
 helm: ## Build (once, cached) the helm command (helm.sh/helm/v4, as go.mod names it), for installing the charts.
 	hack/helm.sh
@@ -115,10 +120,10 @@ TEST_KEEP := $(CACHE_DIR)/test-logs/$(shell date +%Y%m%d-%H%M%S)
 endif
 
 .PHONY: test
-test: mariadb control-plane versitygw node images vet ## Everything the README promises: unit, golden, envtest, real-MariaDB, real-S3 and real-node tests, and the CRD gate.
+test: mariadb control-plane versitygw node images promtool vet ## Everything the README promises: unit, golden, envtest, real-MariaDB, real-S3 and real-node tests, and the CRD gate.
 	@echo "make test: $$($(GO) version | cut -d' ' -f3), $$(PATH=$$PATH:/usr/sbin mariadbd --version | grep -oE 'Ver [^ ]+'), control plane $$(basename $(KUBEBUILDER_ASSETS)), node $$(basename $(NODE_BIN)), $$(nproc) CPUs"
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
-	  DOLPHIN_E2E_KEEP=$(TEST_KEEP) $(GO) test -count=1 -timeout 60m ./...
+	  DOLPHIN_PROMTOOL=$(PROMTOOL) DOLPHIN_E2E_KEEP=$(TEST_KEEP) $(GO) test -count=1 -timeout 60m ./...
 	$(MAKE) verify-generated
 	$(MAKE) crd-gate
 

@@ -3,13 +3,16 @@ package chartgen
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
@@ -47,6 +50,7 @@ func TestEnvtestChartsApplyToARealAPIServer(t *testing.T) {
 	cm := filepath.Join(moduleDir(t, certManagerModule), "deploy", "crds")
 	env := testenv.StartForTestWithCRDs(t, testenv.CRDDir(),
 		filepath.Join(prom, "monitoring.coreos.com_servicemonitors.yaml"), filepath.Join(prom, "monitoring.coreos.com_podmonitors.yaml"),
+		filepath.Join(prom, "monitoring.coreos.com_prometheusrules.yaml"),
 		filepath.Join(cm, "cert-manager.io_certificates.yaml"), filepath.Join(cm, "cert-manager.io_issuers.yaml"))
 	c, err := client.New(env.Config, client.Options{})
 	if err != nil {
@@ -71,6 +75,19 @@ func TestEnvtestChartsApplyToARealAPIServer(t *testing.T) {
 		renders = append(renders, render{ClusterChart, "shop", "db-ops", name, vals})
 	}
 	renders = append(renders, render{OperatorChart, "dolphin", "dolphin", "scope Namespace", map[string]any{"scope": "Namespace"}})
+	// config/prometheus's PrometheusRule, as kustomize users apply it.
+	b, err := os.ReadFile(filepath.Join(root, rulesPrometheusCR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr unstructured.Unstructured
+	if err := yaml.Unmarshal(b, &pr.Object); err != nil {
+		t.Fatal(err)
+	}
+	pr.SetNamespace("db-ops")
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&pr), client.DryRunAll, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
+		t.Errorf("%s refused by the API server: %v", rulesPrometheusCR, err)
+	}
 	for _, r := range renders {
 		_, objs := renderChart(t, filepath.Join(root, r.chart), r.release, r.namespace, r.vals)
 		for _, o := range objs {

@@ -4,7 +4,8 @@
 // config/crd, each made to survive `helm uninstall` (helm.sh/resource-policy: keep) and with
 // the conversion webhook's Service taken from the chart's values; the dolphin chart's RBAC
 // rules and ValidatingWebhookConfiguration are config/rbac's, config/namespaced's and
-// config/webhook's, named after the release. A test compares the committed charts with what
+// config/webhook's, named after the release; the alert rules of config/prometheus/rules.yaml
+// become PrometheusRules for kustomize and the chart. A test compares the committed charts with what
 // Generate makes.
 package chartgen
 
@@ -26,7 +27,12 @@ func Generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the operator chart: %w", err)
 	}
+	rules, err := generateRules(root)
+	if err != nil {
+		return nil, fmt.Errorf("the alert rules: %w", err)
+	}
 	maps.Copy(crds, operator)
+	maps.Copy(crds, rules)
 	return crds, nil
 }
 

@@ -27,6 +27,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/metrics"
 	"github.com/dolphin-operator/dolphin/internal/pki"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/topology"
@@ -230,6 +231,7 @@ func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 		delete(m.running, key)
 	}
 	rep := &reporter{m: m, key: key}
+	metrics.ExportPromotionCounters(key.Namespace, key.Name)
 	cfg.Reporter = rep
 	cfg.Log = m.Log.WithValues("cluster", key.String())
 	e := topology.New(cfg, from)

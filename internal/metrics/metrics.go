@@ -175,6 +175,14 @@ func ForgetCluster(namespace, name string) {
 	ForgetArchive(namespace, name)
 }
 
+// ExportPromotionCounters exports both kinds of promotion at 0 for a cluster, so that its first
+// failover is an increase a rule sees (a counter born at 1 has not increased).
+func ExportPromotionCounters(namespace, name string) {
+	for _, kind := range []string{"failover", "switchover"} {
+		PromotionsTotal.WithLabelValues(namespace, name, kind)
+	}
+}
+
 // ForgetInstance removes the series of an instance no longer in the cluster (scaled down).
 func ForgetInstance(namespace, name, instance string) {
 	labels := map[string]string{"namespace": namespace, "name": name, "instance": instance}
