@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -72,5 +73,57 @@ func TestChartPrometheusRuleIsTheSource(t *testing.T) {
 	_, list = renderChart(t, filepath.Join(root, OperatorChart), "dolphin", "db-ops", nil)
 	if _, ok := objectsByKind(list)["PrometheusRule/dolphin-alerts"]; ok {
 		t.Error("a PrometheusRule rendered although prometheusRule.enabled is false")
+	}
+}
+
+// Every alert links a runbook section of docs/runbooks.md, and every section is an alert's.
+func TestEveryAlertHasARunbook(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, rulesSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &src); err != nil {
+		t.Fatal(err)
+	}
+	book, err := os.ReadFile(filepath.Join(root, "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, line := range strings.Split(string(book), "\n") {
+		if name, ok := strings.CutPrefix(line, "## "); ok {
+			sections[name] = true
+		}
+	}
+	alerts := 0
+	for _, g := range src.Groups {
+		for _, r := range g.Rules {
+			alerts++
+			want := "https://github.com/dolphin-operator/dolphin/blob/main/docs/runbooks.md#" + strings.ToLower(r.Alert)
+			if r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !sections[r.Alert] {
+				t.Errorf("%s has no section in docs/runbooks.md", r.Alert)
+			}
+			delete(sections, r.Alert)
+			if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("%s: summary and description are required", r.Alert)
+			}
+		}
+	}
+	for s := range sections {
+		t.Errorf("docs/runbooks.md has a section %q for no alert", s)
+	}
+	if alerts < 15 {
+		t.Errorf("%d alerts", alerts)
 	}
 }
