@@ -57,7 +57,7 @@ func TestEnvtestChartsApplyToARealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, ns := range []string{"db-ops", "dolphin"} {
+	for _, ns := range []string{"db-ops", "dolphin", "monitoring"} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,8 @@
 // the conversion webhook's Service taken from the chart's values; the dolphin chart's RBAC
 // rules and ValidatingWebhookConfiguration are config/rbac's, config/namespaced's and
 // config/webhook's, named after the release; the alert rules of config/prometheus/rules.yaml
-// become PrometheusRules for kustomize and the chart. A test compares the committed charts with what
+// become PrometheusRules for kustomize and the chart; the Grafana dashboard is built by
+// internal/dashboard. A test compares the committed charts with what
 // Generate makes.
 package chartgen
 
@@ -14,7 +15,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+
+	"github.com/dolphin-operator/dolphin/internal/dashboard"
 )
+
+// DashboardFile is the Grafana dashboard internal/dashboard builds, for import by hand.
+const DashboardFile = "config/grafana/dolphin.json"
 
 // Generate returns the generated templates of every chart, keyed by their path relative to
 // the repository at root.
@@ -31,8 +37,14 @@ func Generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the alert rules: %w", err)
 	}
+	dash, err := dashboard.JSON()
+	if err != nil {
+		return nil, err
+	}
 	maps.Copy(crds, operator)
 	maps.Copy(crds, rules)
+	crds[DashboardFile] = dash
+	crds[OperatorChart+"/dashboards/dolphin.json"] = dash
 	return crds, nil
 }
 

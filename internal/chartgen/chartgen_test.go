@@ -38,8 +38,8 @@ func TestChartsAreGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 9 {
-		t.Fatalf("%d generated files, want 9 (5 CRDs, RBAC rules, webhooks, 2 PrometheusRules)", len(files))
+	if len(files) != 11 {
+		t.Fatalf("%d generated files, want 11 (5 CRDs, RBAC rules, webhooks, 2 PrometheusRules, 2 dashboards)", len(files))
 	}
 	for name, want := range files {
 		got, err := os.ReadFile(filepath.Join(root, name))

@@ -127,3 +127,22 @@ func TestEveryAlertHasARunbook(t *testing.T) {
 		t.Errorf("%d alerts", alerts)
 	}
 }
+
+// With grafanaDashboard.enabled the chart ships the generated dashboard in a ConfigMap for
+// Grafana's sidecar, byte for byte.
+func TestChartShipsTheDashboard(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join(root, DashboardFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list := renderChart(t, filepath.Join(root, OperatorChart), "dolphin", "db-ops",
+		map[string]any{"grafanaDashboard": map[string]any{"enabled": true, "namespace": "monitoring"}})
+	cm := objectsByKind(list)["ConfigMap/dolphin-dashboard"]
+	if cm == nil {
+		t.Fatal("no dashboard ConfigMap rendered")
+	}
+	got, _, _ := unstructured.NestedString(cm.Object, "data", "dolphin.json")
+	if got != strings.TrimSuffix(string(want), "\n") || cm.GetNamespace() != "monitoring" || cm.GetLabels()["grafana_dashboard"] != "1" {
+		t.Errorf("the ConfigMap (namespace %s, labels %v) does not hold config/grafana/dolphin.json as it is", cm.GetNamespace(), cm.GetLabels())
+	}
+}

@@ -140,10 +140,15 @@ var (
 	}, []string{"namespace", "name"})
 )
 
-func init() {
-	crmetrics.Registry.MustRegister(ReconcileTotal, ClusterHealth, ClusterState, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, WritesAtRisk, WritesWaiting, EngineErrors,
+// Collectors are every metric of this package, as registered.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{ReconcileTotal, ClusterHealth, ClusterState, PromotionsTotal, FailoverDuration, ReplicationLag, SemiSyncFallback, WritesAtRisk, WritesWaiting, EngineErrors,
 		BackupLastSuccess, BackupLastDuration, BackupLastSize, BackupFailures, ArchiveLag, ArchiveLastUpload, ArchiveUp, CertificateExpiry,
-		Condition, InstanceUp, InstanceReplicating)
+		Condition, InstanceUp, InstanceReplicating}
+}
+
+func init() {
+	crmetrics.Registry.MustRegister(Collectors()...)
 	for _, r := range []string{ResultSuccess, ResultError, ResultRequeue} {
 		ReconcileTotal.WithLabelValues(r) // export zeroes so rate() works from the start
 	}
