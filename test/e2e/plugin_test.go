@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ import (
 // shows it, a switchover requested with it moves the primary while `status --watch` shows the
 // switchover happen, `connect` opens a mariadb session as the application's account through
 // a port-forward (verifying the server's CA), `credentials` prints that account's, and
-// `report` writes a bundle with the instances' and the operator's logs. No acknowledged
+// `report` writes a bundle with the instances' and the operator's logs; and the operator's
+// metrics, scraped as Prometheus does, serve every metric the dashboard queries. No acknowledged
 // write is lost. DOLPHIN_E2E_TRANSCRIPT=<file> keeps the commands and their output (the
 // transcript in docs/operations-plugin.md).
 func TestPluginOperatesACluster(t *testing.T) {
@@ -132,6 +134,29 @@ func TestPluginOperatesACluster(t *testing.T) {
 	if operatorLogs == 0 {
 		t.Error("the bundle holds no operator log")
 	}
+	// The operator's metrics as Prometheus scrapes them: every metric the dashboard queries is
+	// served, but for those only an event this test does not cause creates.
+	exposition := s.scrapeOperator()
+	notYet := []string{
+		"mysql_cluster_backup_last_success_timestamp_seconds", "mysql_cluster_backup_last_size_bytes", "mysql_cluster_backup_failures_total", // no backup
+		"mysql_cluster_binlog_archive_lag_seconds", "mysql_cluster_binlog_archive_up", // no archive
+		"mysql_cluster_failover_duration_seconds_bucket", // no failover
+		"mysql_cluster_engine_errors_total",              // no engine error
+	}
+	if missing, err := dashboardMetricsMissing(exposition, notYet); err != nil || len(missing) > 0 {
+		t.Errorf("the dashboard queries metrics the operator does not serve: %v %v", missing, err)
+	}
+	if got := seriesOf(exposition, "mysql_cluster_instance_replicating", `name="plug"`, `namespace="e2e"`); len(got) != 2 ||
+		!strings.HasSuffix(got[0], " 1") || !strings.HasSuffix(got[1], " 1") || slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, `instance="plug-1"`) }) {
+		t.Errorf("mysql_cluster_instance_replicating of plug: %v, want plug-0 and plug-2 at 1 (plug-1 is the primary)", got)
+	}
+	if got := seriesOf(exposition, "mysql_cluster_condition", `name="plug"`, `type="Ready"`); len(got) != 1 || !strings.Contains(got[0], `status="True"`) {
+		t.Errorf("mysql_cluster_condition Ready of plug: %v", got)
+	}
+	if got := seriesOf(exposition, "mysql_cluster_promotions_total", `name="plug"`, `kind="switchover"`); len(got) != 1 || !strings.HasSuffix(got[0], " 1") {
+		t.Errorf("mysql_cluster_promotions_total switchover of plug: %v, want 1", got)
+	}
+
 	w.finish()
 	acked, failed := s.wantEveryAckedWrite(key, name, w)
 	t.Logf("kubectl dolphin: status, switchover (watched), connect over TLS, credentials, report (%d files); %d writes acknowledged, %d failed, 0 lost", len(files), len(acked), failed)

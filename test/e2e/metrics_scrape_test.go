@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dolphin-operator/dolphin/internal/dashboard"
+)
+
+// scrapeOperator scrapes the operator leader's secure metrics endpoint as Prometheus does with
+// the chart's monitors: with the token of a ServiceAccount bound to the metrics reader role
+// (config/rbac/metrics_reader_role.yaml), at the pod's address. It returns the exposition text.
+func (s *stack) scrapeOperator() string {
+	s.t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNS, Name: "e2e-scraper"}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-scraper"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "dolphin-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNS, Name: sa.Name}}}
+	for _, o := range []client.Object{sa, binding} {
+		if err := s.c.Create(s.ctx, o); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	cs := kubernetes.NewForConfigOrDie(s.cfg)
+	tok, err := cs.CoreV1().ServiceAccounts(operatorNS).CreateToken(s.ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: operatorNS, Name: s.operatorLeader()}, &pod); err != nil {
+		s.t.Fatal(err)
+	}
+	// The operator's serving certificate is its own, self-signed: trusted as the chart's
+	// monitors do (insecureSkipVerify); what is checked is the token's authorization.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // as the monitors scrape
+	get := func(token string) (int, string) {
+		req, _ := http.NewRequestWithContext(s.ctx, http.MethodGet, fmt.Sprintf("https://%s:8443/metrics", pod.Status.PodIP), nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			s.t.Fatalf("scraping the operator: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized && code != http.StatusForbidden {
+		s.t.Errorf("a scrape without a token: HTTP %d, want refused", code)
+	}
+	code, body := get(tok.Status.Token)
+	if code != http.StatusOK {
+		s.t.Fatalf("a scrape with the metrics reader's token: HTTP %d: %.300s", code, body)
+	}
+	return body
+}
+
+// seriesOf returns the exposition's series of metric whose labels include every want.
+func seriesOf(exposition, metric string, want ...string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(exposition))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(line, w)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// dashboardMetricsMissing lists the dashboard's metrics without a series in the exposition,
+// but for those only an event creates (named in notYet).
+func dashboardMetricsMissing(exposition string, notYet []string) ([]string, error) {
+	d, err := dashboard.Build()
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, m := range dashboard.Metrics(d) {
+		if slices.Contains(notYet, m) {
+			continue
+		}
+		if len(seriesOf(exposition, m)) == 0 {
+			missing = append(missing, m)
+		}
+	}
+	return missing, nil
+}
