@@ -150,6 +150,10 @@ func TestOperatorChartInstallsWhatConfigDoes(t *testing.T) {
 		t.Errorf("the chart's ClusterRole rules differ from config/rbac/role.yaml's")
 	}
 	as[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding/dolphin-operator")
+	reader := as[rbacv1.ClusterRole](t, objs, "ClusterRole/dolphin-metrics-reader")
+	if want := readObject[rbacv1.ClusterRole](t, "config/rbac/metrics_reader_role.yaml", "ClusterRole"); !equality.Semantic.DeepEqual(reader.Rules, want.Rules) {
+		t.Errorf("the chart's metrics reader role differs from config/rbac's")
+	}
 	hooks := as[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration/dolphin-validating-webhooks")
 	wantHooks := readObject[admissionregistrationv1.ValidatingWebhookConfiguration](t, "config/webhook/manifests.yaml", "ValidatingWebhookConfiguration")
 	if !equality.Semantic.DeepEqual(hooks.Webhooks, wantHooks.Webhooks) {
@@ -244,8 +248,8 @@ func TestOperatorChartValuesFiles(t *testing.T) {
 	}
 
 	objs, args := render("default")
-	has("defaults", objs, "PodDisruptionBudget/dolphin-operator", "Service/dolphin-metrics", "ClusterRole/dolphin-operator-metrics-reader", "ServiceAccount/dolphin-operator")
-	hasNot("defaults", objs, "ServiceMonitor/dolphin-operator", "PodMonitor/dolphin-operator", "Certificate/dolphin-webhook-cert", "ClusterRoleBinding/dolphin-operator-metrics-reader")
+	has("defaults", objs, "PodDisruptionBudget/dolphin-operator", "Service/dolphin-metrics", "ClusterRole/dolphin-metrics-reader", "ServiceAccount/dolphin-operator")
+	hasNot("defaults", objs, "ServiceMonitor/dolphin-operator", "PodMonitor/dolphin-operator", "Certificate/dolphin-webhook-cert", "ClusterRoleBinding/dolphin-metrics-reader")
 	argsHave("defaults", args, "--leader-elect=true", "--metrics-secure=true", "--webhook-cert-secret=dolphin-webhook-cert",
 		"--webhook-dns-names=dolphin-webhook.db-ops.svc,dolphin-webhook.db-ops.svc.cluster.local")
 
@@ -268,14 +272,18 @@ func TestOperatorChartValuesFiles(t *testing.T) {
 
 	objs, _ = render("monitoring-values.yaml")
 	has("monitoring", objs, "ServiceMonitor/dolphin-operator", "PodMonitor/dolphin-operator", "Issuer/dolphin-selfsigned",
-		"ServiceAccount/dolphin-metrics-scraper", "Secret/dolphin-metrics-scraper", "ClusterRoleBinding/dolphin-operator-metrics-reader")
-	binding := as[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding/dolphin-operator-metrics-reader")
+		"ServiceAccount/dolphin-metrics-scraper", "Secret/dolphin-metrics-scraper", "ClusterRoleBinding/dolphin-metrics-reader")
+	binding := as[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding/dolphin-metrics-reader")
 	if len(binding.Subjects) != 2 || binding.Subjects[0].Name != "prometheus-k8s" || binding.Subjects[1].Name != "dolphin-metrics-scraper" {
 		t.Errorf("monitoring: the metrics reader is bound to %v, want the listed reader and the chart's scraper", binding.Subjects)
 	}
 	eps, _, _ := unstructured.NestedSlice(objs["ServiceMonitor/dolphin-operator"].Object, "spec", "endpoints")
-	if len(eps) != 1 || eps[0].(map[string]any)["scheme"] != "https" || eps[0].(map[string]any)["interval"] != "15s" {
-		t.Errorf("monitoring: ServiceMonitor endpoints %v, want one over https every 15s", eps)
+	if len(eps) != 1 || eps[0].(map[string]any)["scheme"] != "https" || eps[0].(map[string]any)["interval"] != "15s" || eps[0].(map[string]any)["honorLabels"] != true {
+		t.Errorf("monitoring: ServiceMonitor endpoints %v, want one over https every 15s keeping the metrics' namespace labels", eps)
+	}
+	pms, _, _ := unstructured.NestedSlice(objs["PodMonitor/dolphin-operator"].Object, "spec", "podMetricsEndpoints")
+	if len(pms) != 1 || pms[0].(map[string]any)["honorLabels"] != true {
+		t.Errorf("monitoring: PodMonitor endpoints %v, want honorLabels (the alerts select the clusters' namespace)", pms)
 	}
 	d := as[appsv1.Deployment](t, objs, "Deployment/dolphin-operator")
 	if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, "@sha256:943322e94ccdea6ba033ac100eb8879f90cf90811c9f39fdc4db7aa63184246c") {
@@ -288,9 +296,10 @@ func TestOperatorChartValuesFiles(t *testing.T) {
 	}
 
 	objs, args = render("single-insecure-values.yaml")
-	hasNot("one replica", objs, "PodDisruptionBudget/db-operator-operator", "ServiceAccount/ops-robot", "ClusterRole/db-operator-operator-metrics-reader")
+	hasNot("one replica", objs, "PodDisruptionBudget/db-operator-operator", "ServiceAccount/ops-robot", "ClusterRole/db-operator-metrics-reader")
 	has("one replica", objs, "PodMonitor/db-operator-operator", "Service/db-operator-webhook")
-	argsHave("one replica", args, "--leader-elect=false", "--metrics-secure=false", "--zap-log-level=debug")
+	// Leader election stays on: an upgrade's rolling update runs the new pod beside the old.
+	argsHave("one replica", args, "--leader-elect=true", "--metrics-secure=false", "--zap-log-level=debug")
 	if sa := as[appsv1.Deployment](t, objs, "Deployment/db-operator-operator").Spec.Template.Spec.ServiceAccountName; sa != "ops-robot" {
 		t.Errorf("one replica: ServiceAccount %s, want the existing ops-robot", sa)
 	}

@@ -50,6 +50,16 @@ its namespace, so that installs in two namespaces do not overwrite each other's.
 {{- end -}}
 {{- end }}
 
+{{/* The ClusterRole scrapers of the secure metrics endpoint are bound to: dolphin-metrics-reader
+for release dolphin (as config/rbac names it); a namespaced install's carries its namespace. */}}
+{{- define "dolphin.metricsReaderName" -}}
+{{- if include "dolphin.namespaced" . -}}
+{{ include "dolphin.fullname" . }}-metrics-reader-{{ .Release.Namespace }}
+{{- else -}}
+{{ include "dolphin.fullname" . }}-metrics-reader
+{{- end -}}
+{{- end }}
+
 {{/* Cluster-scoped names of a namespaced install carry its namespace for the same reason. */}}
 {{- define "dolphin.clusterObjectName" -}}
 {{- if include "dolphin.namespaced" . -}}
@@ -87,7 +97,10 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "dolphin.web
 ServiceAccount (bound to the metrics reader role), trusting the operator's self-signed
 certificate. */}}
 {{- define "dolphin.scrapeAuth" -}}
-{{- if .Values.metrics.secure -}}
+# The metrics carry the cluster's own namespace and instance labels: kept, not renamed to
+# exported_namespace (the alerts and the dashboard select on them).
+honorLabels: true
+{{ if .Values.metrics.secure -}}
 scheme: https
 authorization:
   type: Bearer
