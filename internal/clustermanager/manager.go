@@ -218,6 +218,7 @@ func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 		return nil
 	}
 	from := persisted(c)
+	var published map[string]bool // the instances whose series the replaced engine's reports set
 	if p, ok := m.running[key]; ok {
 		if p.hash == hash {
 			p.engine.Trigger()
@@ -228,9 +229,14 @@ func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 		p.cancel()
 		<-p.done
 		from = p.engine.State()
+		p.reporter.mu.Lock()
+		published = p.reporter.metricInstances
+		p.reporter.mu.Unlock()
 		delete(m.running, key)
 	}
-	rep := &reporter{m: m, key: key}
+	// A scaled-down cluster restarts its engine with fewer members: the new reporter drops the
+	// series of the instances the old one published and it no longer sees.
+	rep := &reporter{m: m, key: key, metricInstances: published}
 	metrics.ExportPromotionCounters(key.Namespace, key.Name)
 	cfg.Reporter = rep
 	cfg.Log = m.Log.WithValues("cluster", key.String())

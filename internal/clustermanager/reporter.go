@@ -460,15 +460,20 @@ func (r *reporter) metrics(rep topology.Report) {
 	for _, in := range rep.Instances {
 		seen[in.Name] = true
 		metrics.InstanceUp.WithLabelValues(ns, name, in.Name).Set(boolGauge(in.Reachable()))
-		if in.Name == rep.Decision.Primary {
+		// The primary does not replicate, and errant instances are stopped on purpose (the
+		// Degraded condition and its alerts speak for them): no replicating series for either.
+		if in.Name == rep.Decision.Primary || rep.Decision.Errant[in.Name] {
 			metrics.InstanceReplicating.DeleteLabelValues(ns, name, in.Name)
-			metrics.ReplicationLag.DeleteLabelValues(ns, name, in.Name)
 		} else {
 			replicating := in.Status != nil && in.Status.Replica != nil && in.Status.Replica.IORunning && in.Status.Replica.SQLRunning
 			metrics.InstanceReplicating.WithLabelValues(ns, name, in.Name).Set(boolGauge(replicating))
 		}
-		if in.Status != nil && in.Status.Replica != nil && in.Status.Replica.SecondsBehindSource != nil {
+		// A lag the server does not know (replication stopped, unreachable) is no series: a
+		// frozen last value would keep a lag alert firing.
+		if in.Name != rep.Decision.Primary && in.Status != nil && in.Status.Replica != nil && in.Status.Replica.SecondsBehindSource != nil {
 			metrics.ReplicationLag.WithLabelValues(ns, name, in.Name).Set(float64(*in.Status.Replica.SecondsBehindSource))
+		} else {
+			metrics.ReplicationLag.DeleteLabelValues(ns, name, in.Name)
 		}
 	}
 	r.mu.Lock()

@@ -129,8 +129,10 @@ func TestEnvtestPluginRequests(t *testing.T) {
 		t.Errorf("accept-loss: annotation %q", got)
 	}
 
-	if _, err := p.run("reclone", "db", "--instance", "db-1"); err == nil {
-		t.Error("reclone of an instance that is not errant: accepted")
+	for _, bad := range []string{"db-0", "db-9"} { // the primary, no instance
+		if _, err := p.run("reclone", "db", "--instance", bad); err == nil {
+			t.Errorf("reclone --instance %s: accepted", bad)
+		}
 	}
 	p.mustRun("reclone", "db", "--instance", "db-2")
 	p.mustRun("reclone", "db", "--manual")
@@ -147,7 +149,14 @@ func TestEnvtestPluginRequests(t *testing.T) {
 	if !p.cluster().Spec.Paused {
 		t.Error("pause: spec.paused is false")
 	}
-	p.mustRun("resume", "db")
+	// A switchover would wait, unannounced, until someone resumes: refused while paused.
+	if _, err := p.run("switchover", "db", "--to", "db-1"); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Errorf("switchover of a paused cluster: %v, want refused", err)
+	}
+	// …and resuming says when a request was left waiting (the one made above, before pause).
+	if out := p.mustRun("resume", "db"); !strings.Contains(out, "a switchover request") {
+		t.Errorf("resume with a switchover request waiting:\n%s", out)
+	}
 	if p.cluster().Spec.Paused {
 		t.Error("resume: spec.paused is true")
 	}
@@ -163,8 +172,13 @@ func TestEnvtestPluginReadsAndWrites(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "mysqluser-db-app"}, StringData: map[string]string{"password": "app-secret"}},
 		&dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-app"}, Spec: dolphinv1.MySQLUserSpec{Cluster: "db", Name: "app"}},
 		&dolphinv1.MySQLUser{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "other-app"}, Spec: dolphinv1.MySQLUserSpec{Cluster: "other", Name: "app"}},
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-0", Labels: map[string]string{"app.kubernetes.io/instance": "db"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-0",
+			Labels: map[string]string{"app.kubernetes.io/instance": "db", "app.kubernetes.io/name": "mysql", "app.kubernetes.io/managed-by": "dolphin"}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mysqld", Image: "mariadb"}}}},
+		// Another application's pod whose name starts with the cluster's: not the cluster's.
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-analytics-0", Labels: map[string]string{"app.kubernetes.io/instance": "db-analytics"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-analytics-token"}, StringData: map[string]string{"token": "t0ken"}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "dolphin-system", Name: "dolphin-operator", Labels: map[string]string{"app.kubernetes.io/name": "dolphin-operator"}},
 			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
@@ -231,8 +245,11 @@ func TestEnvtestPluginReadsAndWrites(t *testing.T) {
 	if !strings.Contains(files["mysqlusers.yaml"], "db-app") || strings.Contains(files["mysqlusers.yaml"], "other-app") {
 		t.Errorf("mysqlusers.yaml holds other clusters' accounts or not db's:\n%s", files["mysqlusers.yaml"])
 	}
-	if !strings.Contains(files["secrets.txt"], "mysqluser-db-app") {
-		t.Errorf("secrets.txt:\n%s", files["secrets.txt"])
+	if !strings.Contains(files["secrets.txt"], "mysqluser-db-app") || !strings.Contains(files["secrets.txt"], "db-credentials") || strings.Contains(files["secrets.txt"], "db-analytics") {
+		t.Errorf("secrets.txt (the cluster's Secrets, by name only):\n%s", files["secrets.txt"])
+	}
+	if strings.Contains(files["pods.yaml"], "db-analytics") || !strings.Contains(files["pods.yaml"], "name: db-0") {
+		t.Errorf("pods.yaml holds another application's pod, or not the cluster's:\n%s", files["pods.yaml"])
 	}
 }
 

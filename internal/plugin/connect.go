@@ -81,7 +81,9 @@ func newConnectCmd(e *env) *cobra.Command {
 				clientArgs = append(clientArgs, "--ssl-ca="+caFile)
 			}
 			fmt.Fprintf(e.errOut, "connecting to %s as %s through 127.0.0.1:%d\n", pod, a.User, port)
-			c := exec.CommandContext(ctx, client, append(clientArgs, extra...)...)
+			// Not bound to the context: Ctrl-C is the client's (it kills the running query),
+			// and the plugin, which ignores it meanwhile, waits for the client to end.
+			c := exec.Command(client, append(clientArgs, extra...)...)
 			c.Env = append(os.Environ(), "MYSQL_PWD="+a.Password)
 			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), e.out, e.errOut
 			if err := c.Run(); err != nil {

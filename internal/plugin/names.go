@@ -45,3 +45,13 @@ const (
 	rootPasswordKey = "root-password"
 	mysqlPort       = 3306
 )
+
+// The labels Dolphin puts on what it makes for a cluster (resources.CommonLabels; the data
+// volumes carry resources.SelectorLabels).
+const (
+	labelInstance  = "app.kubernetes.io/instance"
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelName      = "app.kubernetes.io/name"
+	managedBy      = "dolphin"
+	volumeAppName  = "mysql"
+)

@@ -40,6 +40,11 @@ func TestNamesAreTheBuilders(t *testing.T) {
 	if rootPasswordKey != resources.RootPasswordKey || mysqlPort != resources.MySQLPort {
 		t.Error("root password key or port differ from the builders'")
 	}
+	c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: "db"}}
+	common, sel := resources.CommonLabels(c), resources.SelectorLabels(c)
+	if common[labelInstance] != "db" || common[labelManagedBy] != managedBy || sel[labelInstance] != "db" || sel[labelName] != volumeAppName {
+		t.Errorf("the labels the report selects by are not the builders' (common %v, selector %v)", common, sel)
+	}
 }
 
 func TestRestoreManifest(t *testing.T) {

@@ -112,8 +112,8 @@ func (e *env) writeReport(ctx context.Context, w io.Writer, mc *dolphinv1.MySQLC
 	if err := b.addObject("mysqlcluster.yaml", mc, s); err != nil {
 		return b.files, err
 	}
-	prefix := mc.Name
-	owned := func(name string) bool { return name == prefix || strings.HasPrefix(name, prefix+"-") }
+	// involved are the objects (kind/name) of the bundle: events about them are kept.
+	involved := map[string]bool{"MySQLCluster/" + mc.Name: true}
 	lists := []struct {
 		file string
 		list client.ObjectList
@@ -134,22 +134,36 @@ func (e *env) writeReport(ctx context.Context, w io.Writer, mc *dolphinv1.MySQLC
 			note(l.file, err)
 			continue
 		}
-		if err := filterList(l.list, func(o client.Object) bool { return belongs(o, mc.Name, owned) }); err != nil {
+		if err := filterList(l.list, func(o client.Object) bool { return belongs(o, mc.Name) }); err != nil {
 			return b.files, err
+		}
+		items, _ := meta.ExtractList(l.list)
+		for _, it := range items {
+			if o, ok := it.(client.Object); ok {
+				gvk, _ := apiutil.GVKForObject(o, s)
+				involved[gvk.Kind+"/"+o.GetName()] = true
+			}
 		}
 		if err := b.addObject(l.file, l.list, s); err != nil {
 			return b.files, err
 		}
 	}
 
-	// Secrets by name only.
+	// Secrets by name only: Dolphin's for the cluster, and those its accounts' passwords are in.
+	userSecrets := map[string]bool{}
+	if users, err := e.usersOf(ctx, mc); err == nil {
+		for _, u := range users {
+			name, _ := userPasswordSecret(&u)
+			userSecrets[name] = true
+		}
+	}
 	var secrets corev1.SecretList
 	if err := e.c.List(ctx, &secrets, ns); err != nil {
 		note("secrets", err)
 	} else {
 		var names []string
 		for _, sc := range secrets.Items {
-			if owned(sc.Name) || strings.HasPrefix(sc.Name, "mysqluser-"+prefix) {
+			if belongs(&sc, mc.Name) || userSecrets[sc.Name] || sc.Name == credentialsSecret(mc) {
 				names = append(names, fmt.Sprintf("%s (type %s, keys %d)", sc.Name, sc.Type, len(sc.Data)))
 			}
 		}
@@ -164,7 +178,7 @@ func (e *env) writeReport(ctx context.Context, w io.Writer, mc *dolphinv1.MySQLC
 	} else {
 		var lines []string
 		for _, ev := range events.Items {
-			if !owned(ev.InvolvedObject.Name) {
+			if !involved[ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name] {
 				continue
 			}
 			t := ev.LastTimestamp.Time
@@ -187,7 +201,7 @@ func (e *env) writeReport(ctx context.Context, w io.Writer, mc *dolphinv1.MySQLC
 		note("pods", err)
 	}
 	for _, p := range pods.Items {
-		if !belongs(&p, mc.Name, owned) {
+		if !belongs(&p, mc.Name) {
 			continue
 		}
 		if err := e.addLogs(ctx, b, cs, &p, "logs/"+p.Name, tailLines, note); err != nil {
@@ -262,9 +276,11 @@ func (e *env) addLogs(ctx context.Context, b *bundle, cs corev1client.CoreV1Inte
 	return nil
 }
 
-// belongs reports whether an object is one of the cluster's: named after it, labelled with
-// it, or (backups, accounts, databases) naming it in spec.cluster.
-func belongs(o client.Object, cluster string, owned func(string) bool) bool {
+// belongs reports whether an object is one of the cluster's: a backup, account or database
+// naming it in spec.cluster, or an object Dolphin made for it (labelled with the cluster as
+// app.kubernetes.io/instance and made by Dolphin: managed-by dolphin, or the volumes' name
+// mysql). A name alone proves nothing: another application's shop-analytics is not shop's.
+func belongs(o client.Object, cluster string) bool {
 	switch v := o.(type) {
 	case *dolphinv1.MySQLBackup:
 		return v.Spec.Cluster == cluster
@@ -273,12 +289,8 @@ func belongs(o client.Object, cluster string, owned func(string) bool) bool {
 	case *dolphinv1.MySQLDatabase:
 		return v.Spec.Cluster == cluster
 	}
-	for _, k := range []string{"app.kubernetes.io/instance", "mysql.dolphin.dev/cluster"} {
-		if o.GetLabels()[k] == cluster {
-			return true
-		}
-	}
-	return owned(o.GetName())
+	l := o.GetLabels()
+	return l[labelInstance] == cluster && (l[labelManagedBy] == managedBy || l[labelName] == volumeAppName)
 }
 
 // filterList keeps the items of list that keep says to.

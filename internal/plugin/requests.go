@@ -47,6 +47,9 @@ func newSwitchoverCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if mc.Spec.Paused {
+				return fmt.Errorf("%s is paused (spec.paused): Dolphin carries out no switchover until it is resumed, and would then at a moment nobody chose; resume it first (kubectl dolphin resume %s)", mc.Name, mc.Name)
+			}
 			from := mc.Status.CurrentPrimary
 			if to != "" {
 				if to == from {
@@ -167,14 +170,19 @@ func newRecloneCmd(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(e.out, "%s: errant replicas are re-cloned automatically\n", mc.Name)
 			default:
-				t := mc.Status.Topology
-				if t == nil || !slices.Contains(t.ErrantInstances, instance) {
-					return fmt.Errorf("%s is not an errant instance of %s: nothing to approve", instance, mc.Name)
+				// Dolphin holds out errant former primaries, and instances whose history
+				// diverged or whose source purged what they need (the Degraded condition names
+				// them): the approval is for it to decide on; only the primary is refused.
+				if !slices.Contains(instanceNames(mc), instance) {
+					return fmt.Errorf("%s is no instance of %s (instances: %v)", instance, mc.Name, instanceNames(mc))
+				}
+				if instance == mc.Status.CurrentPrimary {
+					return fmt.Errorf("%s is the primary: it is never re-cloned", instance)
 				}
 				if err := e.annotate(ctx, mc, dolphinv1.RecloneApprovedAnnotation, instance); err != nil {
 					return err
 				}
-				fmt.Fprintf(e.out, "%s: re-cloning %s approved (its extra transactions are kept first)\n", mc.Name, instance)
+				fmt.Fprintf(e.out, "%s: re-cloning %s approved; Dolphin acts on it if it holds %s out (what no other instance has is kept first)\n", mc.Name, instance, instance)
 			}
 			return nil
 		},
@@ -211,6 +219,9 @@ func newPauseCmd(e *env, pause bool) *cobra.Command {
 				state = "paused"
 			}
 			fmt.Fprintf(e.out, "%s %s\n", mc.Name, state)
+			if to := mc.Annotations[dolphinv1.SwitchoverAnnotation]; !pause && to != "" {
+				fmt.Fprintf(e.errOut, "warning: a switchover request (%s=%s) was waiting: Dolphin carries it out now\n", dolphinv1.SwitchoverAnnotation, to)
+			}
 			if c := meta.FindStatusCondition(mc.Status.Conditions, dolphinv1.ConditionReady); pause && c != nil && c.Status != "True" {
 				fmt.Fprintf(e.errOut, "warning: %s was not Ready (%s): nothing repairs it while paused\n", mc.Name, c.Reason)
 			}

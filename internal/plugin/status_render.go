@@ -158,10 +158,19 @@ func attention(c *dolphinv1.MySQLCluster) []string {
 	if topo.SemiSyncFallback {
 		out = append(out, "semi-sync fell back to asynchronous replication: a failover now may lose acknowledged writes")
 	}
+	heldOut := false
 	for _, name := range topo.ReplacedPrimaries {
 		if slices.Contains(topo.ErrantInstances, name) {
+			heldOut = true
 			out = append(out, fmt.Sprintf("%s, a replaced primary, holds writes no other instance has and is held out: look at status.keptTransactions, then kubectl dolphin reclone %s --instance %s", name, c.Name, name))
 		}
+	}
+	// Held out for a reason the topology record does not show (a former primary whose history
+	// diverged, a source that purged what an instance needs, no copy possible): the Degraded
+	// condition says which and why.
+	if d := meta.FindStatusCondition(c.Status.Conditions, dolphinv1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue &&
+		(d.Reason == "RecloneWaits" || (d.Reason == "ErrantFormerPrimary" && !heldOut)) {
+		out = append(out, fmt.Sprintf("%s (then kubectl dolphin reclone %s --instance <pod>)", d.Message, c.Name))
 	}
 	for _, k := range c.Status.KeptTransactions {
 		out = append(out, fmt.Sprintf("transactions of %s that no other instance had (%d: %s) were kept at %s before it was re-cloned", k.Instance, k.Transactions, k.GTIDs, k.Location))
