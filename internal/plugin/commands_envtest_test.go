@@ -1,12 +1,8 @@
 package plugin
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -253,33 +249,14 @@ func TestEnvtestPluginReadsAndWrites(t *testing.T) {
 	}
 }
 
+// readBundle reads a support bundle's files as text.
 func readBundle(t *testing.T, file string) map[string]string {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
 	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name] = string(b)
+	for name, f := range testenv.ReadTarGz(t, file) {
+		out[name] = string(f.Data)
 	}
+	return out
 }
 
 func keys(m map[string]string) []string {

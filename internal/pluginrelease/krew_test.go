@@ -1,12 +1,9 @@
 package pluginrelease
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +12,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // A release archive for this machine holds the plugin krew links (bin), its SHA-256 is the
@@ -65,34 +64,13 @@ func TestReleaseArchiveInstallsAsKrewDoes(t *testing.T) {
 	}
 }
 
+// untar unpacks a .tar.gz into dir, modes kept (as krew does).
 func untar(t *testing.T, file, dir string) {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
+	for name, f := range testenv.ReadTarGz(t, file) {
+		if err := os.WriteFile(filepath.Join(dir, name), f.Data, os.FileMode(f.Mode)); err != nil {
 			t.Fatal(err)
 		}
-		w, err := os.OpenFile(filepath.Join(dir, h.Name), os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(w, tr); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
 	}
 }
 

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestPluginOperatesACluster (issue 33): `kubectl dolphin`, found by kubectl on PATH as a
@@ -169,29 +167,9 @@ func TestPluginOperatesACluster(t *testing.T) {
 
 func readTarGz(t *testing.T, file string) map[string]string {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
 	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name] = string(b)
+	for name, f := range testenv.ReadTarGz(t, file) {
+		out[name] = string(f.Data)
 	}
+	return out
 }
