@@ -24,12 +24,7 @@ func newBackupCmd(e *env) *cobra.Command {
 		Use:   "create CLUSTER [--wait DURATION]",
 		Short: "Take a backup now (a MySQLBackup <cluster>-manual-<time>) to the cluster's backup store",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			mc, err := e.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, args []string) error {
 			if mc.Spec.Backup == nil {
 				return fmt.Errorf("%s has no spec.backup: set a store first (docs/backup.md)", mc.Name)
 			}
@@ -45,7 +40,7 @@ func newBackupCmd(e *env) *cobra.Command {
 				return nil
 			}
 			return e.waitBackup(ctx, b, wait)
-		},
+		}),
 	}
 	create.Flags().DurationVar(&wait, "wait", 0, "Wait this long for the backup to end (0: return once created).")
 	create.Flags().StringVar(&target, "target", "", "PreferReplica or Primary (default: the cluster's spec.backup.target).")
@@ -53,12 +48,7 @@ func newBackupCmd(e *env) *cobra.Command {
 		Use:   "list CLUSTER",
 		Short: "List a cluster's backups, oldest first, with their phase, size, GTID position and verification",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			mc, err := e.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, args []string) error {
 			backups, err := e.backupsOf(ctx, mc)
 			if err != nil {
 				return err
@@ -78,7 +68,7 @@ func newBackupCmd(e *env) *cobra.Command {
 					orDash(b.Status.StoredSize), orDash(b.Status.Duration), orDash(b.Status.GTIDPosition), completed, verified)
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cmd.AddCommand(create, list)
 	return cmd

@@ -27,12 +27,7 @@ func newCredentialsCmd(e *env) *cobra.Command {
 			"passwords are. With USER (the account's name on the server), print what a client needs.\n" +
 			"--root prints the root account's instead (for emergencies: applications use their own).",
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			mc, err := e.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, args []string) error {
 			if !root && len(args) == 1 {
 				return e.listAccounts(ctx, mc)
 			}
@@ -46,7 +41,7 @@ func newCredentialsCmd(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(e.out, "user: %s\npassword: %s\nhost: %s\nport: %d\n", a.User, a.Password, a.Host, a.Port)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&root, "root", false, "The root account's credentials.")
 	return cmd

@@ -39,12 +39,7 @@ func newReportCmd(e *env) *cobra.Command {
 			"instances (and of the previous container after a restart); the operator's Deployment\n" +
 			"and logs; the versions. Secrets appear by name only: their data is never read.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			mc, err := e.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, args []string) error {
 			if output == "" {
 				output = fmt.Sprintf("dolphin-report-%s-%s-%s.tar.gz", mc.Namespace, mc.Name, time.Now().UTC().Format("20060102-150405"))
 			}
@@ -61,7 +56,7 @@ func newReportCmd(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(e.out, "wrote %s (%d files)\n", output, n)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "The file to write (default dolphin-report-<namespace>-<cluster>-<time>.tar.gz).")
 	cmd.Flags().Int64Var(&tailLines, "tail", 5000, "Lines of each log to keep, from the end.")

@@ -41,12 +41,7 @@ func newSwitchoverCmd(e *env) *cobra.Command {
 			"Service. --to names the instance (a pod); without it Dolphin chooses the most advanced\n" +
 			"replica. With --wait, waits until the cluster is Ready with the new primary.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			mc, err := e.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, args []string) error {
 			if mc.Spec.Paused {
 				return fmt.Errorf("%s is paused (spec.paused): Dolphin carries out no switchover until it is resumed, and would then at a moment nobody chose; resume it first (kubectl dolphin resume %s)", mc.Name, mc.Name)
 			}
@@ -74,7 +69,7 @@ func newSwitchoverCmd(e *env) *cobra.Command {
 				p := c.Status.CurrentPrimary
 				return p != "" && p != from && (to == "" || p == to) && c.Annotations[dolphinv1.SwitchoverAnnotation] == "" && ready(c)
 			})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&to, "to", "", "The instance (pod name) to promote; default: the most advanced replica.")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "Wait this long for the switchover to finish (0: return once requested).")
@@ -109,12 +104,7 @@ func newAcceptLossCmd(e *env) *cobra.Command {
 			"writes up (annotation " + dolphinv1.FailoverAcceptLossAnnotation + "): Dolphin promotes\n" +
 			"the best replica. It acts only on a failover from that instance that is in progress.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			mc, err := e.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, args []string) error {
 			t := mc.Status.Topology
 			if t == nil || t.FailoverInProgress == nil || t.FailoverInProgress.From != instance {
 				return fmt.Errorf("no failover from %q is in progress in %s: nothing to accept (kubectl dolphin status %s)", instance, mc.Name, mc.Name)
@@ -124,7 +114,7 @@ func newAcceptLossCmd(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(e.out, "the writes only %s held are given up: Dolphin promotes the best replica of %s\n", instance, mc.Name)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&instance, "instance", "", "The lost primary whose unreplicated writes are given up (required).")
 	_ = cmd.MarkFlagRequired("instance")
@@ -203,12 +193,7 @@ func newPauseCmd(e *env, pause bool) *cobra.Command {
 		Use:   use,
 		Short: short,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			mc, err := e.cluster(ctx, args[0])
-			if err != nil {
-				return err
-			}
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, args []string) error {
 			patch := client.MergeFrom(mc.DeepCopy())
 			mc.Spec.Paused = pause
 			if err := e.c.Patch(ctx, mc, patch); err != nil {
@@ -226,6 +211,6 @@ func newPauseCmd(e *env, pause bool) *cobra.Command {
 				fmt.Fprintf(e.errOut, "warning: %s was not Ready (%s): nothing repairs it while paused\n", mc.Name, c.Reason)
 			}
 			return nil
-		},
+		}),
 	}
 }

@@ -8,7 +8,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -29,12 +28,11 @@ var Version = "dev"
 // env is what every subcommand uses: the kubectl flags, the client they make, and where to
 // print.
 type env struct {
-	flags   *genericclioptions.ConfigFlags
-	out     io.Writer
-	errOut  io.Writer
-	cfg     *rest.Config
-	c       client.Client
-	newConn func(*rest.Config) (client.Client, error) // tests swap nothing; kept for clarity
+	flags  *genericclioptions.ConfigFlags
+	out    io.Writer
+	errOut io.Writer
+	cfg    *rest.Config
+	c      client.Client
 }
 
 // NewRootCmd returns `kubectl dolphin` with its subcommands.
@@ -131,5 +129,14 @@ func (e *env) cluster(ctx context.Context, name string) (*dolphinv1.MySQLCluster
 	return &mc, nil
 }
 
-// errUsage marks an error in what the user asked for (as opposed to one met on the way).
-var errUsage = errors.New("usage")
+// onCluster is a command's RunE that reads the MySQLCluster its first argument names, in the
+// flags' namespace, and hands it to run.
+func (e *env) onCluster(run func(ctx context.Context, mc *dolphinv1.MySQLCluster, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		mc, err := e.cluster(cmd.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), mc, args)
+	}
+}
