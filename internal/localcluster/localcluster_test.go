@@ -131,8 +131,12 @@ func TestLocalControlPlaneUpDown(t *testing.T) {
 	}
 	began := time.Now()
 	eventually(t, 30*time.Second, "the StatefulSet controller creates 2 pods", func() error {
-		if n, err := listPods(); err != nil || n != 2 {
-			return fmt.Errorf("%d pods (%v)", n, err)
+		n, err := listPods()
+		if err != nil {
+			return fmt.Errorf("listing pods: %w", err)
+		}
+		if n != 2 {
+			return fmt.Errorf("%d pods", n)
 		}
 		return nil
 	})
