@@ -8,31 +8,8 @@
 #
 # Env: DOLPHIN_CACHE_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/dolphin)
 set -euo pipefail
+source "$(dirname "$0")/lib/go-tool.sh"
 
 VERSITYGW_VERSION=v1.8.0
-cache=${DOLPHIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dolphin}
-out="$cache/versitygw/$VERSITYGW_VERSION"
-bin="$out/versitygw"
-
-if [[ "${1:-}" == "--print" ]]; then echo "$bin"; exit 0; fi
-
-mkdir -p "$out"
-# A lock so that two concurrent callers (make test run twice) do not build the
-# same binary twice.
-exec 9>"$out/.lock"
-flock 9
-
-if [[ ! -x "$bin" ]]; then
-  echo ">> building versitygw $VERSITYGW_VERSION (a cold build takes 70-110 s on 2 cores)" >&2
-  start=$SECONDS
-  tmp=$(mktemp -d "$out/.build.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
-  # go install pkg@version builds outside any module, so this repository's
-  # go.mod is neither read nor changed.
-  (cd "$tmp" && GOBIN="$tmp" GOFLAGS=-trimpath go install -ldflags "-s -w" \
-    "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION")
-  mv "$tmp/versitygw" "$bin"
-  echo ">> built versitygw in $((SECONDS - start))s" >&2
-fi
-
-echo "$bin"
+go_tool versitygw "$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw "" \
+  "a cold build takes 70-110 s on 2 cores" -- "$@"
