@@ -147,3 +147,27 @@ func parseKeyPair(contents [][]byte) (*tls.Certificate, error) {
 	}
 	return &c, nil
 }
+
+// lazyToken is a token file loaded when first needed and reloaded as it changes: the
+// scrapers' token may reach the mounted Secret after the agent started.
+type lazyToken struct {
+	path string
+	log  logr.Logger
+
+	mu sync.Mutex
+	r  *reloading[tokenDigest]
+}
+
+// get returns the token's digest, or why there is none yet.
+func (l *lazyToken) get() (tokenDigest, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.r == nil {
+		r, err := newReloading(l.log, parseToken, l.path)
+		if err != nil {
+			return tokenDigest{}, err
+		}
+		l.r = r
+	}
+	return l.r.get(), nil
+}

@@ -64,6 +64,12 @@ type ServerOptions struct {
 	// StopReleasedFile, when set, enables POST /v1/release-stop, which creates this file: it
 	// ends the server container's preStop hold (docs/design/0051).
 	StopReleasedFile string
+	// Metrics, when set, serves GET /metrics to scrapers presenting the token in
+	// MetricsTokenFile (not the agent's own token, which must never reach a scraper).
+	Metrics http.Handler
+	// MetricsTokenFile holds the scrapers' bearer token. It is read at the first scrape and
+	// re-read when it changes; until it exists, /metrics answers 503.
+	MetricsTokenFile string
 	// Logger receives the agent's log; passwords and store configurations never reach it.
 	Logger logr.Logger
 	// ShutdownTimeout bounds the graceful shutdown (DefaultShutdownTimeout when zero).
@@ -83,6 +89,8 @@ type Server struct {
 	stop context.CancelCauseFunc
 	jobs jobTable
 	seed seedState
+	// metricsToken is loaded at the first scrape (lazyToken).
+	metricsToken lazyToken
 }
 
 // errShutdown is the cause of the base context's end.
@@ -101,7 +109,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if opts.Metrics != nil && opts.MetricsTokenFile == "" {
+		return nil, errors.New("agent: serving metrics needs a metrics token file")
+	}
 	s := &Server{opts: opts, log: opts.Logger}
+	s.metricsToken = lazyToken{path: opts.MetricsTokenFile, log: s.log.WithName("metrics-token")}
 	s.seed.status.Phase = SeedWaiting
 	var err error
 	if s.token, err = newReloading(s.log.WithName("token"), parseToken, opts.TokenFile); err != nil {
@@ -208,8 +220,30 @@ func (s *Server) handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.authenticateScraper(s.opts.Metrics))
+	}
 	mux.Handle("/", s.authenticate(api))
 	return mux
+}
+
+// authenticateScraper refuses scrapes without the metrics token with 401, and answers 503
+// while this agent has no metrics token file yet.
+func (s *Server) authenticateScraper(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want, err := s.metricsToken.get()
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: "this agent has no metrics token yet: " + err.Error()})
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !want.matches(strings.TrimSpace(tok)) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="dolphin-agent-metrics"`)
+			writeError(w, http.StatusUnauthorized, ErrorResponse{Error: "the metrics token is required"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // authenticate refuses requests without the bearer token with 401.

@@ -2,12 +2,18 @@ package chartgen
 
 import (
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // ClusterChart is the folder of the chart of one MySQLCluster, relative to the repository.
@@ -71,10 +77,14 @@ func TestClusterChartRenders(t *testing.T) {
 			t.Errorf("%s: cluster %s, name %s, grants %v", key, u.Spec.Cluster, u.Spec.Name, u.Spec.Grants)
 		}
 	}
-	if len(list) != 6 {
-		t.Errorf("%d objects rendered, want 6", len(list))
+	if len(list) != 7 {
+		t.Errorf("%d objects rendered, want 7", len(list))
 	}
+	checkInstancePodMonitor(t, objs, c)
 	for _, o := range list {
+		if o.GetKind() == "PodMonitor" {
+			continue // nothing a database needs: it goes with the release
+		}
 		if o.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
 			t.Errorf("%s %s is not kept on uninstall", o.GetKind(), o.GetName())
 		}
@@ -85,5 +95,55 @@ func TestClusterChartRenders(t *testing.T) {
 	c = as[dolphinv1.MySQLCluster](t, objs, "MySQLCluster/scratch")
 	if len(list) != 1 || c.Spec.Instances != 1 || c.Spec.Backup != nil || c.Annotations["helm.sh/resource-policy"] != "" || c.Spec.Engine.Version != "10.11" {
 		t.Errorf("minimal: %d objects, cluster %+v", len(list), c)
+	}
+}
+
+// checkInstancePodMonitor: the PodMonitor of the full values scrapes the pods, port, Secret
+// keys and server name the operator really makes for the cluster c (so chart and code
+// cannot drift apart), with the operator metrics' labels.
+func checkInstancePodMonitor(t *testing.T, objs map[string]*unstructured.Unstructured, c *dolphinv1.MySQLCluster) {
+	t.Helper()
+	pm, ok := objs["PodMonitor/shop-instances"]
+	if !ok {
+		t.Fatal("no PodMonitor/shop-instances rendered with metrics.podMonitor.enabled")
+	}
+	c.Namespace = pm.GetNamespace()
+	sel, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
+	if !reflect.DeepEqual(sel, resources.SelectorLabels(c)) {
+		t.Errorf("PodMonitor selects %v, the cluster's pods carry %v", sel, resources.SelectorLabels(c))
+	}
+	if pm.GetLabels()["release"] != "prometheus" {
+		t.Errorf("PodMonitor labels %v lack the values' release label", pm.GetLabels())
+	}
+	eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	if len(eps) != 1 {
+		t.Fatalf("PodMonitor endpoints %v, want one", eps)
+	}
+	ep := eps[0].(map[string]any)
+	str := func(path ...string) string { v, _, _ := unstructured.NestedString(ep, path...); return v }
+	secret := resources.MetricsSecretName(c)
+	for path, want := range map[string]string{
+		"port":                           "agent",
+		"scheme":                         "https",
+		"path":                           "/metrics",
+		"interval":                       "15s",
+		"authorization.type":             "Bearer",
+		"authorization.credentials.name": secret,
+		"authorization.credentials.key":  resources.MetricsTokenKey,
+		"tlsConfig.ca.secret.name":       secret,
+		"tlsConfig.ca.secret.key":        resources.MetricsCAKey,
+		"tlsConfig.serverName":           agent.AgentServerName(c.Name, c.Namespace),
+	} {
+		if got := str(strings.Split(path, ".")...); got != want {
+			t.Errorf("PodMonitor endpoint %s = %q, want %q", path, got, want)
+		}
+	}
+	relabel, _, _ := unstructured.NestedSlice(ep, "relabelings")
+	targets := map[string]bool{}
+	for _, r := range relabel {
+		targets[r.(map[string]any)["targetLabel"].(string)] = true
+	}
+	if !targets["name"] || !targets["instance"] {
+		t.Errorf("PodMonitor relabelings %v: want the operator metrics' name and instance labels", relabel)
 	}
 }

@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,17 +24,27 @@ import (
 const agentCertRenewBefore = 30 * 24 * time.Hour
 
 // reconcileAgentSecret makes sure `<name>-agent` holds a CA, a server certificate signed by it
-// and a bearer token for the instance agents (internal/agent). It is generated once and
-// replaced, whole, only when a key is missing or the certificate is about to expire; the
-// agents reload the files, and the operator reads the Secret before every call.
+// and a bearer token for the instance agents (internal/agent), the token scrapers of their
+// /metrics present, and the monitor account's password the agents' metrics collectors log in
+// with. The PKI and token are generated once and replaced, whole, only when a key is missing
+// or the certificate is about to expire; the metrics token is kept across that; the monitor
+// password follows the credentials Secret. The agents reload the files, and the operator
+// reads the Secret before every call.
 func (r *MySQLClusterReconciler) reconcileAgentSecret(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	monitorPassword, err := r.credentialFor(ctx, c, resources.MonitorPasswordKey)
+	if err != nil {
+		return err
+	}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.AgentSecretName(c)}
 	var s corev1.Secret
-	err := r.Client.Get(ctx, key, &s)
+	err = r.Client.Get(ctx, key, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		data, err := newAgentSecretData(c, time.Now())
 		if err != nil {
+			return err
+		}
+		if err := withMetricsKeys(data, nil, monitorPassword); err != nil {
 			return err
 		}
 		s = corev1.Secret{
@@ -48,20 +60,43 @@ func (r *MySQLClusterReconciler) reconcileAgentSecret(ctx context.Context, c *do
 	case err != nil:
 		return fmt.Errorf("reading Secret %s: %w", key, err)
 	}
+	data := maps.Clone(s.Data)
 	why := agentSecretStale(&s, time.Now())
-	if why == "" {
-		return nil
+	if why != "" {
+		if data, err = newAgentSecretData(c, time.Now()); err != nil {
+			return err
+		}
 	}
-	data, err := newAgentSecretData(c, time.Now())
-	if err != nil {
+	if err := withMetricsKeys(data, s.Data, monitorPassword); err != nil {
 		return err
+	}
+	if why == "" && maps.EqualFunc(data, s.Data, bytes.Equal) {
+		return nil
 	}
 	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	s.Data = data
 	if err := r.Client.Patch(ctx, &s, patch); err != nil {
-		return fmt.Errorf("renewing Secret %s: %w", key, err)
+		return fmt.Errorf("updating Secret %s: %w", key, err)
 	}
-	r.event(c, corev1.EventTypeNormal, "AgentCertificateRenewed", "Update", "renewed the agent certificate in Secret %s: %s", key.Name, why)
+	if why != "" {
+		r.event(c, corev1.EventTypeNormal, "AgentCertificateRenewed", "Update", "renewed the agent certificate in Secret %s: %s", key.Name, why)
+	}
+	return nil
+}
+
+// withMetricsKeys sets the metrics keys of the agent Secret data: the metrics token of
+// previous (a new one when it has none) and the monitor account's password.
+func withMetricsKeys(data, previous map[string][]byte, monitorPassword []byte) error {
+	token := previous[resources.AgentMetricsTokenKey]
+	if len(token) == 0 {
+		t, err := agent.GenerateToken()
+		if err != nil {
+			return fmt.Errorf("generating the metrics token: %w", err)
+		}
+		token = []byte(t)
+	}
+	data[resources.AgentMetricsTokenKey] = token
+	data[resources.MonitorPasswordKey] = monitorPassword
 	return nil
 }
 

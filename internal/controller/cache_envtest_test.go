@@ -163,7 +163,7 @@ func TestEnvtestCacheHoldsOnlyDolphinsObjects(t *testing.T) {
 
 	t.Logf("the Secret created after its cluster was found %s later", time.Since(created).Round(100*time.Millisecond))
 
-	wantSecrets := []string{"byo-agent", "byo-credentials-history", "byo-secret", "own-agent", "own-credentials", "own-credentials-history"}
+	wantSecrets := []string{"byo-agent", "byo-credentials-history", "byo-metrics", "byo-secret", "own-agent", "own-credentials", "own-credentials-history", "own-metrics"}
 	testenv.Eventually(t, 20*time.Second, "the cache to hold exactly Dolphin's objects", func() error {
 		var secrets corev1.SecretList
 		var pods corev1.PodList

@@ -42,10 +42,13 @@ func getCluster(t *testing.T, c client.Client, key types.NamespacedName) *dolphi
 
 // children returns every object the reconciler should own for a cluster.
 func children(key types.NamespacedName) map[string]client.Object {
-	n := resources.NamesFor(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: key.Name}})
+	cl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Name: key.Name}}
+	n := resources.NamesFor(cl)
 	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: key.Namespace, Name: name} }
 	return map[string]client.Object{
 		"Secret/" + n.GeneratedSecret:                  &corev1.Secret{ObjectMeta: meta(n.GeneratedSecret)},
+		"Secret/" + resources.AgentSecretName(cl):      &corev1.Secret{ObjectMeta: meta(resources.AgentSecretName(cl))},
+		"Secret/" + resources.MetricsSecretName(cl):    &corev1.Secret{ObjectMeta: meta(resources.MetricsSecretName(cl))},
 		"ConfigMap/" + n.ConfigMap:                     &corev1.ConfigMap{ObjectMeta: meta(n.ConfigMap)},
 		"ServiceAccount/" + n.ServiceAccount:           &corev1.ServiceAccount{ObjectMeta: meta(n.ServiceAccount)},
 		"Service/" + n.HeadlessService:                 &corev1.Service{ObjectMeta: meta(n.HeadlessService)},

@@ -83,12 +83,21 @@ func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv
 
 // operatorPasswordFor is the current password of Dolphin's operator account of c.
 func (r *MySQLClusterReconciler) operatorPasswordFor(ctx context.Context, c *dolphinv1.MySQLCluster) (string, error) {
+	pw, err := r.credentialFor(ctx, c, resources.OperatorPasswordKey)
+	return string(pw), err
+}
+
+// credentialFor is the value of key (resources.CredentialKeys) in c's credentials Secret.
+func (r *MySQLClusterReconciler) credentialFor(ctx context.Context, c *dolphinv1.MySQLCluster, key string) ([]byte, error) {
 	var s corev1.Secret
-	key := client.ObjectKey{Namespace: c.Namespace, Name: resources.CredentialsSecretName(c)}
-	if err := r.reader().Get(ctx, key, &s); err != nil {
-		return "", fmt.Errorf("reading Secret %s: %w", key, err)
+	name := client.ObjectKey{Namespace: c.Namespace, Name: resources.CredentialsSecretName(c)}
+	if err := r.reader().Get(ctx, name, &s); err != nil {
+		return nil, fmt.Errorf("reading Secret %s: %w", name, err)
 	}
-	return string(s.Data[resources.OperatorPasswordKey]), nil
+	if len(s.Data[key]) == 0 {
+		return nil, fmt.Errorf("secret %s has no %s", name, key)
+	}
+	return s.Data[key], nil
 }
 
 // requeueKey carries, through a reconcile's context, the soonest time a step asked to look

@@ -57,6 +57,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{name: "backup-store", run: r.reconcileBackupStore, independent: true},
 		{name: "restore-outcome", run: r.reconcileRestoreOutcome, independent: true},
 		{name: "binlog-archive", run: r.reconcileBinlogArchive, independent: true},
+		{name: "metrics-secret", run: r.reconcileMetricsSecret, independent: true},
 	}
 }
 

@@ -57,6 +57,10 @@ const (
 	AgentCertKey  = "tls.crt"
 	AgentKeyKey   = "tls.key"
 	AgentTokenKey = "token"
+	// AgentMetricsTokenKey is the token scrapers of the agents' /metrics present; the
+	// operator copies it into the metrics Secret (MetricsSecretName). MonitorPasswordKey,
+	// the monitor account's password, is copied in from the credentials Secret.
+	AgentMetricsTokenKey = "metrics-token"
 
 	volumeDolphinBin  = "dolphin-bin"
 	volumeAgentSecret = "agent-secret"
@@ -64,6 +68,27 @@ const (
 
 // AgentSecretName is the Secret with the agent's CA, server certificate and token.
 func AgentSecretName(c *dolphinv1.MySQLCluster) string { return c.Name + "-agent" }
+
+// Keys of the metrics Secret (MetricsSecretName).
+const (
+	// MetricsTokenKey is the bearer token the agents' GET /metrics asks of scrapers.
+	MetricsTokenKey = "token"
+	// MetricsCAKey is the CA the agents' certificates chain to; their server name is
+	// agent.AgentServerName of the cluster.
+	MetricsCAKey = "ca.crt"
+)
+
+// MetricsSecretName is the Secret a scraper of the instance agents' /metrics is given: the
+// token and the CA, nothing that opens the agents' API.
+func MetricsSecretName(c *dolphinv1.MySQLCluster) string { return c.Name + "-metrics" }
+
+// MetricsSecretData is the metrics Secret's content, copied from the agent Secret.
+func MetricsSecretData(agentSecret *corev1.Secret) map[string][]byte {
+	return map[string][]byte{
+		MetricsTokenKey: agentSecret.Data[AgentMetricsTokenKey],
+		MetricsCAKey:    agentSecret.Data[AgentCAKey],
+	}
+}
 
 // agentToolsContainer copies the dolphin binary from the agent image into the pod.
 func agentToolsContainer(o BuildOptions) *corev1ac.ContainerApplyConfiguration {
