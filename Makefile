@@ -11,6 +11,8 @@ NODE_BIN ?= $(shell hack/node.sh --print)
 PROMTOOL ?= $(shell hack/promtool.sh --print)
 # MOCO's controller, the peer of the footprint bench, built from Go modules (hack/moco), cached by version.
 MOCO ?= $(shell hack/moco.sh --print)
+# Prometheus' mysqld_exporter, the peer of the instance-metrics bench, built from its module, cached by version.
+MYSQLD_EXPORTER ?= $(shell hack/mysqld-exporter.sh --print)
 
 .PHONY: help
 help: ## List targets.
@@ -92,6 +94,10 @@ promtool: ## Provide (once, cached) promtool, which checks and unit-tests the al
 .PHONY: helm
 helm: ## Build (once, cached) the helm command (helm.sh/helm/v4, as go.mod names it), for installing the charts.
 	hack/helm.sh
+
+.PHONY: mysqld-exporter
+mysqld-exporter: ## Build (once, cached) Prometheus' mysqld_exporter, the version whose collectors the agent links, for bench-instance-metrics.
+	hack/mysqld-exporter.sh
 
 .PHONY: moco
 moco: ## Build (once, cached) MOCO's controller, the peer measured by bench-footprint.
@@ -268,6 +274,19 @@ BACKUP_VERDICT = rc=$$(cat $$rcfile); rm -f $$rcfile; \
 	  summary=$$(grep -E '^backup bytes=[0-9]+ backup_ratio=' $$out | tail -n 1); rm -f $$out; \
 	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; exit $$rc; fi; \
 	  if [ -z "$$summary" ]; then echo "bench: FAIL: no summary line 'backup bytes=… backup_ratio=…'"; exit 1; fi
+METRICS_SCRAPES ?= 200
+.PHONY: bench-instance-metrics
+bench-instance-metrics: mariadb mysqld-exporter ## A replica's own metrics served by Dolphin's agent vs a mysqld_exporter sidecar, METRICS_SCRAPES scrapes each: RSS and CPU per scrape; fails when a scrape fails or the series differ.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_METRICS_SCRAPES=$(METRICS_SCRAPES) DOLPHIN_BENCH_OUT=$$out DOLPHIN_MYSQLD_EXPORTER=$(MYSQLD_EXPORTER) \
+	    $(GO) test -count=1 -timeout 15m -run '^TestBenchInstanceMetrics$$' -v ./internal/instancemetrics/; echo $$? >$$rcfile; } \
+	    | grep -E '_test\.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
+	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
+	  if [ -s $$out ]; then cat $$out; else echo "bench: no figures written (the test stopped before the end)"; fi; \
+	  summary=$$(grep -E '^instance-metrics scrapes=[0-9]+ .* same_series=true$$' $$out | tail -n 1); rm -f $$out; \
+	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; exit $$rc; fi; \
+	  if [ -z "$$summary" ]; then echo "bench: FAIL: no summary line 'instance-metrics … same_series=true'"; exit 1; fi
+
 .PHONY: bench-backup
 bench-backup: mariadb versitygw ## Backup (real agent → versitygw), restore and clone of a generated BACKUP_GIB GiB dataset: ratios to mariadb-backup, agent peak RSS; fails on a failed or mismatching restore.
 	@out=$$(mktemp); rcfile=$$(mktemp); \

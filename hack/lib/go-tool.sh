@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Sourced by the scripts that build a tool from the Go module proxy once per version into
-# the user's cache folder (hack/versitygw.sh, hack/helm.sh).
+# the user's cache folder (hack/versitygw.sh, hack/helm.sh, hack/mysqld-exporter.sh).
 #
 #   go_tool NAME VERSION PACKAGE [LDFLAGS] [HINT] -- "$@"
+#   go_tool_module NAME VERSION MODULE [LDFLAGS] [HINT] -- "$@"
 #
-# prints the binary's path ($cache/NAME/VERSION/NAME); with --print in the script's
-# arguments it builds nothing. go install pkg@version builds outside any module, so this
-# repository's go.mod is neither read nor changed; a lock keeps two callers from building at once.
-go_tool() {
-  local name=$1 version=$2 pkg=$3 ldflags=${4:-} hint=${5:-}
-  shift 5
+# print the binary's path ($cache/NAME/VERSION/NAME); with --print in the script's
+# arguments they build nothing. go_tool runs go install pkg@version, outside any module, so
+# this repository's go.mod is neither read nor changed. go_tool_module builds the main
+# package at the root of MODULE@VERSION in a copy of the module with its own go.mod and go.sum:
+# for modules the proxy serves but will not list (go install pkg@version then fails with
+# "403 ... /@v/list"). A lock keeps two callers from building at once.
+go_tool() { _go_tool_cached _go_tool_install "$@"; }
+go_tool_module() { _go_tool_cached _go_tool_copy_and_build "$@"; }
+
+_go_tool_cached() {
+  local build=$1 name=$2 version=$3 pkg=$4 ldflags=${5:-} hint=${6:-}
+  shift 6
   [[ "${1:-}" == "--" ]] && shift
   local cache=${DOLPHIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dolphin}
   local out="$cache/$name/$version"
@@ -24,9 +31,25 @@ go_tool() {
     tmp=$(mktemp -d "$out/.build.XXXXXX")
     # shellcheck disable=SC2064 # expand now: tmp is local
     trap "rm -rf '$tmp'" EXIT
-    (cd "$tmp" && GOBIN="$tmp" GOFLAGS=-trimpath go install -ldflags "-s -w $ldflags" "$pkg@$version")
+    "$build" "$tmp" "$name" "$pkg" "$version" "$ldflags"
     mv "$tmp/$name" "$bin"
     echo ">> built $name in $((SECONDS - start))s" >&2
   fi
   echo "$bin"
+}
+
+# _go_tool_install TMP NAME PACKAGE VERSION LDFLAGS: go install into TMP.
+_go_tool_install() {
+  (cd "$1" && GOBIN="$1" GOFLAGS=-trimpath go install -ldflags "-s -w $5" "$3@$4")
+}
+
+# _go_tool_copy_and_build TMP NAME MODULE VERSION LDFLAGS: the module's root package, built in
+# a writable copy of the module (the module cache is read-only) to TMP/NAME.
+_go_tool_copy_and_build() {
+  local dir
+  dir=$(cd "$1" && GOFLAGS= go mod download -json "$3@$4" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$dir" ]] || { echo "go mod download $3@$4 gave no folder" >&2; return 1; }
+  cp -r "$dir" "$1/src"
+  chmod -R u+w "$1/src"
+  (cd "$1/src" && GOFLAGS=-trimpath go build -ldflags "-s -w $5" -o "$1/$2" .)
 }

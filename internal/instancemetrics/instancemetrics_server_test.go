@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/dolphin-operator/dolphin/internal/dbsql"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 )
 
@@ -31,34 +30,11 @@ func TestAgentMetricsFromARealServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	accounts := dbsql.Accounts{
-		Operator:    dbsql.Account{User: "dolphin", Password: "op-pw"},
-		Replication: dbsql.Account{User: "dolphin-repl", Password: "repl-pw"},
-		Monitor:     dbsql.Account{User: "dolphin-monitor", Password: monitorPassword},
-	}
-	var op [2]dbsql.Instance
-	for i, s := range c.Instances {
-		root, err := dbsql.Open(dbsql.Config{Flavor: dbsql.FlavorMariaDB, Addr: s.Addr(), User: "root"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := root.EnsureAccounts(ctx, accounts); err != nil {
-			t.Fatalf("%s: %v", s.Name, err)
-		}
-		_ = root.Close()
-		if op[i], err = dbsql.Open(dbsql.Config{Flavor: dbsql.FlavorMariaDB, Addr: s.Addr(), User: "dolphin", Password: "op-pw"}); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = op[i].Close() }()
-	}
-	src := dbsql.Source{Host: c.Instances[0].Host, Port: c.Instances[0].Port, User: "dolphin-repl", Password: "repl-pw"}
-	if err := op[1].ConfigureReplication(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	replica := startReplica(ctx, t, c, monitorPassword)
 
 	pwFile := filepath.Join(t.TempDir(), "monitor-password")
 	writeFile(t, pwFile, monitorPassword)
-	h, err := Handler(Options{Socket: filepath.Join(c.Instances[1].Dir, "mysqld.sock"), User: "dolphin-monitor",
+	h, err := Handler(Options{Socket: replica.SocketPath(), User: "dolphin-monitor",
 		PasswordFile: pwFile, Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +62,7 @@ func TestAgentMetricsFromARealServer(t *testing.T) {
 		"mysql_slave_status_slave_io_running":  1,
 		"mysql_slave_status_slave_sql_running": 1,
 		"mysql_global_variables_read_only":     1,
-		"mysql_global_variables_server_id":     float64(c.Instances[1].ServerID()),
+		"mysql_global_variables_server_id":     float64(replica.ServerID()),
 	} {
 		if got := value(families, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
