@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/dolphin-operator/dolphin/internal/dashboard"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 )
 
@@ -73,6 +74,24 @@ func TestAgentMetricsFromARealServer(t *testing.T) {
 	}
 	if got := value(families, "mysql_global_status_commands_total", map[string]string{"command": "select"}); got < 0 {
 		t.Errorf("mysql_global_status_commands_total{command=select} missing")
+	}
+	// Every instance metric the dashboard queries is in a real scrape.
+	d, err := dashboard.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	instanceMetrics := 0
+	for _, m := range dashboard.Metrics(d) {
+		if dashboard.IsOperatorMetric(m) {
+			continue
+		}
+		instanceMetrics++
+		if families[m] == nil {
+			t.Errorf("the dashboard queries %s, which a scrape of the agent does not return", m)
+		}
+	}
+	if instanceMetrics < 5 {
+		t.Errorf("the dashboard queries %d instance metrics, want its Instances row's", instanceMetrics)
 	}
 	if n := len(families); n < 100 {
 		t.Errorf("%d metric families, want mysqld_exporter's hundreds", n)
