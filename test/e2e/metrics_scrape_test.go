@@ -3,8 +3,10 @@ package e2e
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/dashboard"
 )
 
@@ -90,9 +93,10 @@ func seriesOf(exposition, metric string, want ...string) []string {
 	return out
 }
 
-// dashboardMetricsMissing lists the dashboard's metrics without a series in the exposition,
-// but for those only an event creates (named in notYet).
-func dashboardMetricsMissing(exposition string, notYet []string) ([]string, error) {
+// dashboardMetricsMissing lists the dashboard's metrics without a series in the operator's
+// exposition or, for an instance's metrics, in instance's, but for those only an event
+// creates (named in notYet).
+func dashboardMetricsMissing(operator, instance string, notYet []string) ([]string, error) {
 	d, err := dashboard.Build()
 	if err != nil {
 		return nil, err
@@ -102,9 +106,60 @@ func dashboardMetricsMissing(exposition string, notYet []string) ([]string, erro
 		if slices.Contains(notYet, m) {
 			continue
 		}
+		exposition := instance
+		if dashboard.IsOperatorMetric(m) {
+			exposition = operator
+		}
 		if len(seriesOf(exposition, m)) == 0 {
 			missing = append(missing, m)
 		}
 	}
 	return missing, nil
+}
+
+// scrapeInstances scrapes every pod's agent of cluster as the dolphin-cluster chart's
+// PodMonitor does: with the token and CA of the Secret <cluster>-metrics only, verifying the
+// agent's server name, at the pod's address. It checks that the Secret holds nothing else
+// and that a scrape without the token is refused, and returns each pod's exposition.
+func (s *stack) scrapeInstances(cluster string) map[string]string {
+	s.t.Helper()
+	var secret corev1.Secret
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: cluster + "-metrics"}, &secret); err != nil {
+		s.t.Fatalf("the metrics Secret: %v", err)
+	}
+	if len(secret.Data) != 2 || len(secret.Data["token"]) == 0 || len(secret.Data["ca.crt"]) == 0 {
+		s.t.Fatalf("the metrics Secret holds keys %v, want token and ca.crt only", slices.Sorted(maps.Keys(secret.Data)))
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+		s.t.Fatal("the metrics Secret's ca.crt holds no certificate")
+	}
+	hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, ServerName: agent.AgentServerName(cluster, s.ns), MinVersion: tls.VersionTLS12}}}
+	defer hc.CloseIdleConnections()
+	out := map[string]string{}
+	for _, pod := range s.clusterPods(cluster) {
+		get := func(token string) (int, string) {
+			req, _ := http.NewRequestWithContext(s.ctx, http.MethodGet, fmt.Sprintf("https://%s:9443/metrics", pod.Status.PodIP), nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				s.t.Fatalf("scraping %s: %v", pod.Name, err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		if code, _ := get(""); code != http.StatusUnauthorized {
+			s.t.Errorf("%s: a scrape without the token: HTTP %d, want 401", pod.Name, code)
+		}
+		code, body := get(string(secret.Data["token"]))
+		if code != http.StatusOK {
+			s.t.Fatalf("%s: a scrape with the metrics token: HTTP %d: %.300s", pod.Name, code, body)
+		}
+		out[pod.Name] = body
+	}
+	return out
 }

@@ -24,7 +24,8 @@ import (
 // switchover happen, `connect` opens a mariadb session as the application's account through
 // a port-forward (verifying the server's CA), `credentials` prints that account's, and
 // `report` writes a bundle with the instances' and the operator's logs; and the operator's
-// metrics, scraped as Prometheus does, serve every metric the dashboard queries. No acknowledged
+// metrics and each instance's own (from its agent, with the cluster's metrics Secret), scraped
+// as Prometheus does, serve every metric the dashboard queries. No acknowledged
 // write is lost. DOLPHIN_E2E_TRANSCRIPT=<file> keeps the commands and their output (the
 // transcript in docs/operations-plugin.md).
 func TestPluginOperatesACluster(t *testing.T) {
@@ -141,8 +142,30 @@ func TestPluginOperatesACluster(t *testing.T) {
 		"mysql_cluster_failover_duration_seconds_bucket", // no failover
 		"mysql_cluster_engine_errors_total",              // no engine error
 	}
-	if missing, err := dashboardMetricsMissing(exposition, notYet); err != nil || len(missing) > 0 {
-		t.Errorf("the dashboard queries metrics the operator does not serve: %v %v", missing, err)
+	// Each instance's own metrics as the dolphin-cluster chart's PodMonitor scrapes them, from
+	// the agent with the metrics Secret: the server answers (mysql_up 1), the primary after the
+	// switchover is writable and replicates from nobody, the replicas are read-only and
+	// replicate; every instance metric the dashboard queries is served.
+	instances := s.scrapeInstances(name)
+	if len(instances) != 3 {
+		t.Fatalf("scraped %d instances, want 3", len(instances))
+	}
+	for pod, exp := range instances {
+		primary := pod == "plug-1"
+		for metric, want := range map[string]string{
+			"mysql_up": "1", "mysql_global_variables_read_only": map[bool]string{true: "0", false: "1"}[primary],
+		} {
+			if got := seriesOf(exp, metric); len(got) != 1 || !strings.HasSuffix(got[0], " "+want) {
+				t.Errorf("%s: %s %v, want %s", pod, metric, got, want)
+			}
+		}
+		receiving := seriesOf(exp, "mysql_slave_status_slave_io_running")
+		if primary && len(receiving) != 0 || !primary && (len(receiving) != 1 || !strings.HasSuffix(receiving[0], " 1")) {
+			t.Errorf("%s: mysql_slave_status_slave_io_running %v (primary: %t)", pod, receiving, primary)
+		}
+	}
+	if missing, err := dashboardMetricsMissing(exposition, instances["plug-0"], notYet); err != nil || len(missing) > 0 {
+		t.Errorf("the dashboard queries metrics neither the operator nor an instance serves: %v %v", missing, err)
 	}
 	if got := seriesOf(exposition, "mysql_cluster_instance_replicating", `name="plug"`, `namespace="e2e"`); len(got) != 2 ||
 		!strings.HasSuffix(got[0], " 1") || !strings.HasSuffix(got[1], " 1") || slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, `instance="plug-1"`) }) {
