@@ -117,7 +117,7 @@ test-envtest: control-plane ## Controller tests against a real kube-apiserver + 
 
 .PHONY: test-mariadb
 test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x.y.z.
-	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/...
+	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/... ./internal/instancemetrics/...
 
 # TEST_KEEP: where a failed end-to-end test of `make test` leaves every log (operator, node,
 # each container), so that a red CI run can be read afterwards on the machine that ran it.
