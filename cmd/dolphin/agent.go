@@ -83,10 +83,14 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		Backup: backupFn, Clone: cloneFn, Reseed: o.wiring.reseedFunc(), Keep: o.wiring.keepFunc(), GTIDState: o.wiring.gtidStateFunc(), EngineUpgrade: o.wiring.engineUpgradeFunc(), StopReleasedFile: o.wiring.stopReleasedFile(), Logger: log, ShutdownTimeout: o.shutdownTimeout,
 	}
 	if o.wiring.socket != "" {
-		opts.MetricsTokenFile = besideTokenFile(o.metricsTokenFile, o.tokenFile, resources.AgentMetricsTokenKey)
-		if opts.Metrics, err = instancemetrics.Handler(instancemetrics.Options{Socket: o.wiring.socket, User: o.monitorUser,
-			PasswordFile: besideTokenFile(o.monitorPasswordFile, o.tokenFile, resources.MonitorPasswordKey), Logger: log.WithName("metrics")}); err != nil {
-			return err
+		metrics, err := instancemetrics.Handler(instancemetrics.Options{Socket: o.wiring.socket, User: o.monitorUser,
+			PasswordFile: besideTokenFile(o.monitorPasswordFile, o.tokenFile, resources.MonitorPasswordKey), Logger: log.WithName("metrics")})
+		if err != nil {
+			// Backups, clones and the stop release matter more than metrics.
+			log.Error(err, "Serving no metrics")
+		} else {
+			opts.Metrics = metrics
+			opts.MetricsTokenFile = besideTokenFile(o.metricsTokenFile, o.tokenFile, resources.AgentMetricsTokenKey)
 		}
 	}
 	srv, err := agent.NewServer(opts)

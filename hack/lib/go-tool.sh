@@ -30,7 +30,7 @@ _go_tool_cached() {
     local start=$SECONDS tmp
     tmp=$(mktemp -d "$out/.build.XXXXXX")
     # shellcheck disable=SC2064 # expand now: tmp is local
-    trap "rm -rf '$tmp'" EXIT
+    trap "chmod -R u+w '$tmp' 2>/dev/null; rm -rf '$tmp'" EXIT
     "$build" "$tmp" "$name" "$pkg" "$version" "$ldflags"
     mv "$tmp/$name" "$bin"
     echo ">> built $name in $((SECONDS - start))s" >&2
@@ -44,12 +44,22 @@ _go_tool_install() {
 }
 
 # _go_tool_copy_and_build TMP NAME MODULE VERSION LDFLAGS: the module's root package, built in
-# a writable copy of the module (the module cache is read-only) to TMP/NAME.
+# a writable copy of the module (the module cache is read-only) to TMP/NAME. GOWORK=off: no
+# go.work above the copy joins the build.
 _go_tool_copy_and_build() {
-  local dir
-  dir=$(cd "$1" && GOFLAGS= go mod download -json "$3@$4" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [[ -n "$dir" ]] || { echo "go mod download $3@$4 gave no folder" >&2; return 1; }
+  local json dir
+  if ! json=$(cd "$1" && GOFLAGS= GOWORK=off go mod download -json "$3@$4"); then
+    printf '%s\n' "$json" >&2
+    echo "go mod download $3@$4 failed" >&2
+    return 1
+  fi
+  dir=$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [[ -z "$dir" || ! -d "$dir" ]]; then
+    printf '%s\n' "$json" >&2
+    echo "go mod download $3@$4 named no folder" >&2
+    return 1
+  fi
   cp -r "$dir" "$1/src"
   chmod -R u+w "$1/src"
-  (cd "$1/src" && GOFLAGS=-trimpath go build -ldflags "-s -w $5" -o "$1/$2" .)
+  (cd "$1/src" && GOWORK=off GOFLAGS=-trimpath go build -ldflags "-s -w $5" -o "$1/$2" .)
 }

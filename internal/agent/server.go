@@ -233,7 +233,8 @@ func (s *Server) authenticateScraper(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want, err := s.metricsToken.get()
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: "this agent has no metrics token yet: " + err.Error()})
+			s.log.V(1).Info("A scrape before the metrics token file exists", "error", err.Error())
+			writeError(w, http.StatusServiceUnavailable, ErrorResponse{Error: "this agent has no metrics token yet"})
 			return
 		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

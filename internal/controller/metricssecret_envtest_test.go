@@ -55,14 +55,14 @@ func TestEnvtestMetricsSecretFollowsTheAgentSecret(t *testing.T) {
 		if !bytes.Equal(agentSecret.Data[resources.MonitorPasswordKey], creds.Data[resources.MonitorPasswordKey]) {
 			t.Errorf("%s: the agent Secret's monitor password is not the credentials Secret's", when)
 		}
-		want := map[string][]byte{resources.MetricsTokenKey: token, resources.MetricsCAKey: agentSecret.Data[resources.AgentCAKey]}
-		if len(metrics.Data) != len(want) {
+		if len(metrics.Data) != 2 {
 			t.Errorf("%s: the metrics Secret holds keys %v, want only token and ca.crt", when, keysOf(metrics.Data))
 		}
-		for k, v := range want {
-			if !bytes.Equal(metrics.Data[k], v) {
-				t.Errorf("%s: the metrics Secret's %s is not the agent Secret's", when, k)
-			}
+		if !bytes.Equal(metrics.Data[resources.MetricsTokenKey], token) {
+			t.Errorf("%s: the metrics Secret's token is not the agent Secret's", when)
+		}
+		if !bytes.HasPrefix(metrics.Data[resources.MetricsCAKey], agentSecret.Data[resources.AgentCAKey]) {
+			t.Errorf("%s: the metrics Secret's CA bundle does not start with the agents' CA", when)
 		}
 		return token
 	}
@@ -88,6 +88,9 @@ func TestEnvtestMetricsSecretFollowsTheAgentSecret(t *testing.T) {
 	}
 	if bytes.Equal(get(agentName).Data[resources.AgentCAKey], oldCA) {
 		t.Error("the renewal kept the CA; this test meant to follow a new one")
+	}
+	if !bytes.Contains(get(metricsName).Data[resources.MetricsCAKey], bytes.TrimSpace(oldCA)) {
+		t.Error("the metrics Secret dropped the old CA at the renewal: scrapers would refuse the agents until they serve the new certificate")
 	}
 
 	agentSecret = get(agentName)
@@ -117,4 +120,30 @@ func keysOf(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A Secret named <cluster>-metrics that is not the cluster's is left alone, and the reconcile
+// goes on: metrics never hold a cluster up.
+func TestEnvtestMetricsSecretNotOwnedIsLeftAlone(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-metrics"}, Data: map[string][]byte{"mine": []byte("x")}}
+	if err := c.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	key := createCluster(t, c, ns, "taken", dolphinv1.MySQLClusterSpec{})
+	for range 2 {
+		if err := reconcileOnce(t, c, key); err != nil {
+			t.Fatalf("reconcile with a foreign %s: %v", theirs.Name, err)
+		}
+	}
+	var got corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: theirs.Name}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Data) != 1 || string(got.Data["mine"]) != "x" || metav1.GetControllerOf(&got) != nil {
+		t.Errorf("the user's Secret was changed: %v, owner %v", keysOf(got.Data), metav1.GetControllerOf(&got))
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -31,6 +32,14 @@ const DefaultScrapeTimeout = 10 * time.Second
 // scrapeTimeoutOffset is left of the scraper's own timeout for writing the answer, as
 // mysqld_exporter's --timeout-offset does.
 const scrapeTimeoutOffset = 250 * time.Millisecond
+
+// maxScrapeTimeout bounds what a scraper may ask for.
+const maxScrapeTimeout = 2 * time.Minute
+
+// MaxConcurrentScrapes is how many scrapes run at once (an HA pair of Prometheus servers and
+// a person with curl); more are answered 503 at once, so that a hung server cannot gather
+// connections and goroutines in the agent.
+const MaxConcurrentScrapes = 3
 
 // Options say how to reach the server.
 type Options struct {
@@ -86,10 +95,19 @@ func Handler(o Options) (http.Handler, error) {
 		return nil, err
 	}
 	slogger := slog.New(logr.ToSlogHandler(o.Logger))
+	running := make(chan struct{}, MaxConcurrentScrapes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r.Header))
+		select {
+		case running <- struct{}{}:
+			defer func() { <-running }()
+		default:
+			http.Error(w, fmt.Sprintf("%d scrapes are running already", MaxConcurrentScrapes), http.StatusServiceUnavailable)
+			return
+		}
+		timeout := scrapeTimeout(r.Header)
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
-		dsn, err := o.dsn()
+		dsn, err := o.dsn(timeout)
 		if err != nil {
 			// Logged, and the scrape answers mysql_up 0 with an unusable DSN.
 			o.Logger.Error(err, "Reading the monitor account's password")
@@ -100,14 +118,17 @@ func Handler(o Options) (http.Handler, error) {
 	}), nil
 }
 
-// dsn is the collectors' data source name: the socket, the account and its current password.
-func (o Options) dsn() (string, error) {
+// dsn is the collectors' data source name: the socket, the account and its current password,
+// every read and write bounded by timeout (the collectors' first queries do not heed the
+// scrape's context: a hung server would hold each scrape's connection forever).
+func (o Options) dsn(timeout time.Duration) (string, error) {
 	cfg := mysql.NewConfig()
 	cfg.Net, cfg.Addr, cfg.User = "unix", o.Socket, o.User
 	// A parameter of our own makes the DSN hold a "?" before collector.New appends its
 	// own with "&": it appends with "?" when it finds none, and would find one in a
 	// password that holds a "?".
-	cfg.Timeout = 5 * time.Second
+	cfg.Timeout = min(5*time.Second, timeout)
+	cfg.ReadTimeout, cfg.WriteTimeout = timeout, timeout
 	b, err := os.ReadFile(o.PasswordFile)
 	if err != nil {
 		return cfg.FormatDSN(), fmt.Errorf("reading %s: %w", o.PasswordFile, err)
@@ -117,11 +138,15 @@ func (o Options) dsn() (string, error) {
 	return cfg.FormatDSN(), nil
 }
 
-// scrapeTimeout is the scraper's timeout less the offset, or DefaultScrapeTimeout.
+// scrapeTimeout is the scraper's timeout less the offset, at most maxScrapeTimeout, or
+// DefaultScrapeTimeout when it sends none that makes sense.
 func scrapeTimeout(h http.Header) time.Duration {
 	s, err := strconv.ParseFloat(h.Get("X-Prometheus-Scrape-Timeout-Seconds"), 64)
-	if err != nil || s <= 0 {
+	if err != nil || !(s > 0) || math.IsInf(s, 0) {
 		return DefaultScrapeTimeout
+	}
+	if s > maxScrapeTimeout.Seconds() {
+		return maxScrapeTimeout
 	}
 	d := time.Duration(s*float64(time.Second)) - scrapeTimeoutOffset
 	if d <= 0 {

@@ -2,13 +2,16 @@ package instancemetrics
 
 import (
 	"bytes"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-logr/logr"
 )
 
@@ -19,6 +22,9 @@ func TestScrapeTimeoutFollowsTheScraper(t *testing.T) {
 		"-1":   DefaultScrapeTimeout,
 		"10":   10*time.Second - scrapeTimeoutOffset,
 		"0.2":  200 * time.Millisecond, // shorter than the offset: the whole of it
+		"NaN":  DefaultScrapeTimeout,
+		"+Inf": DefaultScrapeTimeout,
+		"1e12": maxScrapeTimeout,
 	} {
 		h := http.Header{}
 		if header != "" {
@@ -54,5 +60,84 @@ func TestBenchExporterIsTheLinkedVersion(t *testing.T) {
 	got := regexp.MustCompile(`(?m)^MYSQLD_EXPORTER_VERSION=(\S+)$`).FindSubmatch(script)
 	if want == nil || got == nil || !bytes.Equal(want[1], got[1]) {
 		t.Errorf("hack/mysqld-exporter.sh builds %q, go.mod links %q: keep them in step", got, want)
+	}
+}
+
+// The collectors' tunables get mysqld_exporter's defaults (kingpin sets them only when it
+// parses): without them every scrape would run with lock_wait_timeout=0.
+func TestCollectorTunablesHaveTheirDefaults(t *testing.T) {
+	if _, err := Handler(Options{Socket: "s", User: "m", PasswordFile: "p", Logger: logr.Discard()}); err != nil {
+		t.Fatal(err)
+	}
+	f := kingpin.CommandLine.GetFlag("exporter.lock_wait_timeout")
+	if f == nil {
+		t.Fatal("mysqld_exporter's collector package registers no exporter.lock_wait_timeout flag any more: check how its tunables are set")
+	}
+	if got := f.Model().Value.String(); got != "2" {
+		t.Errorf("exporter.lock_wait_timeout = %q, want mysqld_exporter's default 2", got)
+	}
+}
+
+// Scrapes beyond MaxConcurrentScrapes are turned away at once.
+func TestConcurrentScrapesAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A socket that accepts and never answers: a hung server.
+	sock := filepath.Join(dir, "hung.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer func() { _ = c.Close() }()
+		}
+	}()
+	h, err := Handler(Options{Socket: sock, User: "m", PasswordFile: pw, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	scrape := func() int {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "3")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	codes := make(chan int, MaxConcurrentScrapes+1)
+	for range MaxConcurrentScrapes {
+		go func() { codes <- scrape() }()
+	}
+	time.Sleep(500 * time.Millisecond) // the first ones wait on the hung server
+	began := time.Now()
+	if code := scrape(); code != http.StatusServiceUnavailable {
+		t.Errorf("a scrape beyond the bound answered %d, want 503", code)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("the refused scrape took %v", took)
+	}
+	for range MaxConcurrentScrapes {
+		select {
+		case code := <-codes:
+			if code != http.StatusOK {
+				t.Errorf("a scrape of a hung server answered %d, want 200 with mysql_up 0 after its timeout", code)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("scrapes of a hung server did not end after their 3 s timeout")
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"bytes"
+	"encoding/pem"
 	"path"
 	"strconv"
 
@@ -82,11 +84,39 @@ const (
 // token and the CA, nothing that opens the agents' API.
 func MetricsSecretName(c *dolphinv1.MySQLCluster) string { return c.Name + "-metrics" }
 
-// MetricsSecretData is the metrics Secret's content, copied from the agent Secret.
-func MetricsSecretData(agentSecret *corev1.Secret) map[string][]byte {
+// MetricsSecretData is the metrics Secret's content, copied from the agent Secret. previous
+// is the metrics Secret's current content (nil when new): when the agents' CA changed, the CA
+// it held stays in the bundle after the new one, so that scrapers trust the agents until each
+// serves its renewed certificate (the kubelet refreshes the files a minute or two later). Only
+// one previous CA is kept; its key is gone (NewAgentPKI keeps none), so it signs nothing new.
+func MetricsSecretData(agentSecret *corev1.Secret, previous map[string][]byte) map[string][]byte {
+	ca := agentSecret.Data[AgentCAKey]
+	bundle := append([]byte(nil), ca...)
+	if old := otherPEMBlock(previous[MetricsCAKey], ca); len(old) > 0 {
+		if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
+			bundle = append(bundle, '\n')
+		}
+		bundle = append(bundle, old...)
+	}
 	return map[string][]byte{
 		MetricsTokenKey: agentSecret.Data[AgentMetricsTokenKey],
-		MetricsCAKey:    agentSecret.Data[AgentCAKey],
+		MetricsCAKey:    bundle,
+	}
+}
+
+// otherPEMBlock is the first PEM block of bundle, as written, that current does not hold (nil
+// when there is none): the CA before the current one.
+func otherPEMBlock(bundle, current []byte) []byte {
+	for rest := bundle; ; {
+		start := bytes.Index(rest, []byte("-----BEGIN"))
+		block, next := pem.Decode(rest)
+		if block == nil || start < 0 {
+			return nil
+		}
+		if raw := rest[start : len(rest)-len(next)]; !bytes.Contains(current, bytes.TrimSpace(raw)) {
+			return raw
+		}
+		rest = next
 	}
 }
 
