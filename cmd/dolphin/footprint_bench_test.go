@@ -265,38 +265,15 @@ func prev(counts []int, n int) int {
 	return p
 }
 
-// rssMB is a process's resident set size in MB (VmRSS).
-func rssMB(t *testing.T, pid int) float64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
-}
-
-// cpuSeconds is a process's user + system CPU time (clock ticks of 1/100 s).
-func cpuSeconds(t *testing.T, pid int) float64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fields after the command name (which is in parentheses and may hold spaces).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / 100
-}
-
 func tailLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// rssMB is a process's resident set size in MB (VmRSS).
+func rssMB(t *testing.T, pid int) float64 {
+	return float64(testenv.MustProcStatusKB(t, pid, "VmRSS")) / 1024
+}
+
+// cpuSeconds is a process's user + system CPU time.
+func cpuSeconds(t *testing.T, pid int) float64 { return testenv.MustProcCPU(t, pid).Seconds() }

@@ -3,7 +3,6 @@
 package backup_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -164,7 +163,7 @@ func TestBenchBackup(t *testing.T) {
 	cfg := s3.Config("")
 	cfg.PartSize = 0 // the production default (16 MiB), not the tests' 5 MiB
 	ag := startAgentProcess(t, bin, src.DataDir, socket)
-	idleKB, _ := procStatusKB(ag.pid(), "VmRSS")
+	idleKB, _ := testenv.ProcStatusKB(ag.pid(), "VmRSS")
 	gwPID := findProcess(t, "versitygw", s3.Dir)
 	step(t, "dolphin backup through the agent (pid %d) into versitygw (pid %d)", ag.pid(), gwPID)
 	gw0, busy0 := mustCPU(t, gwPID), machineCPU(t)
@@ -598,31 +597,6 @@ func startAgentProcess(t *testing.T, bin, dataDir, socket string) *agentProcess 
 	}
 }
 
-// procStatusKB reads a "kB" field of /proc/<pid>/status, e.g. VmRSS or VmHWM.
-func procStatusKB(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading the status of pid %d: %w", pid, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || name != field {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("pid %d: %s: %w", pid, field, err)
-		}
-		return kb, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("reading the status of pid %d: %w", pid, err)
-	}
-	return 0, fmt.Errorf("pid %d: no %s in its status", pid, field)
-}
-
 // memSampler samples a process's VmRSS every benchRSSInterval until finish, which also
 // reads its VmHWM (the peak since the process started or since resetPeak).
 type memSampler struct {
@@ -647,7 +621,7 @@ func sampleMemory(pid int) *memSampler {
 		tick := time.NewTicker(benchRSSInterval)
 		defer tick.Stop()
 		for {
-			if kb, err := procStatusKB(pid, "VmRSS"); err == nil {
+			if kb, err := testenv.ProcStatusKB(pid, "VmRSS"); err == nil {
 				s.peakKB = max(s.peakKB, kb)
 				s.samples++
 			}
@@ -666,7 +640,7 @@ func (s *memSampler) finish(t *testing.T) {
 	t.Helper()
 	close(s.stop)
 	<-s.done
-	kb, err := procStatusKB(s.pid, "VmHWM")
+	kb, err := testenv.ProcStatusKB(s.pid, "VmHWM")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,26 +655,10 @@ func (c cpuTimes) sub(d cpuTimes) cpuTimes {
 	return cpuTimes{self: c.self - d.self, children: c.children - d.children}
 }
 
-// procCPU reads utime+stime and cutime+cstime from /proc/<pid>/stat.
+// procCPU reads a process's CPU times and its children's.
 func procCPU(pid int) (cpuTimes, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return cpuTimes{}, fmt.Errorf("reading the CPU times of pid %d: %w", pid, err)
-	}
-	// The fields after the command name in parentheses: state is field 3, utime 14.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 15 {
-		return cpuTimes{}, fmt.Errorf("pid %d: short stat line %q", pid, s)
-	}
-	var ticks [4]int64
-	for i := range ticks {
-		if ticks[i], err = strconv.ParseInt(f[11+i], 10, 64); err != nil {
-			return cpuTimes{}, fmt.Errorf("pid %d: stat field %d: %w", pid, 14+i, err)
-		}
-	}
-	tick := time.Second / clockTicks
-	return cpuTimes{self: time.Duration(ticks[0]+ticks[1]) * tick, children: time.Duration(ticks[2]+ticks[3]) * tick}, nil
+	self, children, err := testenv.ProcCPU(pid)
+	return cpuTimes{self: self, children: children}, err
 }
 
 func mustCPU(t *testing.T, pid int) cpuTimes {

@@ -1,13 +1,11 @@
 package instancemetrics
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,7 +25,6 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
-	"github.com/dolphin-operator/dolphin/internal/freeport"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -37,8 +34,6 @@ const (
 	benchScrapesEnv = "DOLPHIN_BENCH_METRICS_SCRAPES"
 	// exporterEnv is the mysqld_exporter binary (hack/mysqld-exporter.sh).
 	exporterEnv = "DOLPHIN_MYSQLD_EXPORTER"
-	// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times.
-	clockTicks = 100
 	// benchMonitorPassword is the monitor account's password in the bench (startExporter).
 	benchMonitorPassword = `bench'mon"itor-pw@x:/y\z`
 )
@@ -84,8 +79,8 @@ func TestBenchInstanceMetrics(t *testing.T) {
 
 	ag := startBenchAgent(t, dolphinBin, dir, replica, pwFile)
 	ex := startExporter(t, exporterBin, dir, replica)
-	agentIdleKB, exporterIdleKB := rssKB(t, ag.pid), rssKB(t, ex.pid)
-	agentCPU0, exporterCPU0 := cpuTicks(t, ag.pid), cpuTicks(t, ex.pid)
+	agentIdleKB, exporterIdleKB := testenv.MustProcStatusKB(t, ag.pid, "VmRSS"), testenv.MustProcStatusKB(t, ex.pid, "VmRSS")
+	agentCPU0, exporterCPU0 := testenv.MustProcCPU(t, ag.pid), testenv.MustProcCPU(t, ex.pid)
 
 	var agentTook, exporterTook []time.Duration
 	var agentLast, exporterLast scrapeResult
@@ -94,9 +89,9 @@ func TestBenchInstanceMetrics(t *testing.T) {
 		exporterLast = ex.scrape(t)
 		agentTook, exporterTook = append(agentTook, agentLast.took), append(exporterTook, exporterLast.took)
 	}
-	agentCPU, exporterCPU := cpuTicks(t, ag.pid)-agentCPU0, cpuTicks(t, ex.pid)-exporterCPU0
-	agentKB, exporterKB := rssKB(t, ag.pid), rssKB(t, ex.pid)
-	agentHWM, exporterHWM := statusKB(t, ag.pid, "VmHWM"), statusKB(t, ex.pid, "VmHWM")
+	agentCPU, exporterCPU := testenv.MustProcCPU(t, ag.pid)-agentCPU0, testenv.MustProcCPU(t, ex.pid)-exporterCPU0
+	agentKB, exporterKB := testenv.MustProcStatusKB(t, ag.pid, "VmRSS"), testenv.MustProcStatusKB(t, ex.pid, "VmRSS")
+	agentHWM, exporterHWM := testenv.MustProcStatusKB(t, ag.pid, "VmHWM"), testenv.MustProcStatusKB(t, ex.pid, "VmHWM")
 
 	for name, r := range map[string]scrapeResult{"agent": agentLast, "mysqld_exporter": exporterLast} {
 		if up := value(r.families, "mysql_up", nil); up != 1 {
@@ -105,7 +100,7 @@ func TestBenchInstanceMetrics(t *testing.T) {
 	}
 	agentSeries, exporterSeries := mysqlSeries(agentLast.families), mysqlSeries(exporterLast.families)
 	onlyAgent, onlyExporter := difference(agentSeries, exporterSeries), difference(exporterSeries, agentSeries)
-	perScrape := func(ticks int64) float64 { return float64(ticks) * 1000 / clockTicks / float64(scrapes) }
+	perScrape := func(cpu time.Duration) float64 { return float64(cpu.Microseconds()) / 1000 / float64(scrapes) }
 	mb := func(kb int64) float64 { return float64(kb) / 1024 }
 
 	rep.Add("server: MariaDB replica %s, monitor account over the socket, %d scrapes each, alternating", replica.Name, scrapes)
@@ -227,7 +222,7 @@ func startBenchAgent(t *testing.T, bin, dir string, replica *dbtest.Instance, pw
 	for name, data := range map[string]string{"tls.crt": string(certPEM), "tls.key": string(keyPEM), "token": "api-token", "metrics-token": "scraper-token"} {
 		writeFile(t, filepath.Join(dir, name), data)
 	}
-	addr := pickAddr(t)
+	addr := testenv.FreeAddr(t)
 	cmd := exec.Command(bin, "agent", "--listen", addr,
 		"--token-file", filepath.Join(dir, "token"), "--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", filepath.Join(dir, "tls.key"),
 		"--flavor", "mariadb", "--datadir", replica.DataDir, "--socket", replica.SocketPath(),
@@ -252,22 +247,13 @@ func startExporter(t *testing.T, bin, dir string, replica *dbtest.Instance) *tar
 	// session settings to the password instead of the DSN's parameters); the agent can
 	// (TestAgentMetricsFromARealServer), so the bench's account has a password both take.
 	writeFile(t, cnf, "[client]\nuser=dolphin-monitor\nsocket="+replica.SocketPath()+"\n")
-	addr := pickAddr(t)
+	addr := testenv.FreeAddr(t)
 	cmd := exec.Command(bin, "--config.my-cnf="+cnf, "--web.listen-address="+addr, "--log.level=warn")
 	cmd.Env = append(os.Environ(), "MYSQLD_EXPORTER_PASSWORD="+benchMonitorPassword)
 	startProcess(t, cmd, filepath.Join(dir, "exporter.log"))
 	client := &http.Client{Timeout: 15 * time.Second}
 	waitHTTP(t, client, "http://"+addr+"/")
 	return &target{pid: cmd.Process.Pid, url: "http://" + addr + "/metrics", client: client}
-}
-
-func pickAddr(t *testing.T) string {
-	t.Helper()
-	ports, err := freeport.Pick(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 }
 
 // startProcess starts cmd with its output in logFile, and kills it when the test ends
@@ -353,47 +339,6 @@ func p50ms(d []time.Duration) float64 {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return float64(s[len(s)/2].Microseconds()) / 1000
-}
-
-func rssKB(t *testing.T, pid int) int64 { return statusKB(t, pid, "VmRSS") }
-
-// statusKB reads a "kB" field of /proc/<pid>/status.
-func statusKB(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if name, rest, ok := strings.Cut(sc.Text(), ":"); ok && name == field {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb
-		}
-	}
-	t.Fatalf("pid %d: no %s", pid, field)
-	return 0
-}
-
-// cpuTicks is the process's user and system time in clock ticks (/proc/<pid>/stat fields 14
-// and 15, counted after the command name, which may hold spaces).
-func cpuTicks(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("pid %d: stat %q", pid, b)
-	}
-	return utime + stime
 }
 
 var lineEnd = regexp.MustCompile(`\n+$`)
