@@ -50,17 +50,7 @@ func (s *stack) scrapeOperator() string {
 	// monitors do (insecureSkipVerify); what is checked is the token's authorization.
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // as the monitors scrape
 	get := func(token string) (int, string) {
-		req, _ := http.NewRequestWithContext(s.ctx, http.MethodGet, fmt.Sprintf("https://%s:8443/metrics", pod.Status.PodIP), nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			s.t.Fatalf("scraping the operator: %v", err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return s.scrapeWith(hc, fmt.Sprintf("https://%s:8443/metrics", pod.Status.PodIP), token)
 	}
 	if code, _ := get(""); code != http.StatusUnauthorized && code != http.StatusForbidden {
 		s.t.Errorf("a scrape without a token: HTTP %d, want refused", code)
@@ -70,6 +60,23 @@ func (s *stack) scrapeOperator() string {
 		s.t.Fatalf("a scrape with the metrics reader's token: HTTP %d: %.300s", code, body)
 	}
 	return body
+}
+
+// scrapeWith GETs url through hc with the bearer token (none when empty) and returns the
+// status and body, whatever the status.
+func (s *stack) scrapeWith(hc *http.Client, url, token string) (int, string) {
+	s.t.Helper()
+	req, _ := http.NewRequestWithContext(s.ctx, http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		s.t.Fatalf("scraping %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // seriesOf returns the exposition's series of metric whose labels include every want.
@@ -140,17 +147,7 @@ func (s *stack) scrapeInstances(cluster string) map[string]string {
 	out := map[string]string{}
 	for _, pod := range s.clusterPods(cluster) {
 		get := func(token string) (int, string) {
-			req, _ := http.NewRequestWithContext(s.ctx, http.MethodGet, fmt.Sprintf("https://%s:9443/metrics", pod.Status.PodIP), nil)
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				s.t.Fatalf("scraping %s: %v", pod.Name, err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(b)
+			return s.scrapeWith(hc, fmt.Sprintf("https://%s:9443/metrics", pod.Status.PodIP), token)
 		}
 		if code, _ := get(""); code != http.StatusUnauthorized {
 			s.t.Errorf("%s: a scrape without the token: HTTP %d, want 401", pod.Name, code)
