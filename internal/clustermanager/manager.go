@@ -123,7 +123,7 @@ type process struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	hash     string
-	// sql is the pool on the primary for application users and databases (sqlobjects.go).
+	// sql is the pool on the primary for application users and databases (internal/controller/shared_sqlobjects.go).
 	sql primarySQL
 }
 

@@ -58,7 +58,7 @@ func StatefulSet(c *dolphinv1.MySQLCluster, o BuildOptions) (*appsv1ac.StatefulS
 			// Parallel: the topology engine, not pod order, decides who becomes primary.
 			WithPodManagementPolicy(appsv1.ParallelPodManagement).
 			// OnDelete: a new pod template reaches a pod only when Dolphin deletes it, replicas
-			// first and the primary after a switchover (internal/controller/rollout.go). The
+			// first and the primary after a switchover (internal/controller/cluster_rollout.go). The
 			// strategy is no part of the pod template, so changing it restarts nothing.
 			WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().WithType(appsv1.OnDeleteStatefulSetStrategyType)).
 			WithPersistentVolumeClaimRetentionPolicy(appsv1ac.StatefulSetPersistentVolumeClaimRetentionPolicy().

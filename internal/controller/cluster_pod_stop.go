@@ -128,7 +128,7 @@ func (r *MySQLClusterReconciler) reconcilePodStop(ctx context.Context, c *dolphi
 			if r.Topology == nil || r.stopSwitchoverAsked(c, pod.UID) {
 				continue
 			}
-			// The engine runs with this spec before it gets the request (see rollout.go).
+			// The engine runs with this spec before it gets the request (see cluster_rollout.go).
 			if err := r.Topology.Update(ctx, c); err != nil {
 				logger.Info("pod-stop: the topology engine could not be updated; the pod's hold runs out", "pod", pod.Name, "error", err.Error())
 				continue

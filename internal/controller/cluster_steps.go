@@ -32,9 +32,9 @@ type step struct {
 }
 
 // steps is the reconcile order: a deleted primary pod switched over first (nothing else may
-// hold that up while its server waits, mysqlcluster_pod_stop.go), credentials and configuration before the pods that mount
+// hold that up while its server waits, cluster_pod_stop.go), credentials and configuration before the pods that mount
 // them, Services before the StatefulSet that names its headless Service, the rollout of its
-// pod template (rollout.go), then the steps nothing depends on — the budget, storage
+// pod template (cluster_rollout.go), then the steps nothing depends on — the budget, storage
 // growth, the backup store, the restore's outcome, the archive — each run whatever the others
 // do (a StorageClass that cannot expand must not stop the backup store or the archive).
 func (r *MySQLClusterReconciler) steps() []step {
@@ -63,7 +63,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 
 // reconcileCredentials makes sure the Secret with the account passwords exists and is
 // complete. A generated Secret is created once; later only missing keys are added, never
-// changed. A user-supplied Secret is only read, and labelled (usersecret.go).
+// changed. A user-supplied Secret is only read, and labelled (cluster_credentials_user_secret.go).
 func (r *MySQLClusterReconciler) reconcileCredentials(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 	if c.Spec.Credentials.SecretName != "" {
 		return r.reconcileUserCredentials(ctx, c)
@@ -176,7 +176,7 @@ func (r *MySQLClusterReconciler) reconcileStatefulSet(ctx context.Context, c *do
 		c = c.DeepCopy()
 		c.Spec.Instances = run
 	}
-	// The claim template keeps its live size: the storage step grows it (storage.go).
+	// The claim template keeps its live size: the storage step grows it (cluster_storage.go).
 	c, wait, err := r.withLiveClaimTemplate(ctx, c)
 	if err != nil || wait {
 		return err

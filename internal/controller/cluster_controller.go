@@ -1,6 +1,3 @@
-// Package controller holds the reconcilers. They touch Kubernetes objects only: the
-// database topology is the topology engine's job, and the two meet through the
-// MySQLCluster status and the pods' role labels.
 package controller
 
 import (
@@ -84,12 +81,12 @@ type MySQLClusterReconciler struct {
 	// re-cloned (15 s when zero; tests shorten it).
 	RecloneConfirmation time.Duration
 
-	// reclones confirms re-clone candidates over time (reclone.go).
+	// reclones confirms re-clone candidates over time (cluster_reclone.go).
 	reclones recloneWatch
-	// archives follows the binlog archivers (binlogarchive.go).
+	// archives follows the binlog archivers (cluster_binlog_archive.go).
 	archives archiveWatch
 	// stop remembers the switchovers asked for and the holds released for pods being
-	// deleted (mysqlcluster_pod_stop.go).
+	// deleted (cluster_pod_stop.go).
 	stopMu sync.Mutex
 	stops  map[types.NamespacedName]*stopState
 }
@@ -261,7 +258,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if d := stepRequeue(); d > 0 && (next == 0 || d < next) {
 		next = d
 	}
-	// Planned work turns into trouble when it outlasts its bounds (status_planned.go), with
+	// Planned work turns into trouble when it outlasts its bounds (cluster_status_planned.go), with
 	// or without an event from the pods.
 	if st.Phase == dolphinv1.PhaseProgressing && (next == 0 || next > plannedRecheck) {
 		next = plannedRecheck

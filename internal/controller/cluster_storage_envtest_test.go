@@ -30,7 +30,7 @@ import (
 
 // envtest runs no controller manager: these tests stand in for the StatefulSet controller
 // (claims and pods), the PV controller and resizer (claim phase and capacity) and the
-// garbage collector (orphaning). storage_kcm_envtest_test.go runs the real ones.
+// garbage collector (orphaning). cluster_storage_kcm_envtest_test.go runs the real ones.
 
 // newStorageClass creates a StorageClass (cluster-scoped: named after the test namespace).
 func newStorageClass(t *testing.T, c client.Client, name string, expand *bool) string {
@@ -247,7 +247,7 @@ func TestEnvtestStorageGrowthReplacesStatefulSet(t *testing.T) {
 	// The revision hash is computed from spec.template alone (the StatefulSet controller's
 	// ControllerRevision holds only the template), so an identical template means the new
 	// StatefulSet's updateRevision equals the pods' revision: none restarts.
-	// storage_kcm_envtest_test.go checks the revisions with the real controller.
+	// cluster_storage_kcm_envtest_test.go checks the revisions with the real controller.
 	if !equality.Semantic.DeepEqual(sts.Spec.Template, old.Spec.Template) {
 		t.Errorf("pod template changed: the re-created StatefulSet would roll the pods\nold %+v\nnew %+v", old.Spec.Template, sts.Spec.Template)
 	}

@@ -40,7 +40,7 @@ func TestDataTemplateNameMatchesTheStatefulSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := *sts.Spec.VolumeClaimTemplates[0].Name; got != dataTemplate {
-		t.Fatalf("claim template %q, storage.go assumes %q", got, dataTemplate)
+		t.Fatalf("claim template %q, cluster_storage.go assumes %q", got, dataTemplate)
 	}
 	if got := sts.Spec.VolumeClaimTemplates[0].Labels; !reflect.DeepEqual(got, resources.SelectorLabels(c)) {
 		t.Fatalf("claim template labels %v: dataClaims lists claims by the selector labels", got)

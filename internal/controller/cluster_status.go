@@ -44,7 +44,7 @@ type observation struct {
 	StepErrSideOnly bool
 	Previous        dolphinv1.MySQLClusterStatus
 
-	// Claims are the data claims of the instances that run (instanceClaims in storage.go).
+	// Claims are the data claims of the instances that run (instanceClaims in cluster_storage.go).
 	Claims []corev1.PersistentVolumeClaim
 	// VolumeSize is the data volume size the spec asks for (zero: not checked).
 	VolumeSize resource.Quantity
@@ -61,7 +61,7 @@ type observation struct {
 	// Bootstrap is true when spec.bootstrap is set.
 	Bootstrap bool
 	// Archiving is true when continuous archiving is on; ArchiveResult is the archive step's
-	// last result, when ArchiveObserved (binlogarchive.go).
+	// last result, when ArchiveObserved (cluster_binlog_archive.go).
 	Archiving       bool
 	ArchiveObserved bool
 	ArchiveResult   archiveResult
@@ -88,12 +88,12 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		Conditions:         append([]metav1.Condition(nil), o.Previous.Conditions...),
 		// The topology engine owns this part; the reconciler carries it over untouched.
 		Topology: o.Previous.Topology.DeepCopy(),
-		// The bootstrap step owns this part (bootstrap.go).
+		// The bootstrap step owns this part (cluster_bootstrap.go).
 		RestoredFrom: o.Previous.RestoredFrom.DeepCopy(),
-		// The re-clone step owns these parts (reclone.go, reclone_keep.go).
+		// The re-clone step owns these parts (cluster_reclone.go, cluster_reclone_keep.go).
 		LastReclone:      o.Previous.LastReclone.DeepCopy(),
 		KeptTransactions: append([]dolphinv1.KeptTransactions(nil), o.Previous.KeptTransactions...),
-		// The TLS step's (tls.go).
+		// The TLS step's (cluster_tls.go).
 		TLS: o.TLS.DeepCopy(),
 	}
 	set := func(typ string, status bool, reason, msg string) {
