@@ -112,12 +112,17 @@ test-unit: ## Unit, golden and table tests (no servers).
 	$(GO) test -short ./...
 
 .PHONY: test-envtest
-test-envtest: control-plane ## Controller tests against a real kube-apiserver + etcd built from Go modules.
-	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -run 'Envtest' ./internal/controller/... ./internal/operator/... ./internal/chartgen/... ./internal/plugin/... ./cmd/...
+# The packages of every tier but the end-to-end one: a tier selects its tests by name across
+# all of them (TestEnvtest…: a real API server; TestServer…/…Cluster…: real mariadbd or S3
+# servers), so that a new test of a kind runs in its tier wherever it lives.
+NON_E2E_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
+
+test-envtest: control-plane mariadb ## Every TestEnvtest… (a real kube-apiserver + etcd built from Go modules; the TestEnvtestServer… ones also run mariadbd).
+	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) $(GO) test -count=1 -run 'Envtest' $(NON_E2E_PKGS)
 
 .PHONY: test-mariadb
-test-mariadb: mariadb ## Database tests against real mariadbd processes on 127.x.y.z.
-	$(GO) test -count=1 -run 'Server|Cluster' ./internal/dbsql/... ./internal/topology/... ./internal/instancemetrics/...
+test-mariadb: mariadb versitygw ## Every real-server test (TestServer…, …Cluster…): real mariadbd processes on 127.x.y.z and the S3 server; not the envtest ones.
+	DOLPHIN_VERSITYGW=$(VERSITYGW) $(GO) test -count=1 -run 'Server|Cluster' -skip 'Envtest' $(NON_E2E_PKGS)
 
 # TEST_KEEP: where a failed end-to-end test of `make test` leaves every log (operator, node,
 # each container), so that a red CI run can be read afterwards on the machine that ran it.
@@ -166,7 +171,7 @@ bench-failover: mariadb ## Kill (BENCH_KIND=killed) or hang (BENCH_KIND=hung, SI
 stress-semisync: mariadb ## Restart a semi-sync replica's connection STALL_ROUNDS times with the CPUs kept busy; shows Dolphin ending MariaDB's ack-receiver stall.
 	@burners=""; for i in $$(seq $$(nproc)); do sh -c 'while :; do :; done' & burners="$$burners $$!"; done; \
 	  rcfile=$$(mktemp); \
-	  { DOLPHIN_STALL_ROUNDS=$(STALL_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestSemiSyncStallRecovery$$' -v ./internal/dbsql/; echo $$? >$$rcfile; } \
+	  { DOLPHIN_STALL_ROUNDS=$(STALL_ROUNDS) $(GO) test -count=1 -timeout 30m -run '^TestServerSemiSyncStallRecovery$$' -v ./internal/dbsql/; echo $$? >$$rcfile; } \
 	    | grep -E 'semisync_stall_test|--- |^ok|FAIL'; \
 	  kill $$burners; rc=$$(cat $$rcfile); rm -f $$rcfile; exit $$rc
 

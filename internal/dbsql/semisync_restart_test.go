@@ -9,13 +9,13 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 )
 
-// TestRestartSemiSyncSourceDisconnectsWaitingCommits: a commit waits for an acknowledgement no
+// TestServerRestartSemiSyncSourceDisconnectsWaitingCommits: a commit waits for an acknowledgement no
 // replica can give (its receiver is stopped; the timeout is never, as with spec.durability
 // Required). Restarting the source side with disconnectWaiting closes that client's connection
 // — it gets an error, never "committed"; without it, MariaDB tells the client the commit
 // succeeded although no replica has it (what Preferred durability accepts, and why Required
 // must disconnect first).
-func TestRestartSemiSyncSourceDisconnectsWaitingCommits(t *testing.T) {
+func TestServerRestartSemiSyncSourceDisconnectsWaitingCommits(t *testing.T) {
 	dbtest.RequireMariaDB(t)
 	c := dbtest.Start(t, dbtest.Options{Instances: 2})
 	ctx := t.Context()

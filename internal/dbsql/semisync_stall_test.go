@@ -12,7 +12,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 )
 
-// TestSemiSyncStallRecovery restarts a semi-sync replica's connection over and
+// TestServerSemiSyncStallRecovery restarts a semi-sync replica's connection over and
 // over (STOP, CHANGE, START twice in a row: a connection that starts and ends
 // at once) under a writer, with a watchdog doing what the topology engine does
 // about MariaDB's ack-receiver stall: when a dump thread is stuck ending and no
@@ -25,7 +25,7 @@ import (
 // the rounds (default 20), and `make stress-semisync` runs it with the CPUs
 // kept busy, where it shows up within a few hundred rounds. The count of
 // restarts is logged.
-func TestSemiSyncStallRecovery(t *testing.T) {
+func TestServerSemiSyncStallRecovery(t *testing.T) {
 	dbtest.RequireMariaDB(t)
 	rounds := 20
 	if v := os.Getenv("DOLPHIN_STALL_ROUNDS"); v != "" {

@@ -12,12 +12,12 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 )
 
-// TestRunUpgradesOnceAndWritesNoBinlog runs the real mariadb-upgrade against a real server
+// TestServerRunUpgradesOnceAndWritesNoBinlog runs the real mariadb-upgrade against a real server
 // whose data directory says an older series upgraded it last: the tool runs, records the
 // server's version, and writes nothing to the binary log (a replica's upgrade must not become
 // a transaction the others lack); a second run finds nothing to do; a wrong password fails
 // with the tool's own words.
-func TestRunUpgradesOnceAndWritesNoBinlog(t *testing.T) {
+func TestServerRunUpgradesOnceAndWritesNoBinlog(t *testing.T) {
 	dbtest.RequireMariaDB(t)
 	c := dbtest.Start(t, dbtest.Options{Instances: 1})
 	in := c.Instances[0]

@@ -20,12 +20,12 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
-// TestInitScriptOperatorAccountOnMariaDB runs the generated MariaDB init script (the
+// TestServerInitScriptOperatorAccount runs the generated MariaDB init script (the
 // ConfigMap's init.sh, install.sh and my.cnf, with the pod's paths moved into a temporary directory) on
 // a real mariadbd, with a password holding everything the escaping must survive, and logs
 // in as Dolphin's operator over TCP, as the engine does from another host. (The MySQL
 // script has only its exact-text test: no MySQL server can be installed here.)
-func TestInitScriptOperatorAccountOnMariaDB(t *testing.T) {
+func TestServerInitScriptOperatorAccount(t *testing.T) {
 	dbtest.RequireMariaDB(t)
 	const password = "it's a \\ back\\slash; then\na new line, '' two quotes, %s, $HOME, `id` and a trailing \\\n"
 	dir := t.TempDir()

@@ -268,7 +268,7 @@ func TestPodTemplateStability(t *testing.T) {
 // TestInitScriptPerFlavor: the exact text of the init script (per-instance config) and of
 // the install script with which each flavor initialises an empty data directory and creates
 // Dolphin's operator account. The MariaDB scripts also run on a real server
-// (TestInitScriptOperatorAccountOnMariaDB); the MySQL ones are checked as text only: no MySQL
+// (TestServerInitScriptOperatorAccount); the MySQL ones are checked as text only: no MySQL
 // server can be installed here.
 func TestInitScriptPerFlavor(t *testing.T) {
 	for _, tc := range []struct {

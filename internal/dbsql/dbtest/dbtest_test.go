@@ -143,9 +143,9 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// TestCleanup checks that a test's servers, directories and address locks are
+// TestClusterCleanup checks that a test's servers, directories and address locks are
 // gone once the test ends.
-func TestCleanup(t *testing.T) {
+func TestClusterCleanup(t *testing.T) {
 	RequireMariaDB(t)
 	var (
 		pid        int
