@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // blockingBackup is a Backup function that reports progress, then waits for release (or its
@@ -64,7 +65,7 @@ func testRequest(id string) BackupRequest {
 func waitPhase(t *testing.T, c *Client, id string, phase BackupPhase) BackupStatus {
 	t.Helper()
 	var st BackupStatus
-	eventually(t, "backup "+id+" to be "+string(phase), func() bool {
+	testenv.EventuallyTrue(t, 5*time.Second, "backup "+id+" to be "+string(phase), func() bool {
 		var err error
 		st, err = c.BackupStatus(context.Background(), id)
 		if err != nil {

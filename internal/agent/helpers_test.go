@@ -170,18 +170,6 @@ func testLogger(t *testing.T) logr.Logger {
 	return testr.NewWithOptions(t, testr.Options{Verbosity: 1})
 }
 
-// eventually polls cond until it holds or 5s passed.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // restartWith changes the options and restarts the agent on the same address.
 func (a *testAgent) restartWith(change func(*ServerOptions)) {
 	a.t.Helper()

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestAgentMetricsNeedTheScrapersToken: /metrics answers 503 until the metrics token file
@@ -64,7 +66,7 @@ func TestAgentMetricsNeedTheScrapersToken(t *testing.T) {
 	}
 
 	writeFileAtomic(t, metricsTokenFile, []byte("rotated"))
-	eventually(t, "the rotated metrics token", func() bool {
+	testenv.EventuallyTrue(t, 5*time.Second, "the rotated metrics token", func() bool {
 		code, _ := get("/metrics", "rotated")
 		return code == http.StatusOK
 	})

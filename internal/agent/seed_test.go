@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // startSeedAgent runs an agent with only the seed endpoints, as `dolphin seed` does.
@@ -47,7 +49,7 @@ func TestAgentSeedOneInstructionAtATime(t *testing.T) {
 	if err != nil || st.Phase != SeedRunning || st.Mode != SeedModeClone || st.StartedAt.IsZero() {
 		t.Fatalf("Seed = %+v, %v; want Running", st, err)
 	}
-	eventually(t, "the progress", func() bool { st, _ := c.SeedStatus(ctx); return st.Bytes == 12345 })
+	testenv.EventuallyTrue(t, 5*time.Second, "the progress", func() bool { st, _ := c.SeedStatus(ctx); return st.Bytes == 12345 })
 	if _, err := c.Seed(ctx, SeedRequest{Mode: SeedModeEmpty}); !errors.Is(err, ErrSeedRunning) {
 		t.Errorf("a second instruction while one runs = %v, want ErrSeedRunning", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestServerTakeFromReplicaAndRestore backs up an idle replica, checks the manifest against
@@ -123,7 +125,7 @@ func TestServerTakeFromReplicaAndRestore(t *testing.T) {
 	t.Run("corrupt byte", func(t *testing.T) {
 		copyFile(t, filepath.Join(root, "ns/c/b1", DataObjectKey), filepath.Join(root, "ns/c/bad", DataObjectKey))
 		copyFile(t, filepath.Join(root, "ns/c/b1", ManifestKey), filepath.Join(root, "ns/c/bad", ManifestKey))
-		flipByte(t, filepath.Join(root, "ns/c/bad", DataObjectKey))
+		testenv.FlipByte(t, filepath.Join(root, "ns/c/bad", DataObjectKey))
 		target := filepath.Join(t.TempDir(), "data")
 		_, err := Restore(t.Context(), dirStore, "ns/c/bad/", RestoreOptions{TargetDir: target})
 		if !errors.Is(err, ErrCorrupt) {

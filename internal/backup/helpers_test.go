@@ -90,19 +90,6 @@ func storeFiles(t *testing.T, dir string) []string {
 	return out
 }
 
-// flipByte changes one byte in the middle of a file.
-func flipByte(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0x5a
-	if err := os.WriteFile(path, b, 0o640); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // copyFile copies a stored object to another key of the same directory store.
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()

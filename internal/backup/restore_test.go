@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // These tests restore synthetic backups: an mbstream made by `mbstream -c` from a few files,
@@ -131,7 +132,7 @@ func TestRestoreSynthetic(t *testing.T) {
 func TestRestoreCorruptObject(t *testing.T) {
 	store, dir := newStore(t)
 	m := syntheticBackup(t, store, "b/", syntheticFiles(), "0-1-3,1-2-7")
-	flipByte(t, filepath.Join(dir, "b", DataObjectKey))
+	testenv.FlipByte(t, filepath.Join(dir, "b", DataObjectKey))
 	target := t.TempDir()
 	_, err := Restore(t.Context(), store, "b/", RestoreOptions{TargetDir: target, Tool: fakeTool(t, prepareOK)})
 	if !errors.Is(err, ErrCorrupt) {

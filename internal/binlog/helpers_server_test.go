@@ -434,19 +434,6 @@ func checkExactlyOnce(t *testing.T, txns []txn, end Position, serverID uint32) {
 	}
 }
 
-// flipByte changes one byte in the middle of a file.
-func flipByte(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0x5a
-	if err := os.WriteFile(path, b, 0o640); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // copyTree copies a directory store's files.
 func copyTree(t *testing.T, from, to string) {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestServerReplayToTimeGTIDAndEnd archives a server through two bursts of writes a second
@@ -160,7 +161,7 @@ func TestServerReplayToTimeGTIDAndEnd(t *testing.T) {
 	}
 	victim := l.Segments[len(l.Segments)/2]
 	t.Run("corrupt segment", func(t *testing.T) {
-		err := damaged(t, func(dir string, _ *Listing) { flipByte(t, filepath.Join(dir, victim.Object)) })
+		err := damaged(t, func(dir string, _ *Listing) { testenv.FlipByte(t, filepath.Join(dir, victim.Object)) })
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "r/"+victim.Object) || !strings.Contains(err.Error(), victim.SHA256) {
 			t.Errorf("Replay: %v; want ErrCorrupt naming r/%s and its sha256", err, victim.Object)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestMariaDBServer runs every Instance operation against two real MariaDB
@@ -72,7 +73,7 @@ func TestMariaDBServer(t *testing.T) {
 		t.Errorf("replica server fields: %+v", st1)
 	}
 	checkNoErrant(ctx, t, op, srv)
-	eventually(ctx, t, "semi-sync active with one client on the primary", func() error {
+	testenv.Eventually(t, 10*time.Second, "semi-sync active with one client on the primary", func() error {
 		ss := status(ctx, t, op[0]).SemiSync
 		if !ss.SourceEnabled || !ss.SourceActive || ss.Clients != 1 || ss.WaitPoint != "AFTER_SYNC" || ss.TimeoutMS <= 0 {
 			return fmt.Errorf("%+v", ss)
@@ -130,7 +131,7 @@ func TestMariaDBServer(t *testing.T) {
 	}
 	must(t, op[1].StartReplication(ctx))
 	semiSyncConnected(ctx, t, op[0], srv[0].Name)
-	eventually(ctx, t, "replication running again", func() error {
+	testenv.Eventually(t, 10*time.Second, "replication running again", func() error {
 		if rep := status(ctx, t, op[1]).Replica; rep == nil || !rep.IORunning || !rep.SQLRunning {
 			return fmt.Errorf("%+v", rep)
 		}
@@ -353,20 +354,5 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-func eventually(ctx context.Context, t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("%s: still %v after 10s", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestServerStaleRelayLogInfo: a replica killed while its applier moves between relay logs
@@ -37,7 +39,7 @@ func TestServerStaleRelayLogInfo(t *testing.T) {
 	mustExec("CREATE DATABASE stale")
 	mustExec("CREATE TABLE stale.t (id INT PRIMARY KEY)")
 	mustExec("INSERT INTO stale.t VALUES (1)")
-	eventually(ctx, t, "the replica applied the first row", func() error {
+	testenv.Eventually(t, 10*time.Second, "the replica applied the first row", func() error {
 		return appliedAll(ctx, t, op)
 	})
 
@@ -74,7 +76,7 @@ func TestServerStaleRelayLogInfo(t *testing.T) {
 	}
 	replicatesAgain := func(how string) {
 		t.Helper()
-		eventually(ctx, t, how+": the replica replicates again from its source and applied every row", func() error {
+		testenv.Eventually(t, 10*time.Second, how+": the replica replicates again from its source and applied every row", func() error {
 			st := status(ctx, t, op[1])
 			if st.Replica == nil || !st.Replica.IORunning || !st.Replica.SQLRunning ||
 				st.Replica.SourceHost != src.Host || st.Replica.SourcePort != src.Port {

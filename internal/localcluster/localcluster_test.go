@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dolphin-operator/dolphin/config/crd"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // binDirForTest finds the control-plane binaries like hack/control-plane.sh --print does (or
@@ -77,22 +78,6 @@ func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
 	return cs
 }
 
-// eventually polls cond every 100 ms until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func TestLocalControlPlaneUpDown(t *testing.T) {
 	binDir := binDirForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -130,7 +115,7 @@ func TestLocalControlPlaneUpDown(t *testing.T) {
 		return len(pods.Items), nil
 	}
 	began := time.Now()
-	eventually(t, 30*time.Second, "the StatefulSet controller creates 2 pods", func() error {
+	testenv.Eventually(t, 30*time.Second, "the StatefulSet controller creates 2 pods", func() error {
 		n, err := listPods()
 		if err != nil {
 			return fmt.Errorf("listing pods: %w", err)
@@ -148,7 +133,7 @@ func TestLocalControlPlaneUpDown(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the garbage collector deletes the pods", func() error {
+	testenv.Eventually(t, 30*time.Second, "the garbage collector deletes the pods", func() error {
 		if n, err := listPods(); err != nil || n != 0 {
 			return fmt.Errorf("%d pods left (%v)", n, err)
 		}
@@ -174,7 +159,7 @@ func TestLocalControlPlaneUpDown(t *testing.T) {
 	if err := syscall.Kill(before[APIServer], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the API server gone", func() error {
+	testenv.Eventually(t, 10*time.Second, "the API server gone", func() error {
 		if cp.Process(APIServer).Alive() {
 			return errors.New("still alive")
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestMariaDBPod runs a real mariadbd as a pod: the project's generated
@@ -178,7 +179,7 @@ func TestMariaDBPod(t *testing.T) {
 	if err := e.client.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "pod object removed", func() error {
+	testenv.Eventually(t, 60*time.Second, "pod object removed", func() error {
 		if _, err := e.client.CoreV1().Pods(e.ns).Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (err %v)", err)
 		}

@@ -84,7 +84,7 @@ func startNode(t *testing.T) *testNodeEnv {
 	})
 
 	e := &testNodeEnv{client: client, dir: dir, ns: "default"}
-	eventually(t, 30*time.Second, "node Ready", func() error {
+	testenv.Eventually(t, 30*time.Second, "node Ready", func() error {
 		n, err := client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -106,21 +106,6 @@ func startNode(t *testing.T) *testNodeEnv {
 	return e
 }
 
-// eventually polls fn every 100 ms until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, fn func() error) {
-	t.Helper()
-	start := time.Now()
-	var err error
-	for time.Since(start) < timeout {
-		if err = fn(); err == nil {
-			t.Logf("%s after %.2fs", what, time.Since(start).Seconds())
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-}
-
 func (e *testNodeEnv) pod(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
 	p, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -134,7 +119,7 @@ func (e *testNodeEnv) pod(t *testing.T, name string) *corev1.Pod {
 func (e *testNodeEnv) waitReady(t *testing.T, name string, timeout time.Duration) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	eventually(t, timeout, name+" Ready", func() error {
+	testenv.Eventually(t, timeout, name+" Ready", func() error {
 		p, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -211,7 +196,7 @@ func TestPodLifecycle(t *testing.T) {
 		t.Fatalf("podIP %q / podIPs %v: want one address in %s", got.Status.PodIP, got.Status.PodIPs, testCIDR)
 	}
 	for _, want := range []string{"hi\n", "hello from a configMap", "ip=" + got.Status.PodIP + "\n", "ro\n", "mode=440"} {
-		eventually(t, 5*time.Second, fmt.Sprintf("log shows %q", want), func() error {
+		testenv.Eventually(t, 5*time.Second, fmt.Sprintf("log shows %q", want), func() error {
 			if l := e.logOf(pod.Name, "main"); !strings.Contains(l, want) {
 				return fmt.Errorf("log: %q", l)
 			}
@@ -224,7 +209,7 @@ func TestPodLifecycle(t *testing.T) {
 	if _, err := e.client.CoreV1().ConfigMaps(e.ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the container reads the changed configMap", func() error {
+	testenv.Eventually(t, 30*time.Second, "the container reads the changed configMap", func() error {
 		if l := e.logOf(pod.Name, "main"); !strings.Contains(l, "now: hello again") {
 			return fmt.Errorf("log tail: %q", tail(l, 200))
 		}
@@ -237,7 +222,7 @@ func TestPodLifecycle(t *testing.T) {
 	if _, err := e.client.CoreV1().Pods(e.ns).UpdateStatus(ctx, lost, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 4*statusResyncInterval, "the lost address written again", func() error {
+	testenv.Eventually(t, 4*statusResyncInterval, "the lost address written again", func() error {
 		if ip := e.pod(t, pod.Name).Status.PodIP; ip != got.Status.PodIP {
 			return fmt.Errorf("podIP %q, want %q", ip, got.Status.PodIP)
 		}
@@ -249,7 +234,7 @@ func TestPodLifecycle(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "restart after kill -9", func() error {
+	testenv.Eventually(t, 30*time.Second, "restart after kill -9", func() error {
 		p := e.pod(t, pod.Name)
 		cs := p.Status.ContainerStatuses[0]
 		if cs.RestartCount != 1 || !cs.Ready || cs.LastTerminationState.Terminated == nil {
@@ -267,7 +252,7 @@ func TestPodLifecycle(t *testing.T) {
 	if err := e.client.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "pod object removed", func() error {
+	testenv.Eventually(t, 30*time.Second, "pod object removed", func() error {
 		_, err := e.client.CoreV1().Pods(e.ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -46,7 +46,7 @@ func startProvisioner(t *testing.T) kubernetes.Interface {
 			t.Errorf("runProvisioner: %v", err)
 		}
 	})
-	eventually(t, 10*time.Second, "storage class created", func() error {
+	testenv.Eventually(t, 10*time.Second, "storage class created", func() error {
 		_, err := client.StorageV1().StorageClasses().Get(ctx, StorageClass, metav1.GetOptions{})
 		return err
 	})
@@ -72,7 +72,7 @@ func standInPVController(t *testing.T, client kubernetes.Interface, ns, name str
 	t.Helper()
 	ctx := context.Background()
 	var pvc *corev1.PersistentVolumeClaim
-	eventually(t, 10*time.Second, name+" provisioned", func() error {
+	testenv.Eventually(t, 10*time.Second, name+" provisioned", func() error {
 		var err error
 		if pvc, err = client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return err
@@ -144,7 +144,7 @@ func TestProvisionerExpandsClaims(t *testing.T) {
 	if err := growClaim(client, ns, pvc.Name, "2Gi"); err != nil {
 		t.Fatalf("growing the claim: %v", err)
 	}
-	eventually(t, 10*time.Second, "volume expanded", func() error {
+	testenv.Eventually(t, 10*time.Second, "volume expanded", func() error {
 		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // stoppingScript starts a child that notes a SIGTERM it gets, then waits; it notes its own
@@ -58,7 +60,7 @@ func TestContainerStopsLikeTheKubelets(t *testing.T) {
 	}
 	pidIn := func(name string) int {
 		var pid int
-		eventually(t, 30*time.Second, name+" written", func() error {
+		testenv.Eventually(t, 30*time.Second, name+" written", func() error {
 			b, err := os.ReadFile(filepath.Join(out, name))
 			if err != nil {
 				return err
@@ -70,7 +72,7 @@ func TestContainerStopsLikeTheKubelets(t *testing.T) {
 	}
 
 	orphan := pidIn("orphan.pid")
-	eventually(t, 30*time.Second, "the exiting container terminated with its code", func() error {
+	testenv.Eventually(t, 30*time.Second, "the exiting container terminated with its code", func() error {
 		for _, cs := range e.pod(t, pod.Name).Status.ContainerStatuses {
 			if cs.Name == "exits" && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 3 {
 				return nil
@@ -87,7 +89,7 @@ func TestContainerStopsLikeTheKubelets(t *testing.T) {
 	if err := e.client.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "pod object removed", func() error {
+	testenv.Eventually(t, 60*time.Second, "pod object removed", func() error {
 		if _, err := e.client.CoreV1().Pods(e.ns).Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (err %v)", err)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // Names of the test store server's certificate: agent.AgentServerName(httpCluster, httpNS).
@@ -126,24 +127,11 @@ func walk(t *testing.T, dir string) (objects, temps []string) {
 	return objects, temps
 }
 
-// waitFor polls cond until it holds, failing the test after a generous deadline (the server
-// side of an abort runs on its own).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not %s after 30s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // assertNothingLeft checks that the server's directory holds exactly the objects want and no
 // temporary file, waiting for a server-side abort to finish.
 func (s *httpServer) assertNothingLeft(t *testing.T, want ...string) {
 	t.Helper()
-	waitFor(t, "cleaned up", func() bool {
+	testenv.EventuallyTrue(t, 30*time.Second, "cleaned up", func() bool {
 		_, temps := walk(t, s.dir)
 		return len(temps) == 0
 	})
@@ -423,7 +411,7 @@ func TestHTTPAbortLeavesNothing(t *testing.T) {
 			if err := writeChunks(up, randomBytes(3<<20)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "writing on the server", func() bool {
+			testenv.EventuallyTrue(t, 30*time.Second, "writing on the server", func() bool {
 				_, temps := walk(t, s.dir)
 				return len(temps) == 1
 			})
@@ -434,7 +422,7 @@ func TestHTTPAbortLeavesNothing(t *testing.T) {
 			} else {
 				cancel()
 				// Write fails once the watcher has cut the request.
-				waitFor(t, "failing writes", func() bool {
+				testenv.EventuallyTrue(t, 30*time.Second, "failing writes", func() bool {
 					_, err := up.Write([]byte("more"))
 					return err != nil
 				})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/imagebuild/manifest"
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // nodeInputs finds what a real node needs (control plane, node binaries, images), skipping
@@ -108,7 +109,7 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	waitFor(t, 60*time.Second, "node Ready", func() error {
+	testenv.Eventually(t, 60*time.Second, "node Ready", func() error {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "test-node", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -151,7 +152,7 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Now()
-	waitFor(t, 120*time.Second, "pod Ready", func() error {
+	testenv.Eventually(t, 120*time.Second, "pod Ready", func() error {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -183,7 +184,7 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 		t.Fatal(err)
 	}
 	// From the host, through kube-proxy's rules.
-	waitFor(t, 30*time.Second, "host → ClusterIP", func() error {
+	testenv.Eventually(t, 30*time.Second, "host → ClusterIP", func() error {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second)
 		if err != nil {
 			return err
@@ -200,7 +201,7 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 		t.Fatalf("an unused Service address: %v after %s, want connection refused at once", err, time.Since(began))
 	}
 	// From the pod: cluster DNS and the Service, and the API server through `kubernetes`.
-	waitFor(t, 30*time.Second, "pod → DNS name → ClusterIP", func() error {
+	testenv.Eventually(t, 30*time.Second, "pod → DNS name → ClusterIP", func() error {
 		out, err := execIn(ctx, cfg, cs, "default", "db", "mariadb", "-h", "db.default.svc.cluster.local", "-P", "3306",
 			"--protocol=tcp", "-N", "-e", "select 40+2")
 		if err != nil {
@@ -211,7 +212,7 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, 30*time.Second, "pod → kubernetes Service", func() error {
+	testenv.Eventually(t, 30*time.Second, "pod → kubernetes Service", func() error {
 		_, err := execIn(ctx, cfg, cs, "default", "db", "bash", "-c", "exec 3<>/dev/tcp/kubernetes.default.svc.cluster.local/443")
 		return err
 	})
@@ -263,21 +264,6 @@ func execIn(ctx context.Context, cfg *rest.Config, cs *kubernetes.Clientset, ns,
 		return stdout.String(), fmt.Errorf("exec %v: %w: %s", cmd, err, stderr.String())
 	}
 	return stdout.String(), nil
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 func grepLines(b []byte, subs ...string) string {

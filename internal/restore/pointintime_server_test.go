@@ -16,6 +16,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestServerRestoreToPoint backs a real server up, archives its binary log with the real
@@ -170,7 +171,7 @@ func TestServerRestoreToPoint(t *testing.T) {
 			t.Fatalf("ListSegments: %v (%d segments)", err, len(l.Segments))
 		}
 		victim := l.Segments[len(l.Segments)-1]
-		flipByte(t, filepath.Join(copied, "ns/src/binlog", victim.Object))
+		testenv.FlipByte(t, filepath.Join(copied, "ns/src/binlog", victim.Object))
 		_, err = verifyWith(t, copied, "ns/src/binlog/")
 		if !errors.Is(err, binlog.ErrCorrupt) || !strings.Contains(err.Error(), victim.Object) {
 			t.Fatalf("Verify with a damaged segment: %v; want ErrCorrupt naming %s", err, victim.Object)

@@ -15,6 +15,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestServerRestore backs up one real server and restores it with IntoDataDir: into an empty
@@ -207,7 +208,7 @@ func testCorruptObject(t *testing.T, src *source) {
 	for _, key := range []string{backup.DataObjectKey, backup.ManifestKey} {
 		copyFile(t, filepath.Join(src.root, backupPrefix, key), filepath.Join(src.root, bad, key))
 	}
-	flipByte(t, filepath.Join(src.root, bad, backup.DataObjectKey))
+	testenv.FlipByte(t, filepath.Join(src.root, bad, backup.DataObjectKey))
 	inst := target(t)
 	opts := src.options(t, inst, bad)
 	_, err := IntoDataDir(t.Context(), opts)
@@ -331,19 +332,6 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(to, b, 0o640); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// flipByte changes one byte in the middle of a file.
-func flipByte(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0x5a
-	if err := os.WriteFile(path, b, 0o640); err != nil {
 		t.Fatal(err)
 	}
 }

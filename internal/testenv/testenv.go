@@ -167,17 +167,53 @@ func StartForTestWithCRDs(t testing.TB, crdDirs ...string) *Env {
 	return env
 }
 
-// Eventually polls cond every 100 ms until it returns nil, and fails the test with the last
-// error when timeout passes first.
+// Eventually polls cond (after 5 ms, then doubling up to every 100 ms) until it returns nil,
+// and fails the test with the last error when timeout passes first.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	var err error
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	poll := 5 * time.Millisecond
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(poll) {
 		if err = cond(); err == nil {
 			return
 		}
+		poll = min(2*poll, maxPoll)
 	}
 	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+}
+
+// maxPoll is the longest wait between two checks of Eventually's condition.
+const maxPoll = 100 * time.Millisecond
+
+// EventuallyTrue is Eventually for a condition that says only whether it holds.
+func EventuallyTrue(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, timeout, what, func() error {
+		if !cond() {
+			return errors.New("the condition does not hold")
+		}
+		return nil
+	})
+}
+
+// FlipByte changes one byte in the middle of a file, keeping its mode: a damaged copy.
+func FlipByte(t testing.TB, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) == 0 {
+		t.Fatalf("FlipByte: %s is empty", path)
+	}
+	b[len(b)/2] ^= 0x5a
+	if err := os.WriteFile(path, b, st.Mode().Perm()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Stored returns the bytes etcd holds at key (for example

@@ -202,7 +202,7 @@ func TestLocalBackupAndRestore(t *testing.T) {
 
 	// A corrupted object: the restore refuses with the object's name; no server starts.
 	obj := filepath.Join(srv.Dir, srv.Bucket, "e2e", b1.Status.Path, "data.mbstream.zst")
-	flipByte(t, obj)
+	testenv.FlipByte(t, obj)
 	bad := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "bad"},
 		Spec: dolphinv1.MySQLClusterSpec{Instances: 1, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: "b1"}}}}
@@ -378,19 +378,6 @@ func seqOf(pos string) int64 {
 		}
 	}
 	return -1
-}
-
-// flipByte corrupts one byte in the middle of a file.
-func flipByte(t *testing.T, file string) {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0xff
-	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // verifyAndWait asks for a restore check of a backup and waits for its result.
