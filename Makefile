@@ -45,9 +45,10 @@ vet: ## go vet + gofmt check.
 	$(GO) vet ./...
 
 .PHONY: build
-build: ## Build bin/dolphin (every role) and bin/dolphin-operator (the operator alone, what a real install runs).
+build: ## Build bin/dolphin (every role), bin/dolphin-operator (the operator alone, what a real install runs) and bin/dolphin-pod (the in-pod commands alone, the image's /dolphin).
 	$(GO) build -o bin/dolphin ./cmd/dolphin
 	$(GO) build -o bin/dolphin-operator ./cmd/dolphin-operator
+	$(GO) build -o bin/dolphin-pod ./cmd/dolphin-pod
 
 # Images built here without Docker (make images), cached by content under the user's cache folder.
 CACHE_DIR := $(or $(DOLPHIN_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dolphin)
@@ -65,7 +66,7 @@ node: ## Install (Debian: runc, CNI plugins, iptables, mmdebstrap) and build (on
 .PHONY: images
 images: ## Build Dolphin's image, the pause image and MariaDB images (Debian bookworm 10.11, trixie 11.8) without Docker into IMAGES_DIR (root: mmdebstrap).
 	@hack/node.sh >/dev/null
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/image/dolphin ./cmd/dolphin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/image/dolphin ./cmd/dolphin-pod
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/image/dolphin-operator ./cmd/dolphin-operator
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(IMAGE_LDFLAGS)" -o bin/image/pause ./hack/pause
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/images --dir $(IMAGES_DIR) --tag $(IMAGE_TAG) \

@@ -8,13 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dolphin-operator/dolphin/internal/cli"
+	"github.com/dolphin-operator/dolphin/internal/operator"
 )
 
 func main() { cli.Main(newRootCmd()) }
 
 // newRootCmd returns `dolphin-operator`: the operator's flags at the root, and `version`.
 func newRootCmd() *cobra.Command {
-	root := cli.NewOperatorCmd("dolphin-operator")
+	root := operator.NewCommand("dolphin-operator")
 	// A failing operator has already said what went wrong; usage would bury it.
 	root.SilenceUsage, root.SilenceErrors = true, true
 	root.CompletionOptions.DisableDefaultCmd = true

@@ -27,7 +27,7 @@ func main() {
 		timeout = flag.Duration("timeout", 20*time.Minute, "give up after this long")
 	)
 	flag.StringVar(&o.Dir, "dir", "", "cache folder of the images (required)")
-	flag.StringVar(&o.Dolphin.Dolphin, "dolphin", "bin/image/dolphin", "static dolphin binary")
+	flag.StringVar(&o.Dolphin.Dolphin, "dolphin", "bin/image/dolphin", "static dolphin-pod binary (the image's /dolphin: cmd/dolphin-pod)")
 	flag.StringVar(&o.Dolphin.Operator, "operator", "bin/image/dolphin-operator", "static dolphin-operator binary")
 	flag.StringVar(&o.PauseBinary, "pause", "bin/image/pause", "static pause binary (hack/pause)")
 	flag.StringVar(&o.Dolphin.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle for the image (empty: none)")

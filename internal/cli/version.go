@@ -1,7 +1,9 @@
-// Package cli holds the subcommands that both Dolphin binaries offer: `dolphin` (every role:
-// agent, local cluster, restore, …) and `dolphin-operator` (the operator alone, which links a
-// fraction of the code and so costs less memory; docs/design/0041). Nothing here may import
-// more than the operator needs, or the small binary grows with it.
+// Package cli is what every Dolphin binary shares: Main (signals, exit status) and `version`.
+// The binaries are `dolphin` (every role: the operator, `dolphin local`, the in-pod commands),
+// `dolphin-operator` (the operator alone, which links a fraction of the code and so costs less
+// memory; docs/design/0041) and `dolphin-pod` (the in-pod commands alone, copied into every
+// database pod; docs/design/0061). Nothing here may import more than the smallest of them
+// needs, or every binary grows with it.
 package cli
 
 import (

@@ -16,6 +16,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/termination"
 )
 
 // verifyPollInterval is how often a running restore check is looked at (its pod's changes
@@ -114,7 +115,7 @@ func verificationOutcome(p *corev1.Pod) (dolphinv1.VerificationPhase, string) {
 	msg := ""
 	for _, s := range p.Status.ContainerStatuses {
 		if s.Name == resources.ContainerVerify && s.State.Terminated != nil {
-			msg = lastLine(s.State.Terminated.Message)
+			msg = termination.Last(s.State.Terminated.Message)
 			if msg == "" {
 				msg = fmt.Sprintf("exit code %d (%s)", s.State.Terminated.ExitCode, s.State.Terminated.Reason)
 			}
@@ -122,10 +123,11 @@ func verificationOutcome(p *corev1.Pod) (dolphinv1.VerificationPhase, string) {
 	}
 	switch p.Status.Phase {
 	case corev1.PodSucceeded:
-		if !strings.HasPrefix(msg, "dolphin-verify: ok") {
+		result, ok := termination.Result(msg, termination.VerifyPrefix)
+		if !ok || !strings.HasPrefix(result, termination.VerifiedResult) {
 			return dolphinv1.VerificationFailed, "the check exited 0 without its result line (" + msg + ")"
 		}
-		return dolphinv1.VerificationVerified, strings.TrimPrefix(msg, "dolphin-verify: ")
+		return dolphinv1.VerificationVerified, result
 	case corev1.PodFailed:
 		if msg == "" {
 			msg = p.Status.Reason + " " + p.Status.Message

@@ -13,6 +13,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/termination"
 )
 
 // restoreFailure is the first instance whose restore init container failed, with the tail of
@@ -30,18 +31,12 @@ func restoreFailure(pods []corev1.Pod) (pod, message string) {
 					if msg == "" {
 						msg = fmt.Sprintf("exit code %d (%s)", t.ExitCode, t.Reason)
 					}
-					return p.Name, lastLine(msg)
+					return p.Name, termination.Last(msg)
 				}
 			}
 		}
 	}
 	return "", ""
-}
-
-// lastLine keeps the last non-empty line: `dolphin restore` ends with its error.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // reconcileRestoreOutcome turns a failed restore on any instance into a userError: the backup

@@ -13,7 +13,8 @@ const NonRootUID = 65532
 
 // DolphinInputs are what Dolphin's image is made of.
 type DolphinInputs struct {
-	// Dolphin is the every-role binary copied into database pods (/dolphin).
+	// Dolphin is the pod binary (cmd/dolphin-pod: the in-pod commands alone) copied into
+	// database pods (/dolphin).
 	Dolphin string
 	// Operator is the operator-only binary (/dolphin-operator, the entrypoint).
 	Operator string

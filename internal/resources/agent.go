@@ -14,6 +14,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
+	"github.com/dolphin-operator/dolphin/internal/podlayout"
 )
 
 // BuildOptions are the operator-wide inputs of the builders (the same for every cluster),
@@ -45,12 +46,12 @@ const DefaultAgentImage = "ghcr.io/dolphin-operator/dolphin:latest"
 const (
 	// ContainerAgent is the agent's container; ContainerAgentTools the init container that
 	// copies the dolphin binary into the pod.
-	ContainerAgent      = "agent"
+	ContainerAgent      = podlayout.ContainerAgent
 	ContainerAgentTools = "dolphin-tools"
 	// AgentPort is the agent's HTTPS port.
 	AgentPort = 9443
 	// AgentBinary is where the dolphin binary is inside an instance pod.
-	AgentBinary = "/opt/dolphin/bin/dolphin"
+	AgentBinary = podlayout.AgentBinary
 	// AgentSecretDir is where the agent Secret is mounted.
 	AgentSecretDir = "/etc/dolphin/agent"
 
@@ -62,7 +63,7 @@ const (
 	// AgentMetricsTokenKey is the token scrapers of the agents' /metrics present; the
 	// operator copies it into the metrics Secret (MetricsSecretName). MonitorPasswordKey,
 	// the monitor account's password, is copied in from the credentials Secret.
-	AgentMetricsTokenKey = "metrics-token"
+	AgentMetricsTokenKey = podlayout.AgentMetricsTokenKey
 
 	volumeDolphinBin  = "dolphin-bin"
 	volumeAgentSecret = "agent-secret"

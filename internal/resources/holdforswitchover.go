@@ -10,6 +10,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
+	"github.com/dolphin-operator/dolphin/internal/podlayout"
 )
 
 // StopReleasedFile is the file whose existence ends the server container's preStop hold
@@ -20,7 +21,7 @@ var StopReleasedFile = path.Join(path.Dir(mycnf.SocketPath), StopReleasedFileNam
 
 // StopReleasedFileName is StopReleasedFile's name in the run directory, beside the server's
 // socket (where the agent finds it from its --socket).
-const StopReleasedFileName = "dolphin-stop-released"
+const StopReleasedFileName = podlayout.StopReleasedFileName
 
 // holdForSwitchoverSeconds bounds the preStop hold: long enough for a switchover on a loaded
 // machine (fence, the target applying what it received, promotion: ~1 s, up to the engine's

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/podlayout"
 )
 
 // Keys of the credentials Secret. A user-supplied Secret must hold all of them.
@@ -15,14 +16,14 @@ const (
 	RootPasswordKey        = "root-password"
 	ReplicationPasswordKey = "replication-password"
 	OperatorPasswordKey    = "operator-password"
-	MonitorPasswordKey     = "monitor-password"
+	MonitorPasswordKey     = podlayout.MonitorPasswordKey
 )
 
 // Account names Dolphin creates on every instance.
 const (
 	OperatorUser    = "dolphin"
 	ReplicationUser = "dolphin-repl"
-	MonitorUser     = "dolphin-monitor"
+	MonitorUser     = podlayout.MonitorUser
 	// SchemaUser applies MySQLUser and MySQLDatabase resources on the primary. It has the
 	// operator's password and every privilege except bypassing read_only.
 	SchemaUser = "dolphin-schema"
