@@ -6,8 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
@@ -40,39 +37,35 @@ type MySQLDatabaseReconciler struct {
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqldatabases/finalizers,verbs=update
 
 // Reconcile creates or repairs the database, or carries out its cleanup policy on deletion,
-// then writes the status once.
+// then writes the status once (sqlObjectReconciler).
 func (r *MySQLDatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var d dolphinv1.MySQLDatabase
-	if err := r.Client.Get(ctx, req.NamespacedName, &d); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := d.DeepCopy()
-	name := resources.DatabaseName(&d)
-	d.Status.Database = name
+	return r.loop().reconcile(ctx, req.NamespacedName, &dolphinv1.MySQLDatabase{}, databaseTarget, r.apply)
+}
 
-	if !d.DeletionTimestamp.IsZero() {
-		st, err := r.cleanup(ctx, &d, name)
-		if err != nil || st == nil {
-			return ctrl.Result{}, err
-		}
-		return r.finish(ctx, orig, &d, *st)
+// loop is the reconcile loop this reconciler shares with MySQLUserReconciler.
+func (r *MySQLDatabaseReconciler) loop() sqlObjectReconciler[*dolphinv1.MySQLDatabase] {
+	return sqlObjectReconciler[*dolphinv1.MySQLDatabase]{
+		client: r.Client, sql: r.SQL, recorder: r.Recorder, kind: "MySQLDatabase",
+		newList:            func() client.ObjectList { return &dolphinv1.MySQLDatabaseList{} },
+		status:             func(d *dolphinv1.MySQLDatabase) any { return d.Status },
+		conditions:         func(d *dolphinv1.MySQLDatabase) *[]metav1.Condition { return &d.Status.Conditions },
+		observedGeneration: func(d *dolphinv1.MySQLDatabase) int64 { return d.Status.ObservedGeneration },
 	}
-	if err := ensureSQLFinalizer(ctx, r.Client, &d); err != nil {
-		return ctrl.Result{}, err
+}
+
+// databaseTarget sets the status fields that follow from d's spec and says which database d is.
+func databaseTarget(d *dolphinv1.MySQLDatabase) sqlTarget {
+	name := resources.DatabaseName(d)
+	d.Status.Database = name
+	return sqlTarget{
+		cluster: d.Spec.Cluster, identity: databaseIdentity(d.Spec.Cluster, name), what: "database " + name,
+		drop: sqlobjects.PlanDropDatabase(name), dropped: "DatabaseDropped", dropOnDelete: d.Spec.CleanupPolicy == dolphinv1.CleanupDelete,
 	}
-	st, err := r.apply(ctx, &d, name)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	return r.finish(ctx, orig, &d, st)
 }
 
 // apply makes the database on the primary what d declares.
-func (r *MySQLDatabaseReconciler) apply(ctx context.Context, d *dolphinv1.MySQLDatabase, name string) (sqlState, error) {
-	if other, err := r.manager(ctx, d, name); err != nil || other != "" {
-		return sqlState{reason: dolphinv1.ReasonConflict, message: fmt.Sprintf(
-			"MySQLDatabase %q already manages database %s on cluster %s: delete one of them", other, name, d.Spec.Cluster)}, err
-	}
+func (r *MySQLDatabaseReconciler) apply(ctx context.Context, d *dolphinv1.MySQLDatabase, _ sqlTarget) (sqlState, error) {
+	name := resources.DatabaseName(d)
 	srv, wait, err := primaryFor(ctx, r.Client, r.SQL, d.Namespace, d.Spec.Cluster)
 	if err != nil || wait != nil {
 		return derefState(wait), err
@@ -97,117 +90,18 @@ func (r *MySQLDatabaseReconciler) apply(ctx context.Context, d *dolphinv1.MySQLD
 		if have.Exists {
 			reason = "DatabaseUpdated"
 		}
-		r.event(d, corev1.EventTypeNormal, reason, "Apply", "%s", plan[0])
+		r.loop().event(d, corev1.EventTypeNormal, reason, "Apply", "%s", plan[0])
 		if have, err = srv.ObserveDatabase(ctx, name); err != nil {
 			return *serverState(err, "reading database "+name), nil
 		}
 	}
 	d.Status.CharacterSet, d.Status.Collation = have.CharacterSet, have.Collation
 	d.Status.ObservedGeneration = d.Generation
-	return sqlState{ready: true, reason: dolphinv1.ReasonApplied, requeue: r.resync(),
+	return sqlState{ready: true, reason: dolphinv1.ReasonApplied, requeue: sqlResync(r.ResyncInterval),
 		message: fmt.Sprintf("database %s exists on cluster %s (%s, %s)", name, d.Spec.Cluster, have.CharacterSet, have.Collation)}, nil
 }
 
-// cleanup carries out the cleanup policy of a deleted MySQLDatabase; a nil state means done.
-func (r *MySQLDatabaseReconciler) cleanup(ctx context.Context, d *dolphinv1.MySQLDatabase, name string) (*sqlState, error) {
-	// Drop only a database this resource applied, and only when no other resource claims
-	// it: after a conflict, the other one manages it now, whichever was older.
-	drop := d.Spec.CleanupPolicy == dolphinv1.CleanupDelete && d.Status.ObservedGeneration > 0
-	if drop {
-		_, others, err := r.claimants(ctx, d, name)
-		if err != nil {
-			return nil, err
-		}
-		drop = !others
-	}
-	if drop {
-		srv, wait, err := primaryFor(ctx, r.Client, r.SQL, d.Namespace, d.Spec.Cluster)
-		switch {
-		case err != nil:
-			return nil, err
-		case wait != nil && wait.clusterGone:
-			// Nothing left to drop it from.
-		case wait != nil:
-			return deleting(*wait, "dropping database "+name), nil
-		default:
-			if err := srv.Apply(ctx, []sqlobjects.Statement{sqlobjects.PlanDropDatabase(name)}); err != nil {
-				return deleting(*serverState(err, "DROP DATABASE "+name), "dropping database "+name), nil
-			}
-			r.event(d, corev1.EventTypeNormal, "DatabaseDropped", "Delete", "dropped database %s (cleanupPolicy Delete)", name)
-		}
-	}
-	return nil, releaseSQLFinalizer(ctx, r.Client, d)
-}
-
-// deleting reports a cleanup that waits.
-func deleting(st sqlState, what string) *sqlState {
-	st.ready = false
-	st.message = what + " (cleanupPolicy Delete): " + st.message + "; set spec.cleanupPolicy to Retain to delete the resource without it"
-	st.reason = dolphinv1.ReasonDeleting
-	if st.requeue == 0 {
-		st.requeue = sqlWaitInterval
-	}
-	return &st
-}
-
-// manager returns the name of another MySQLDatabase that manages the same database (the
-// older one wins), or "".
-func (r *MySQLDatabaseReconciler) manager(ctx context.Context, d *dolphinv1.MySQLDatabase, name string) (string, error) {
-	older, _, err := r.claimants(ctx, d, name)
-	return older, err
-}
-
-// claimants looks for other live MySQLDatabases naming the same database: the older one that
-// manages it instead of d ("" when d does), and whether there is any other at all.
-func (r *MySQLDatabaseReconciler) claimants(ctx context.Context, d *dolphinv1.MySQLDatabase, name string) (string, bool, error) {
-	var list dolphinv1.MySQLDatabaseList
-	if err := r.Client.List(ctx, &list, client.InNamespace(d.Namespace), client.MatchingFields{sqlIdentityIndex: databaseIdentity(d.Spec.Cluster, name)}); err != nil {
-		return "", false, fmt.Errorf("listing MySQLDatabases: %w", err)
-	}
-	objs := make([]metav1.Object, len(list.Items))
-	for i := range list.Items {
-		objs[i] = &list.Items[i]
-	}
-	older, others := otherClaimants(d, objs)
-	return older, others, nil
-}
-
 func databaseIdentity(cluster, name string) string { return cluster + "/" + name }
-
-// finish writes the status (when it changed) and says when to look again.
-func (r *MySQLDatabaseReconciler) finish(ctx context.Context, orig, d *dolphinv1.MySQLDatabase, st sqlState) (ctrl.Result, error) {
-	setReady(&d.Status.Conditions, st, d.Generation)
-	if !equality.Semantic.DeepEqual(orig.Status, d.Status) {
-		if err := r.Client.Status().Patch(ctx, d, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("writing MySQLDatabase status: %w", err)
-		}
-	}
-	if !st.ready {
-		log.FromContext(ctx).V(1).Info("database not ready", "reason", st.reason, "message", st.message)
-	}
-	return ctrl.Result{RequeueAfter: st.requeue}, nil
-}
-
-func (r *MySQLDatabaseReconciler) resync() time.Duration {
-	if r.ResyncInterval > 0 {
-		return r.ResyncInterval
-	}
-	return DefaultSQLResyncInterval
-}
-
-func (r *MySQLDatabaseReconciler) event(d *dolphinv1.MySQLDatabase, typ, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(d, nil, typ, reason, action, note, args...)
-	}
-}
-
-// derefState returns *st, or the zero state (not ready, no reason) for nil.
-func derefState(st *sqlState) sqlState {
-	if st == nil {
-		return sqlState{}
-	}
-	return *st
-}
 
 // SetupWithManager registers the reconciler: it runs on MySQLDatabase changes, on changes of
 // its cluster's primary or phase, on the deletion of a database resource it conflicted with,

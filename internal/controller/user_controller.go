@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
@@ -49,40 +47,36 @@ type MySQLUserReconciler struct {
 // +kubebuilder:rbac:groups=mysql.dolphin.dev,resources=mysqlusers/finalizers,verbs=update
 
 // Reconcile creates or repairs the account, or carries out its cleanup policy on deletion,
-// then writes the status once.
+// then writes the status once (sqlObjectReconciler).
 func (r *MySQLUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var u dolphinv1.MySQLUser
-	if err := r.Client.Get(ctx, req.NamespacedName, &u); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	orig := u.DeepCopy()
-	name, host := resources.UserName(&u), resources.UserHost(&u)
-	u.Status.Account = name + "@" + host
-	u.Status.PasswordSecret = resources.UserPasswordSecretName(&u)
+	return r.loop().reconcile(ctx, req.NamespacedName, &dolphinv1.MySQLUser{}, userTarget, r.apply)
+}
 
-	if !u.DeletionTimestamp.IsZero() {
-		st, err := r.cleanup(ctx, &u, name, host)
-		if err != nil || st == nil {
-			return ctrl.Result{}, err
-		}
-		return r.finish(ctx, orig, &u, *st)
+// loop is the reconcile loop this reconciler shares with MySQLDatabaseReconciler.
+func (r *MySQLUserReconciler) loop() sqlObjectReconciler[*dolphinv1.MySQLUser] {
+	return sqlObjectReconciler[*dolphinv1.MySQLUser]{
+		client: r.Client, sql: r.SQL, recorder: r.Recorder, kind: "MySQLUser",
+		newList:            func() client.ObjectList { return &dolphinv1.MySQLUserList{} },
+		status:             func(u *dolphinv1.MySQLUser) any { return u.Status },
+		conditions:         func(u *dolphinv1.MySQLUser) *[]metav1.Condition { return &u.Status.Conditions },
+		observedGeneration: func(u *dolphinv1.MySQLUser) int64 { return u.Status.ObservedGeneration },
 	}
-	if err := ensureSQLFinalizer(ctx, r.Client, &u); err != nil {
-		return ctrl.Result{}, err
+}
+
+// userTarget sets the status fields that follow from u's spec and says which account u is.
+func userTarget(u *dolphinv1.MySQLUser) sqlTarget {
+	name, host := resources.UserName(u), resources.UserHost(u)
+	u.Status.Account = name + "@" + host
+	u.Status.PasswordSecret = resources.UserPasswordSecretName(u)
+	return sqlTarget{
+		cluster: u.Spec.Cluster, identity: userIdentity(u.Spec.Cluster, name, host), what: "account " + name + "@" + host,
+		drop: sqlobjects.PlanDropUser(name, host), dropped: "UserDropped", dropOnDelete: u.Spec.CleanupPolicy != dolphinv1.CleanupRetain,
 	}
-	st, err := r.apply(ctx, &u, name, host)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	return r.finish(ctx, orig, &u, st)
 }
 
 // apply makes the account on the primary what u declares.
-func (r *MySQLUserReconciler) apply(ctx context.Context, u *dolphinv1.MySQLUser, name, host string) (sqlState, error) {
-	if other, err := r.manager(ctx, u, name, host); err != nil || other != "" {
-		return sqlState{reason: dolphinv1.ReasonConflict, message: fmt.Sprintf(
-			"MySQLUser %q already manages %s@%s on cluster %s: delete one of them", other, name, host, u.Spec.Cluster)}, err
-	}
+func (r *MySQLUserReconciler) apply(ctx context.Context, u *dolphinv1.MySQLUser, _ sqlTarget) (sqlState, error) {
+	name, host := resources.UserName(u), resources.UserHost(u)
 	secret, password, wait, err := r.password(ctx, u)
 	if err != nil || wait != nil {
 		return derefState(wait), err
@@ -110,7 +104,7 @@ func (r *MySQLUserReconciler) apply(ctx context.Context, u *dolphinv1.MySQLUser,
 	}
 	u.Status.PasswordSecretVersion = secret.ResourceVersion
 	u.Status.ObservedGeneration = u.Generation
-	return sqlState{ready: true, reason: dolphinv1.ReasonApplied, requeue: r.resync(),
+	return sqlState{ready: true, reason: dolphinv1.ReasonApplied, requeue: sqlResync(r.ResyncInterval),
 		message: fmt.Sprintf("account %s exists on cluster %s with %d grant(s) as declared", want.Account(), u.Spec.Cluster, len(u.Spec.Grants))}, nil
 }
 
@@ -131,7 +125,7 @@ func (r *MySQLUserReconciler) recordApplied(u *dolphinv1.MySQLUser, existed, set
 		// The spec did not change: the server did (a change by hand), or the password.
 		reason = "DriftRepaired"
 	}
-	r.event(u, corev1.EventTypeNormal, reason, "Apply", "%s", truncate(strings.Join(texts, "; "), 900))
+	r.loop().event(u, corev1.EventTypeNormal, reason, "Apply", "%s", truncate(strings.Join(texts, "; "), 900))
 }
 
 func truncate(s string, n int) string {
@@ -171,7 +165,7 @@ func (r *MySQLUserReconciler) password(ctx context.Context, u *dolphinv1.MySQLUs
 		if err := r.Client.Create(ctx, s); err != nil {
 			return nil, "", nil, fmt.Errorf("creating password Secret %s: %w", key, err)
 		}
-		r.event(u, corev1.EventTypeNormal, "PasswordGenerated", "Create", "generated a password into Secret %s (key %s)", key.Name, pwKey)
+		r.loop().event(u, corev1.EventTypeNormal, "PasswordGenerated", "Create", "generated a password into Secret %s (key %s)", key.Name, pwKey)
 	case apierrors.IsNotFound(err):
 		return nil, "", &sqlState{reason: dolphinv1.ReasonPasswordSecretNotFound, requeue: userSecretPollInterval, message: fmt.Sprintf(
 			"Secret %q named in spec.passwordSecretKeyRef does not exist: create it with the password under the key %q", key.Name, pwKey)}, nil
@@ -188,7 +182,7 @@ func (r *MySQLUserReconciler) password(ctx context.Context, u *dolphinv1.MySQLUs
 			return nil, "", nil, err
 		}
 		if labelled {
-			r.event(u, corev1.EventTypeNormal, "PasswordSecretLabeled", "Label",
+			r.loop().event(u, corev1.EventTypeNormal, "PasswordSecretLabeled", "Label",
 				"labelled Secret %s with %s=true so that Dolphin watches it for password changes (nothing else in it was changed)", key.Name, resources.CredentialsLabel)
 		}
 	}
@@ -208,82 +202,7 @@ func (r *MySQLUserReconciler) password(ctx context.Context, u *dolphinv1.MySQLUs
 	return s, pw, nil, nil
 }
 
-// cleanup carries out the cleanup policy of a deleted MySQLUser; a nil state means done.
-func (r *MySQLUserReconciler) cleanup(ctx context.Context, u *dolphinv1.MySQLUser, name, host string) (*sqlState, error) {
-	// Drop only an account this resource applied (not one it never got to, which may be
-	// someone's own), and only when no other resource claims it: after a conflict, the
-	// other one manages it now, whichever was older.
-	drop := u.Spec.CleanupPolicy != dolphinv1.CleanupRetain && u.Status.ObservedGeneration > 0
-	if drop {
-		_, others, err := r.claimants(ctx, u, name, host)
-		if err != nil {
-			return nil, err
-		}
-		drop = !others
-	}
-	if drop {
-		srv, wait, err := primaryFor(ctx, r.Client, r.SQL, u.Namespace, u.Spec.Cluster)
-		switch {
-		case err != nil:
-			return nil, err
-		case wait != nil && wait.clusterGone:
-			// Nothing left to drop it from.
-		case wait != nil:
-			return deleting(*wait, "dropping account "+name+"@"+host), nil
-		default:
-			if err := srv.Apply(ctx, []sqlobjects.Statement{sqlobjects.PlanDropUser(name, host)}); err != nil {
-				return deleting(*serverState(err, "DROP USER "+name+"@"+host), "dropping account "+name+"@"+host), nil
-			}
-			r.event(u, corev1.EventTypeNormal, "UserDropped", "Delete", "dropped account %s@%s (cleanupPolicy Delete)", name, host)
-		}
-	}
-	return nil, releaseSQLFinalizer(ctx, r.Client, u)
-}
-
-// manager returns the name of another MySQLUser that manages the same account (the older
-// one wins), or "".
-func (r *MySQLUserReconciler) manager(ctx context.Context, u *dolphinv1.MySQLUser, name, host string) (string, error) {
-	older, _, err := r.claimants(ctx, u, name, host)
-	return older, err
-}
-
-// claimants looks for other live MySQLUsers naming the same account: the older one that
-// manages it instead of u ("" when u does), and whether there is any other at all.
-func (r *MySQLUserReconciler) claimants(ctx context.Context, u *dolphinv1.MySQLUser, name, host string) (string, bool, error) {
-	var list dolphinv1.MySQLUserList
-	if err := r.Client.List(ctx, &list, client.InNamespace(u.Namespace), client.MatchingFields{sqlIdentityIndex: userIdentity(u.Spec.Cluster, name, host)}); err != nil {
-		return "", false, fmt.Errorf("listing MySQLUsers: %w", err)
-	}
-	objs := make([]metav1.Object, len(list.Items))
-	for i := range list.Items {
-		objs[i] = &list.Items[i]
-	}
-	older, others := otherClaimants(u, objs)
-	return older, others, nil
-}
-
 func userIdentity(cluster, name, host string) string { return cluster + "/" + name + "@" + host }
-
-// finish writes the status (when it changed) and says when to look again.
-func (r *MySQLUserReconciler) finish(ctx context.Context, orig, u *dolphinv1.MySQLUser, st sqlState) (ctrl.Result, error) {
-	setReady(&u.Status.Conditions, st, u.Generation)
-	if !equality.Semantic.DeepEqual(orig.Status, u.Status) {
-		if err := r.Client.Status().Patch(ctx, u, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("writing MySQLUser status: %w", err)
-		}
-	}
-	if !st.ready {
-		log.FromContext(ctx).V(1).Info("user not ready", "reason", st.reason, "message", st.message)
-	}
-	return ctrl.Result{RequeueAfter: st.requeue}, nil
-}
-
-func (r *MySQLUserReconciler) resync() time.Duration {
-	if r.ResyncInterval > 0 {
-		return r.ResyncInterval
-	}
-	return DefaultSQLResyncInterval
-}
 
 func (r *MySQLUserReconciler) newPassword() string {
 	if r.NewPassword != nil {
@@ -297,12 +216,6 @@ func (r *MySQLUserReconciler) apiReader() client.Reader {
 		return r.APIReader
 	}
 	return r.Client
-}
-
-func (r *MySQLUserReconciler) event(u *dolphinv1.MySQLUser, typ, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(u, nil, typ, reason, action, note, args...)
-	}
 }
 
 // SetupWithManager registers the reconciler: it runs on MySQLUser changes, on changes of its
