@@ -152,22 +152,22 @@ func extract(ctx context.Context, store objectstore.Store, prefix string, o Obje
 		return fmt.Errorf("opening %s: %w", key, err)
 	}
 	defer rc.Close()
-	src := &digestReader{r: rc, d: newDigest(), progress: progress}
+	src := objectstore.NewDigestReader(rc, progress)
 	u, err := unpack(ctx, src, mbstream, target)
 	if err != nil {
 		return err
 	}
-	if ctx.Err() == nil && src.err == nil {
+	if ctx.Err() == nil && src.Err() == nil {
 		// Read what the decoder or mbstream left, so that the digest covers the object.
-		_, _ = io.CopyN(io.Discard, src, max(o.Size-src.d.n, 0)+1)
+		_, _ = io.CopyN(io.Discard, src, max(o.Size-src.Digest.Size(), 0)+1)
 	}
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("cancelled while extracting %s: %w", key, ctx.Err())
-	case src.err != nil:
-		return fmt.Errorf("reading %s: %w", key, src.err)
+	case src.Err() != nil:
+		return fmt.Errorf("reading %s: %w", key, src.Err())
 	}
-	if err := compareObject(key, o, src.d); err != nil {
+	if err := compareObject(key, o, src.Digest); err != nil {
 		return err
 	}
 	switch {
@@ -214,10 +214,10 @@ func unpack(ctx context.Context, src io.Reader, mbstream, target string) (unpack
 }
 
 // compareObject checks what was read of key against the manifest's entry.
-func compareObject(key string, o Object, d *digest) error {
-	if sum := d.sum(); d.n != o.Size || sum != o.SHA256 {
+func compareObject(key string, o Object, d *objectstore.Digest) error {
+	if sum := d.SHA256(); d.Size() != o.Size || sum != o.SHA256 {
 		return fmt.Errorf("%w: object %s: read %d bytes with sha256 %s, the manifest says %d bytes with sha256 %s",
-			ErrCorrupt, key, d.n, sum, o.Size, o.SHA256)
+			ErrCorrupt, key, d.Size(), sum, o.Size, o.SHA256)
 	}
 	return nil
 }
@@ -304,13 +304,13 @@ func verifyObjects(ctx context.Context, store objectstore.Store, prefix string, 
 		if err != nil {
 			return fmt.Errorf("opening %s: %w", key, err)
 		}
-		src := &digestReader{r: rc, d: newDigest()}
+		src := objectstore.NewDigestReader(rc, nil)
 		_, err = io.CopyBuffer(io.Discard, io.LimitReader(src, o.Size+1), make([]byte, copyBuffer))
 		rc.Close()
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", key, err)
 		}
-		if err := compareObject(key, o, src.d); err != nil {
+		if err := compareObject(key, o, src.Digest); err != nil {
 			return err
 		}
 	}

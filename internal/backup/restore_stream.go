@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
 
 // maxTrailing bounds what RestoreStream reads after the last zstd frame, looking for the end
@@ -46,17 +48,17 @@ func RestoreStream(ctx context.Context, r io.Reader, opts RestoreOptions) (Binlo
 
 func restoreStreamInto(ctx context.Context, r io.Reader, opts RestoreOptions, tool, mbstream, target string) (BinlogInfo, error) {
 	var read int64
-	src := &digestReader{r: r, d: newDigest(), progress: func(n int64) {
+	src := objectstore.NewDigestReader(r, func(n int64) {
 		read += n
 		if opts.Progress != nil {
 			opts.Progress(read)
 		}
-	}}
+	})
 	u, err := unpack(ctx, src, mbstream, target)
 	if err != nil {
 		return BinlogInfo{}, err
 	}
-	if ctx.Err() == nil && src.err == nil && u.copyErr == nil {
+	if ctx.Err() == nil && src.Err() == nil && u.copyErr == nil {
 		// The decoder stops at the end of the last frame; the stream's outcome comes after.
 		n, err := io.Copy(io.Discard, io.LimitReader(src, maxTrailing))
 		if err == nil && n > 0 {
@@ -66,13 +68,13 @@ func restoreStreamInto(ctx context.Context, r io.Reader, opts RestoreOptions, to
 	switch {
 	case ctx.Err() != nil:
 		return BinlogInfo{}, fmt.Errorf("cancelled while extracting the stream: %w", ctx.Err())
-	case src.err != nil:
-		return BinlogInfo{}, fmt.Errorf("reading the stream (%d bytes read): %w", src.d.n, src.err)
+	case src.Err() != nil:
+		return BinlogInfo{}, fmt.Errorf("reading the stream (%d bytes read): %w", src.Digest.Size(), src.Err())
 	case u.copyErr != nil:
-		return BinlogInfo{}, exitError(fmt.Sprintf("decoding the stream into mbstream (%d bytes read; the stream is damaged, or mbstream stopped)", src.d.n), u.copyErr, u.out)
+		return BinlogInfo{}, exitError(fmt.Sprintf("decoding the stream into mbstream (%d bytes read; the stream is damaged, or mbstream stopped)", src.Digest.Size()), u.copyErr, u.out)
 	case u.waitErr != nil:
 		return BinlogInfo{}, exitError("mbstream -x", u.waitErr, u.out)
-	case src.d.n == 0:
+	case src.Digest.Size() == 0:
 		return BinlogInfo{}, errors.New("the stream is empty")
 	}
 	if err := prepare(ctx, tool, target, opts); err != nil {

@@ -63,7 +63,7 @@ func syntheticBackup(t *testing.T, store objectstore.Store, prefix string, files
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDigest()
+	d := objectstore.NewDigest()
 	enc, err := newEncoder(&storeWriter{w: up, d: d})
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func syntheticBackup(t *testing.T, store objectstore.Store, prefix string, files
 	}
 	m := &Manifest{Format: ManifestFormat, Name: "synthetic", Flavor: "mariadb", Compression: CompressionZstd,
 		GTIDPosition: gtid, BinlogFile: "binlog.000001", BinlogPosition: 172524, // as in syntheticFiles
-		Objects: []Object{{Key: DataObjectKey, Size: d.n, SHA256: d.sum(), RawSize: int64(len(stream))}}}
+		Objects: []Object{{Key: DataObjectKey, Size: d.Size(), SHA256: d.SHA256(), RawSize: int64(len(stream))}}}
 	if err := writeManifest(t.Context(), store, prefix, m); err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,13 @@
 package backup
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"hash"
 	"io"
 	"sync"
 	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
 
 // Compression settings. The encoder cuts the stream into sections of 4 × zstdWindow (2 MiB)
@@ -50,25 +49,12 @@ func newDecoder(r io.Reader) (*zstd.Decoder, error) {
 		zstd.WithDecoderLowmem(true))
 }
 
-// digest counts and hashes the bytes that pass through it.
-type digest struct {
-	h hash.Hash
-	n int64
-}
-
-func newDigest() *digest { return &digest{h: sha256.New()} }
-
-func (d *digest) add(p []byte) { d.h.Write(p); d.n += int64(len(p)) }
-
-// sum is the hex sha256 of what passed so far.
-func (d *digest) sum() string { return hex.EncodeToString(d.h.Sum(nil)) }
-
 // storeWriter is what the encoder writes to: the upload (or Stream's writer), with a count
 // and (when d is set) a digest of what it accepted, and a progress callback. It remembers the
 // first write error, so that a sink failure is told from the tool's.
 type storeWriter struct {
 	w        io.Writer
-	d        *digest // optional
+	d        *objectstore.Digest // optional
 	progress func(int64)
 	n        int64
 
@@ -79,7 +65,7 @@ type storeWriter struct {
 func (s *storeWriter) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	if s.d != nil {
-		s.d.add(p[:n])
+		_, _ = s.d.Write(p[:n])
 	}
 	s.n += int64(n)
 	if err == nil && n < len(p) {
@@ -103,28 +89,6 @@ func (s *storeWriter) failure() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
-}
-
-// digestReader hashes and counts what is read through it, reports each read's size to
-// progress (when set) and remembers the first read error other than io.EOF, so that a
-// failing store is told from a damaged stream.
-type digestReader struct {
-	r        io.Reader
-	d        *digest
-	progress func(int64)
-	err      error
-}
-
-func (r *digestReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.d.add(p[:n])
-	if n > 0 && r.progress != nil {
-		r.progress(int64(n))
-	}
-	if err != nil && err != io.EOF && r.err == nil {
-		r.err = err
-	}
-	return n, err
 }
 
 // countReader counts the raw bytes of the tool's stream; it opens gate (when set) before

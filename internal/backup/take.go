@@ -187,7 +187,7 @@ func (o *TakeOptions) stream(ctx context.Context, tool string, store objectstore
 		}
 	}()
 
-	stored := newDigest()
+	stored := objectstore.NewDigest()
 	sw := &storeWriter{w: up, d: stored, progress: o.Progress}
 	so := o.streamOptions()
 	run, err := so.run(ctx, tool, sw, "uploading "+key)
@@ -201,10 +201,10 @@ func (o *TakeOptions) stream(ctx context.Context, tool string, store objectstore
 	if err != nil {
 		return obj, run.report, fmt.Errorf("committing %s: %w", key, err)
 	}
-	if info.Size != 0 && info.Size != stored.n {
-		return obj, run.report, fmt.Errorf("%s: the store holds %d bytes, %d were written", key, info.Size, stored.n)
+	if info.Size != 0 && info.Size != stored.Size() {
+		return obj, run.report, fmt.Errorf("%s: the store holds %d bytes, %d were written", key, info.Size, stored.Size())
 	}
-	return Object{Key: DataObjectKey, Size: stored.n, SHA256: stored.sum(), RawSize: run.raw}, run.report, nil
+	return Object{Key: DataObjectKey, Size: stored.Size(), SHA256: stored.SHA256(), RawSize: run.raw}, run.report, nil
 }
 
 // args returns mariadb-backup's arguments for a run that reads its password from pwFile

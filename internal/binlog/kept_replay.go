@@ -3,8 +3,6 @@ package binlog
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,13 +76,13 @@ func CopyKept(ctx context.Context, from objectstore.Store, fromPrefix string, to
 	if err != nil {
 		return err
 	}
-	h := &readHasher{r: rc, h: sha256.New()}
+	h := objectstore.NewDigestReader(rc, nil)
 	if _, err := io.Copy(up, h); err != nil {
 		return errors.Join(err, up.Abort())
 	}
-	if sum := hex.EncodeToString(h.h.Sum(nil)); h.n != m.StoredBytes || sum != m.SHA256 {
+	if sum := h.Digest.SHA256(); h.Digest.Size() != m.StoredBytes || sum != m.SHA256 {
 		return errors.Join(fmt.Errorf("%w: %s has %d bytes with sha256 %s, the manifest says %d and %s",
-			ErrCorrupt, objectstore.Locate(from, fromPrefix+m.Object), h.n, sum, m.StoredBytes, m.SHA256), up.Abort())
+			ErrCorrupt, objectstore.Locate(from, fromPrefix+m.Object), h.Digest.Size(), sum, m.StoredBytes, m.SHA256), up.Abort())
 	}
 	if _, err := up.Commit(); err != nil {
 		return err

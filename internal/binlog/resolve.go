@@ -2,8 +2,6 @@ package binlog
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"time"
@@ -99,7 +97,7 @@ func segmentTransactions(ctx context.Context, store objectstore.Store, prefix st
 		return nil, fmt.Errorf("segment %s: opening %s: %w", m.Name(), where, err)
 	}
 	defer rc.Close()
-	in := &readHasher{r: rc, h: sha256.New()}
+	in := objectstore.NewDigestReader(rc, nil)
 	dec, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderLowmem(true))
 	if err != nil {
 		return nil, err
@@ -107,15 +105,15 @@ func segmentTransactions(ctx context.Context, store objectstore.Store, prefix st
 	defer dec.Close()
 	var txns []txn
 	readErr := readTransactions(dec, func(x txn) error { txns = append(txns, x); return nil })
-	if in.err != nil {
-		return nil, fmt.Errorf("segment %s: reading %s: %w", m.Name(), where, in.err)
+	if in.Err() != nil {
+		return nil, fmt.Errorf("segment %s: reading %s: %w", m.Name(), where, in.Err())
 	}
 	if _, err := io.Copy(io.Discard, in); err != nil {
 		return nil, fmt.Errorf("segment %s: reading %s: %w", m.Name(), where, err)
 	}
-	if sum := hex.EncodeToString(in.h.Sum(nil)); in.n != m.StoredBytes || sum != m.SHA256 {
+	if sum := in.Digest.SHA256(); in.Digest.Size() != m.StoredBytes || sum != m.SHA256 {
 		return nil, fmt.Errorf("segment %s: %w: %s has %d bytes with sha256 %s, the manifest says %d bytes with sha256 %s",
-			m.Name(), ErrCorrupt, where, in.n, sum, m.StoredBytes, m.SHA256)
+			m.Name(), ErrCorrupt, where, in.Digest.Size(), sum, m.StoredBytes, m.SHA256)
 	}
 	if readErr != nil {
 		return nil, fmt.Errorf("segment %s: %w: %s: %w", m.Name(), ErrCorrupt, where, readErr)

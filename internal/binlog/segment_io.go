@@ -3,12 +3,9 @@ package binlog
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"slices"
@@ -150,26 +147,12 @@ func writeManifest(ctx context.Context, store objectstore.Store, prefix string, 
 	return writeJSON(ctx, store, prefix+manifestKey(m.Epoch, m.Number), m)
 }
 
-// hashCounter counts and hashes what passes through it to w.
-type hashCounter struct {
-	w io.Writer
-	h hash.Hash
-	n int64
-}
-
-func (c *hashCounter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.h.Write(p[:n])
-	c.n += int64(n)
-	return n, err
-}
-
 // segmentWriter streams one segment into the store: raw events → zstd → sha256 → upload.
 // Nothing is visible until commit; abort leaves nothing.
 type segmentWriter struct {
 	up  objectstore.Upload
 	enc *zstd.Encoder
-	out *hashCounter
+	out *objectstore.DigestWriter
 	raw int64
 }
 
@@ -180,7 +163,7 @@ func createSegment(ctx context.Context, store objectstore.Store, key string, fd 
 	if err != nil {
 		return nil, err
 	}
-	out := &hashCounter{w: up, h: sha256.New()}
+	out := objectstore.NewDigestWriter(up)
 	enc, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
 		zstd.WithWindowSize(zstdWindow), zstd.WithEncoderCRC(true))
 	if err != nil {
@@ -215,7 +198,7 @@ func (w *segmentWriter) commit() (int64, string, error) {
 	if _, err := w.up.Commit(); err != nil {
 		return 0, "", err
 	}
-	return w.out.n, hex.EncodeToString(w.out.h.Sum(nil)), nil
+	return w.out.Digest.Size(), w.out.Digest.SHA256(), nil
 }
 
 // abort discards the segment.
@@ -292,39 +275,20 @@ func download(ctx context.Context, store objectstore.Store, key, path string, st
 	if err != nil {
 		return fmt.Errorf("%w (TmpDir must be writable and empty of segment files)", err)
 	}
-	in := &readHasher{r: rc, h: sha256.New()}
+	in := objectstore.NewDigestReader(rc, nil)
 	_, err = io.Copy(f, in)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if in.err != nil {
-		return fmt.Errorf("reading %s: %w", where, in.err)
+	if in.Err() != nil {
+		return fmt.Errorf("reading %s: %w", where, in.Err())
 	}
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if sum := hex.EncodeToString(in.h.Sum(nil)); in.n != stored || sum != sha {
+	if sum := in.Digest.SHA256(); in.Digest.Size() != stored || sum != sha {
 		return fmt.Errorf("%w: %s has %d bytes with sha256 %s, the manifest says %d bytes with sha256 %s",
-			ErrCorrupt, where, in.n, sum, stored, sha)
+			ErrCorrupt, where, in.Digest.Size(), sum, stored, sha)
 	}
 	return nil
-}
-
-// readHasher hashes and counts what is read through it and remembers the first read error
-// other than io.EOF, so that a failing store is told from a failing disk.
-type readHasher struct {
-	r   io.Reader
-	h   hash.Hash
-	n   int64
-	err error
-}
-
-func (r *readHasher) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.h.Write(p[:n])
-	r.n += int64(n)
-	if err != nil && err != io.EOF && r.err == nil {
-		r.err = err
-	}
-	return n, err
 }

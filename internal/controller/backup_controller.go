@@ -361,24 +361,15 @@ func (r *MySQLBackupReconciler) wait(ctx context.Context, b *dolphinv1.MySQLBack
 	return reconcile.Result{RequeueAfter: backupWaitInterval}, nil
 }
 
-// operatorPassword is the current password of Dolphin's operator account.
+// operatorPassword is the current password of Dolphin's operator account of c.
 func (r *MySQLBackupReconciler) operatorPassword(ctx context.Context, c *dolphinv1.MySQLCluster) (string, error) {
-	var s corev1.Secret
-	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.CredentialsSecretName(c)}
-	if err := r.APIReader.Get(ctx, key, &s); err != nil {
-		return "", fmt.Errorf("reading Secret %s: %w", key, err)
-	}
-	return string(s.Data[resources.OperatorPasswordKey]), nil
+	pw, err := clusterCredential(ctx, r.Client, liveReader(r.APIReader, r.Client), c, resources.OperatorPasswordKey)
+	return string(pw), err
 }
 
+// openStore opens a backup store (openBackupStore).
 func (r *MySQLBackupReconciler) openStore(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error) {
-	if err := operatorStoreIdentity(cfg, r.AllowS3DefaultCredentials); err != nil {
-		return nil, err
-	}
-	if r.OpenStore == nil {
-		return objectstore.New(ctx, cfg)
-	}
-	return r.OpenStore(ctx, cfg)
+	return openBackupStore(ctx, cfg, r.AllowS3DefaultCredentials, r.OpenStore)
 }
 
 // BackupDeleteDataAnnotation on a MySQLBackup being deleted says its data goes with it

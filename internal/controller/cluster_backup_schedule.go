@@ -157,7 +157,7 @@ func (r *MySQLClusterReconciler) applyRetention(ctx context.Context, c *dolphinv
 	if err != nil {
 		return fmt.Errorf("the backup store, for the archive's retention: %w", err)
 	}
-	cfg, err := resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
+	cfg, err := resolveStore(ctx, storeClients{Reader: r.apiReader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
 	if err != nil {
 		return fmt.Errorf("the backup store, for the archive's retention: %w", err)
 	}

@@ -91,7 +91,7 @@ func (r *MySQLClusterReconciler) reconcileBinlogArchive(ctx context.Context, c *
 	spec, err := clusterStore(ctx, r.Client, c)
 	var cfg objectstore.Config
 	if err == nil {
-		cfg, err = resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
+		cfg, err = resolveStore(ctx, storeClients{Reader: r.apiReader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
 	}
 	var ue *userError
 	if errors.As(err, &ue) {
@@ -232,7 +232,7 @@ func (r *MySQLClusterReconciler) ensureArchiveSecret(ctx context.Context, c *dol
 	}
 	var creds corev1.Secret
 	credKey := types.NamespacedName{Namespace: c.Namespace, Name: resources.CredentialsSecretName(c)}
-	if err := r.reader().Get(ctx, credKey, &creds); err != nil {
+	if err := r.apiReader().Get(ctx, credKey, &creds); err != nil {
 		return nil, fmt.Errorf("reading the credentials Secret %s: %w", credKey, err)
 	}
 	storeJSON, err := json.Marshal(cfg)
@@ -257,7 +257,7 @@ func (r *MySQLClusterReconciler) ensureArchiveSecret(ctx context.Context, c *dol
 		// not there yet the archiver reads in plain text; it restarts with the CA when the
 		// Secret appears.
 		var tlsSecret corev1.Secret
-		err := r.reader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.TLSSecretName(c)}, &tlsSecret)
+		err := r.apiReader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: resources.TLSSecretName(c)}, &tlsSecret)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading the TLS Secret: %w", err)
 		}
@@ -267,7 +267,7 @@ func (r *MySQLClusterReconciler) ensureArchiveSecret(ctx context.Context, c *dol
 	}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.BinlogArchiveName(c)}
 	var s corev1.Secret
-	switch err := r.reader().Get(ctx, key, &s); {
+	switch err := r.apiReader().Get(ctx, key, &s); {
 	case apierrors.IsNotFound(err):
 		s = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: resources.BinlogArchiveLabels(c),
@@ -330,7 +330,7 @@ func (r *MySQLClusterReconciler) applyArchiveDeployment(ctx context.Context, c *
 	digest := hex.EncodeToString(sum[:8])
 	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.BinlogArchiveName(c)}
 	var live appsv1.Deployment
-	switch err := r.reader().Get(ctx, key, &live); {
+	switch err := r.apiReader().Get(ctx, key, &live); {
 	case err == nil && live.Annotations[archiveDigestAnnotation] == digest:
 		return nil
 	case err != nil && !apierrors.IsNotFound(err):
@@ -367,7 +367,7 @@ func (r *MySQLClusterReconciler) archivePod(ctx context.Context, c *dolphinv1.My
 func (r *MySQLClusterReconciler) removeBinlogArchive(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 	key := types.NamespacedName{Namespace: c.Namespace, Name: resources.BinlogArchiveName(c)}
 	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}} {
-		err := r.reader().Get(ctx, key, obj)
+		err := r.apiReader().Get(ctx, key, obj)
 		if apierrors.IsNotFound(err) {
 			continue
 		}

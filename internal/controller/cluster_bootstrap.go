@@ -31,7 +31,7 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 	if err != nil {
 		return err
 	}
-	cfg, err := resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, &from.Store)
+	cfg, err := resolveStore(ctx, storeClients{Reader: r.apiReader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, &from.Store)
 	if err != nil {
 		return err
 	}
@@ -133,20 +133,7 @@ func checkBackupObjects(ctx context.Context, s objectstore.Store, path string) (
 	return m, nil
 }
 
-// reader reads objects that are not in the cache (the user's Secrets) live.
-func (r *MySQLClusterReconciler) reader() client.Reader {
-	if r.APIReader != nil {
-		return r.APIReader
-	}
-	return r.Client
-}
-
+// openStore opens a backup store (openBackupStore).
 func (r *MySQLClusterReconciler) openStore(ctx context.Context, cfg objectstore.Config) (objectstore.Store, error) {
-	if err := operatorStoreIdentity(cfg, r.AllowS3DefaultCredentials); err != nil {
-		return nil, err
-	}
-	if r.OpenStore != nil {
-		return r.OpenStore(ctx, cfg)
-	}
-	return objectstore.New(ctx, cfg)
+	return openBackupStore(ctx, cfg, r.AllowS3DefaultCredentials, r.OpenStore)
 }

@@ -43,14 +43,8 @@ func userErrorRequeueAfter(err error) time.Duration {
 	return 0
 }
 
-// apiReader reads live from the API server: the APIReader, or the Client when unset (a
-// direct client in tests).
-func (r *MySQLClusterReconciler) apiReader() client.Reader {
-	if r.APIReader != nil {
-		return r.APIReader
-	}
-	return r.Client
-}
+// apiReader reads live from the API server (liveReader).
+func (r *MySQLClusterReconciler) apiReader() client.Reader { return liveReader(r.APIReader, r.Client) }
 
 // reconcileUserCredentials reads the Secret named in spec.credentials.secretName, which the
 // user owns. Dolphin changes nothing in it but one label, CredentialsLabel, which brings it
@@ -81,18 +75,6 @@ func (r *MySQLClusterReconciler) reconcileUserCredentials(ctx context.Context, c
 // readUserSecret reads a user-supplied Secret (see readSecretCachedOrLive).
 func (r *MySQLClusterReconciler) readUserSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
 	return readSecretCachedOrLive(ctx, r.Client, r.apiReader(), key)
-}
-
-// readSecretCachedOrLive reads a user-supplied Secret from the cache, and live when the cache
-// does not have it: a Secret Dolphin has not labelled yet (new, or its label was removed) is
-// outside the cache.
-func readSecretCachedOrLive(ctx context.Context, cached client.Reader, live client.Reader, key types.NamespacedName) (*corev1.Secret, error) {
-	var s corev1.Secret
-	if err := cached.Get(ctx, key, &s); !apierrors.IsNotFound(err) {
-		return &s, err
-	}
-	err := live.Get(ctx, key, &s)
-	return &s, err
 }
 
 // labelUserSecret adds CredentialsLabel to the user's Secret s (see labelCredentialsSecret).

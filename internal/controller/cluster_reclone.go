@@ -143,7 +143,7 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 	// Making the copy took time: a failover may have changed the primary it was measured
 	// against, or the instance may no longer be the one to re-clone.
 	var fresh dolphinv1.MySQLCluster
-	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(c), &fresh); err != nil {
+	if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(c), &fresh); err != nil {
 		return fmt.Errorf("reading the cluster again before re-cloning %s: %w", plan.Instance, err)
 	}
 	if again, ok := decideReclone(&fresh, pods.Items); !ok || again.Instance != plan.Instance ||

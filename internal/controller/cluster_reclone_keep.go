@@ -75,7 +75,7 @@ func (r *MySQLClusterReconciler) keepBeforeReclone(ctx context.Context, c *dolph
 		spec, err := clusterStore(ctx, r.Client, c)
 		var cfg objectstore.Config
 		if err == nil {
-			cfg, err = resolveStore(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
+			cfg, err = resolveStore(ctx, storeClients{Reader: r.apiReader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, spec)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("the backup store, where the copy of what it holds beyond the primary goes, cannot be used, so the re-clone waits: %w", err)

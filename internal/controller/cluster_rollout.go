@@ -388,7 +388,7 @@ func (r *MySQLClusterReconciler) reconcileRollout(ctx context.Context, c *dolphi
 		// (The Progressing message cannot: the status may show this action before it is
 		// taken, when computed from a fresher cache than the step's.)
 		var live corev1.Pod
-		if err := r.reader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: a.Pod}, &live); err != nil {
+		if err := r.apiReader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: a.Pod}, &live); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -88,22 +87,10 @@ func (r *MySQLClusterReconciler) operatorPasswordFor(ctx context.Context, c *dol
 	return string(pw), err
 }
 
-// credentialFor is the value of key (resources.CredentialKeys) in c's credentials Secret: from
-// the cache (the credentials step labelled it into it), live when the cache has not seen it yet.
+// credentialFor is the value of key (resources.CredentialKeys) in c's credentials Secret
+// (clusterCredential).
 func (r *MySQLClusterReconciler) credentialFor(ctx context.Context, c *dolphinv1.MySQLCluster, key string) ([]byte, error) {
-	var s corev1.Secret
-	name := client.ObjectKey{Namespace: c.Namespace, Name: resources.CredentialsSecretName(c)}
-	err := r.Client.Get(ctx, name, &s)
-	if apierrors.IsNotFound(err) {
-		err = r.reader().Get(ctx, name, &s)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading Secret %s: %w", name, err)
-	}
-	if len(s.Data[key]) == 0 {
-		return nil, fmt.Errorf("secret %s has no %s", name, key)
-	}
-	return s.Data[key], nil
+	return clusterCredential(ctx, r.Client, r.apiReader(), c, key)
 }
 
 // requeueKey carries, through a reconcile's context, the soonest time a step asked to look

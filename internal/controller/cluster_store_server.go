@@ -107,7 +107,7 @@ func (r *MySQLClusterReconciler) reconcileBackupStore(ctx context.Context, c *do
 		return nil
 	}
 	if err == nil {
-		_, err = ensureStoreServer(ctx, storeClients{Reader: r.reader(), Writer: r.Client, Build: r.Build, Owner: c},
+		_, err = ensureStoreServer(ctx, storeClients{Reader: r.apiReader(), Writer: r.Client, Build: r.Build, Owner: c},
 			c.Namespace, spec.PVC.ClaimName)
 	}
 	var ue *userError

@@ -211,12 +211,7 @@ func (r *MySQLUserReconciler) newPassword() string {
 	return resources.NewPassword()
 }
 
-func (r *MySQLUserReconciler) apiReader() client.Reader {
-	if r.APIReader != nil {
-		return r.APIReader
-	}
-	return r.Client
-}
+func (r *MySQLUserReconciler) apiReader() client.Reader { return liveReader(r.APIReader, r.Client) }
 
 // SetupWithManager registers the reconciler: it runs on MySQLUser changes, on changes of its
 // password Secret (generated, or the user's once labelled), of its cluster's primary or
