@@ -19,6 +19,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // Helpers of the tests that archive from and replay into real mariadbd processes
@@ -298,21 +299,15 @@ func (w *writer) halt() []ack {
 	return append([]ack(nil), w.acks...)
 }
 
-// waitFor polls cond (every 20 ms) until it reports done, failing the test after
-// waitTimeout with cond's last description.
+// waitFor is testenv.Eventually (waitTimeout) for a condition that describes what it saw.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		ok, desc := cond()
-		if ok {
-			return
+	testenv.Eventually(t, waitTimeout, what, func() error {
+		if ok, desc := cond(); !ok {
+			return errors.New(desc)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %s", what, waitTimeout, desc)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // runArchiver runs a new Archiver until the returned stop function is called (also at

@@ -2,7 +2,9 @@ package operator_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -54,18 +56,15 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// eventually polls cond every 100ms until it holds or timeout passes.
+// eventually is testenv.Eventually for a condition that also says why it does not hold yet.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	var lastErr error
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		ok, err := cond()
-		if ok {
-			return
+	testenv.Eventually(t, timeout, what, func() error {
+		if ok, err := cond(); !ok {
+			return cmp.Or(err, errors.New("not yet"))
 		}
-		lastErr = err
-	}
-	t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+		return nil
+	})
 }
 
 // TestEnvtestLeaderElectionReleasedOnShutdown runs the operator as the binary does, with

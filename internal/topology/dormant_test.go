@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // A dormant cluster (no instance runs) is observed once, then only when triggered; one that
@@ -31,17 +33,8 @@ func TestDormantEngineObservesOnlyWhenTriggered(t *testing.T) {
 		t.Fatalf("%d cycles while dormant, want the first one only", n)
 	}
 	e.Trigger()
-	waitFor(t, func() bool { return cycles.Load() == 2 }, "a cycle after the trigger")
+	testenv.EventuallyTrue(t, 5*time.Second, "a cycle after the trigger", func() bool { return cycles.Load() == 2 })
 	dormant.Store(false)
 	e.Trigger()
-	waitFor(t, func() bool { return cycles.Load() >= 8 }, "cycles every interval once awake")
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testenv.EventuallyTrue(t, 5*time.Second, "cycles every interval once awake", func() bool { return cycles.Load() >= 8 })
 }
