@@ -44,6 +44,10 @@ vet: ## go vet + gofmt check.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "run make fmt"; exit 1; }
 	$(GO) vet ./...
 
+.PHONY: lint
+lint: ## golangci-lint (pinned, built once by hack/golangci-lint.sh) with .golangci.yml: errorlint, dupl, gocyclo, unparam, revive's exported rule.
+	$$(hack/golangci-lint.sh) run ./...
+
 .PHONY: build
 build: ## Build bin/dolphin (every role), bin/dolphin-operator (the operator alone, what a real install runs) and bin/dolphin-pod (the in-pod commands alone, the image's /dolphin).
 	$(GO) build -o bin/dolphin ./cmd/dolphin
@@ -132,7 +136,7 @@ TEST_KEEP := $(CACHE_DIR)/test-logs/$(shell date +%Y%m%d-%H%M%S)
 endif
 
 .PHONY: test
-test: mariadb control-plane versitygw node images promtool vet ## Everything the README promises: unit, golden, envtest, real-MariaDB, real-S3 and real-node tests, and the CRD gate.
+test: mariadb control-plane versitygw node images promtool vet lint ## Everything the README promises: unit, golden, envtest, real-MariaDB, real-S3 and real-node tests, and the CRD gate.
 	@echo "make test: $$($(GO) version | cut -d' ' -f3), $$(PATH=$$PATH:/usr/sbin mariadbd --version | grep -oE 'Ver [^ ]+'), control plane $$(basename $(KUBEBUILDER_ASSETS)), node $$(basename $(NODE_BIN)), $$(nproc) CPUs"
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
 	  DOLPHIN_PROMTOOL=$(PROMTOOL) DOLPHIN_E2E_KEEP=$(TEST_KEEP) $(GO) test -count=1 -timeout 60m ./...

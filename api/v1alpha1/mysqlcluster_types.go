@@ -323,10 +323,10 @@ type ReplicaServiceSpec struct {
 type Durability string
 
 const (
-	// DurabilityRequired: the primary never acknowledges a write no replica has received
+	// DurabilityRequired means the primary never acknowledges a write no replica has received
 	// (semi-sync replication never falls back to asynchronous); writes wait instead.
 	DurabilityRequired Durability = "Required"
-	// DurabilityPreferred: the primary falls back to asynchronous replication after 30 s
+	// DurabilityPreferred means the primary falls back to asynchronous replication after 30 s
 	// without an acknowledgement, to stay writable; a failover then waits for it or for a
 	// person's consent.
 	DurabilityPreferred Durability = "Preferred"

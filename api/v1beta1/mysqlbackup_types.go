@@ -84,13 +84,13 @@ const (
 type BackupPhase string
 
 const (
-	// BackupPending: accepted, not started (waiting for the cluster or its store).
+	// BackupPending means accepted, not started (waiting for the cluster or its store).
 	BackupPending BackupPhase = "Pending"
-	// BackupRunning: the backup tool is streaming to the store.
+	// BackupRunning means the backup tool is streaming to the store.
 	BackupRunning BackupPhase = "Running"
-	// BackupSucceeded: every object and the manifest are stored.
+	// BackupSucceeded means every object and the manifest are stored.
 	BackupSucceeded BackupPhase = "Succeeded"
-	// BackupFailed: no manifest was written; status.error says why. Older backups are untouched.
+	// BackupFailed means no manifest was written; status.error says why. Older backups are untouched.
 	BackupFailed BackupPhase = "Failed"
 )
 
@@ -155,13 +155,13 @@ type MySQLBackupStatus struct {
 type VerificationPhase string
 
 const (
-	// VerificationUnverified: the backup has never been restored.
+	// VerificationUnverified means the backup has never been restored.
 	VerificationUnverified VerificationPhase = "Unverified"
-	// VerificationRunning: a throwaway pod is restoring and checking it.
+	// VerificationRunning means a throwaway pod is restoring and checking it.
 	VerificationRunning VerificationPhase = "Running"
-	// VerificationVerified: it restored, its GTID position matched and every table checked OK.
+	// VerificationVerified means it restored, its GTID position matched and every table checked OK.
 	VerificationVerified VerificationPhase = "Verified"
-	// VerificationFailed: the check failed; message says why.
+	// VerificationFailed means the check failed; message says why.
 	VerificationFailed VerificationPhase = "Failed"
 )
 

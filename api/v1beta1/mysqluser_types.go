@@ -137,11 +137,11 @@ type SecretKeyReference struct {
 type TLSRequirement string
 
 const (
-	// RequireNone: plain and encrypted connections are accepted.
+	// RequireNone means plain and encrypted connections are accepted.
 	RequireNone TLSRequirement = "None"
-	// RequireSSL: only encrypted connections.
+	// RequireSSL means only encrypted connections.
 	RequireSSL TLSRequirement = "SSL"
-	// RequireX509: only encrypted connections with a valid client certificate.
+	// RequireX509 means only encrypted connections with a valid client certificate.
 	RequireX509 TLSRequirement = "X509"
 )
 

@@ -132,11 +132,6 @@ func optionFileValue(s string) (string, error) {
 	return `"` + r.Replace(s) + `"`, nil
 }
 
-// writePasswordFile writes a 0600 option file in dir holding password in a [client] group,
-// and returns its path. An empty password writes an empty group. When include is set the
-// file starts with "!include <include>", so that it can stand for that file as
-// --defaults-file (mariadb-backup takes either --defaults-file or --defaults-extra-file as
-// its first option, not both); the password group after it wins.
 // WriteClientPasswordFile writes a 0600 option file in dir holding password in its [client]
 // section, for a client given it as --defaults-file (its first option), and returns its path;
 // the caller removes it.
@@ -144,6 +139,11 @@ func WriteClientPasswordFile(dir, password string) (string, error) {
 	return writePasswordFile(dir, password, "")
 }
 
+// writePasswordFile writes a 0600 option file in dir holding password in a [client] group,
+// and returns its path. An empty password writes an empty group. When include is set the
+// file starts with "!include <include>", so that it can stand for that file as
+// --defaults-file (mariadb-backup takes either --defaults-file or --defaults-extra-file as
+// its first option, not both); the password group after it wins.
 func writePasswordFile(dir, password, include string) (string, error) {
 	var b strings.Builder
 	b.WriteString("# Written by Dolphin for one mariadb-backup run; removed when it ends.\n")

@@ -211,7 +211,7 @@ func (m *Manager) Update(ctx context.Context, c *dolphinv1.MySQLCluster) error {
 		}
 		return err
 	}
-	hash := configHash(c, cfg)
+	hash := configHash(cfg)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx == nil {
@@ -480,7 +480,7 @@ func accountsFrom(pw map[string][]byte) dbsql.Accounts {
 }
 
 // configHash identifies what the engine was started with, so Update restarts it on change.
-func configHash(c *dolphinv1.MySQLCluster, cfg topology.Config) string {
+func configHash(cfg topology.Config) string {
 	var names []string
 	for _, m := range cfg.Members() {
 		names = append(names, m.Name)

@@ -236,7 +236,7 @@ func (r *MySQLBackupReconciler) follow(ctx context.Context, b *dolphinv1.MySQLBa
 	var pod corev1.Pod
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: b.Status.SourceInstance}, &pod)
 	if apierrors.IsNotFound(err) {
-		return r.fail(ctx, b, c, fmt.Sprintf("the source pod %s was deleted during the backup", b.Status.SourceInstance))
+		return r.fail(ctx, b, fmt.Sprintf("the source pod %s was deleted during the backup", b.Status.SourceInstance))
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -252,11 +252,11 @@ func (r *MySQLBackupReconciler) follow(ctx context.Context, b *dolphinv1.MySQLBa
 			// operator restart: send it again (idempotent by ID).
 			store, err := resolveStore(ctx, r.storeClients(b), b.Namespace, b.Status.Store)
 			if err != nil {
-				return r.fail(ctx, b, c, err.Error())
+				return r.fail(ctx, b, err.Error())
 			}
 			return r.request(ctx, b, c, &pod, store)
 		}
-		return r.fail(ctx, b, c, fmt.Sprintf("the agent on %s no longer knows the backup (it restarted during the run); "+
+		return r.fail(ctx, b, fmt.Sprintf("the agent on %s no longer knows the backup (it restarted during the run); "+
 			"no manifest was written and older backups are untouched: create a new MySQLBackup", pod.Name))
 	}
 	if err != nil {
@@ -270,10 +270,10 @@ func (r *MySQLBackupReconciler) record(ctx context.Context, b *dolphinv1.MySQLBa
 	delete(r.unreachableSince, b.UID)
 	switch st.Phase {
 	case agent.BackupFailed:
-		return r.fail(ctx, b, c, "the backup failed: "+st.Error)
+		return r.fail(ctx, b, "the backup failed: "+st.Error)
 	case agent.BackupSucceeded:
 		if st.Manifest == nil {
-			return r.fail(ctx, b, c, "the agent reported success without a manifest")
+			return r.fail(ctx, b, "the agent reported success without a manifest")
 		}
 		m := st.Manifest
 		done := metav1.NewTime(m.EndTime)
@@ -326,14 +326,12 @@ func (r *MySQLBackupReconciler) unreachable(ctx context.Context, b *dolphinv1.My
 		log.FromContext(ctx).Info("backup agent not reachable; retrying", "pod", b.Status.SourceInstance, "error", cause.Error())
 		return reconcile.Result{RequeueAfter: backupPollInterval}, nil
 	}
-	var c dolphinv1.MySQLCluster
-	_ = r.Client.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}, &c)
-	return r.fail(ctx, b, &c, fmt.Sprintf("the agent on %s did not answer for %s: %v", b.Status.SourceInstance, agentUnreachableLimit, cause))
+	return r.fail(ctx, b, fmt.Sprintf("the agent on %s did not answer for %s: %v", b.Status.SourceInstance, agentUnreachableLimit, cause))
 }
 
 // fail ends the backup as Failed. No manifest was written (the agent writes it last, only on
 // success), so the backup does not exist for restores; older backups are untouched.
-func (r *MySQLBackupReconciler) fail(ctx context.Context, b *dolphinv1.MySQLBackup, c *dolphinv1.MySQLCluster, why string) (reconcile.Result, error) {
+func (r *MySQLBackupReconciler) fail(ctx context.Context, b *dolphinv1.MySQLBackup, why string) (reconcile.Result, error) {
 	delete(r.unreachableSince, b.UID)
 	now := metav1.Now()
 	b.Status.Phase = dolphinv1.BackupFailed

@@ -32,16 +32,16 @@ func query(expr, legend string) *prometheus.DataqueryBuilder {
 	return prometheus.NewDataqueryBuilder().Expr(expr).LegendFormat(legend).Datasource(datasource)
 }
 
-func series(title, unit, description string, height, width uint32, queries ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
-	p := timeseries.NewPanelBuilder().Title(title).Unit(unit).Description(description).Height(height).Span(width).Datasource(datasource)
+func series(title, unit, description string, width uint32, queries ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
+	p := timeseries.NewPanelBuilder().Title(title).Unit(unit).Description(description).Height(8).Span(width).Datasource(datasource)
 	for _, q := range queries {
 		p = p.WithTarget(q)
 	}
 	return p
 }
 
-func single(title, unit, description string, q *prometheus.DataqueryBuilder) *stat.PanelBuilder {
-	return stat.NewPanelBuilder().Title(title).Unit(unit).Description(description).Height(4).Span(4).Datasource(datasource).WithTarget(q.Instant())
+func single(title, description string, q *prometheus.DataqueryBuilder) *stat.PanelBuilder {
+	return stat.NewPanelBuilder().Title(title).Unit("none").Description(description).Height(4).Span(4).Datasource(datasource).WithTarget(q.Instant())
 }
 
 // Build returns the dashboard.
@@ -62,65 +62,65 @@ func Build() (dashboard.Dashboard, error) {
 			Query(dashboard.StringOrMap{String: cog.ToPtr(`label_values(mysql_cluster_state{namespace=~"$namespace"}, name)`)}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Multi(true).IncludeAll(true).AllValue(".*")).
 		WithRow(dashboard.NewRowBuilder("Clusters")).
-		WithPanel(single("Clusters not healthy", "none", "Clusters whose state is degraded or failed (planned work is progressing, not counted).",
+		WithPanel(single("Clusters not healthy", "Clusters whose state is degraded or failed (planned work is progressing, not counted).",
 			query(`count(mysql_cluster_state{`+selector+`, state=~"degraded|failed"} == 1) or vector(0)`, ""))).
-		WithPanel(single("Semi-sync fallen back", "none", "Clusters whose primary no longer waits for a replica's acknowledgement: a failover now may lose acknowledged writes.",
+		WithPanel(single("Semi-sync fallen back", "Clusters whose primary no longer waits for a replica's acknowledgement: a failover now may lose acknowledged writes.",
 			query(`count(mysql_cluster_semisync_fallback{`+selector+`} == 1) or vector(0)`, ""))).
-		WithPanel(single("Writes on one server", "none", "Clusters holding acknowledged writes no replica has yet.",
+		WithPanel(single("Writes on one server", "Clusters holding acknowledged writes no replica has yet.",
 			query(`count(mysql_cluster_acknowledged_writes_on_one_server{`+selector+`} == 1) or vector(0)`, ""))).
-		WithPanel(single("Writes waiting", "none", "Clusters whose commits wait for a replica to acknowledge.",
+		WithPanel(single("Writes waiting", "Clusters whose commits wait for a replica to acknowledge.",
 			query(`count(mysql_cluster_writes_waiting_for_replica{`+selector+`} == 1) or vector(0)`, ""))).
-		WithPanel(single("Failovers (range)", "none", "Unplanned changes of primary in the dashboard's time range.",
+		WithPanel(single("Failovers (range)", "Unplanned changes of primary in the dashboard's time range.",
 			query(`sum(increase(mysql_cluster_promotions_total{`+selector+`, kind="failover"}[$__range])) or vector(0)`, ""))).
-		WithPanel(single("Instances unreachable", "none", "Instances the topology engine cannot reach now.",
+		WithPanel(single("Instances unreachable", "Instances the topology engine cannot reach now.",
 			query(`count(mysql_cluster_instance_up{`+selector+`} == 0) or vector(0)`, ""))).
-		WithPanel(series("State", "none", "1 for each cluster's state: healthy, progressing (planned work), degraded, failed.", 8, 12,
+		WithPanel(series("State", "none", "1 for each cluster's state: healthy, progressing (planned work), degraded, failed.", 12,
 			query(`mysql_cluster_state{`+selector+`} == 1`, "{{namespace}}/{{name}} {{state}}"))).
-		WithPanel(series("Conditions not as expected", "none", "Conditions whose status is not the healthy one, with their reason.", 8, 12,
+		WithPanel(series("Conditions not as expected", "none", "Conditions whose status is not the healthy one, with their reason.", 12,
 			query(`mysql_cluster_condition{`+selector+`, type=~"Ready|Available", status!="True"} == 1 or mysql_cluster_condition{`+selector+`, type=~"Degraded|Progressing", status="True"} == 1 or mysql_cluster_condition{`+selector+`, type="LastBackupSucceeded", status="False"} == 1`,
 				"{{namespace}}/{{name}} {{type}}={{status}} {{reason}}"))).
 		WithRow(dashboard.NewRowBuilder("Replication and failover")).
-		WithPanel(series("Replication lag", "s", "Seconds_Behind_Master of each replica.", 8, 12,
+		WithPanel(series("Replication lag", "s", "Seconds_Behind_Master of each replica.", 12,
 			query(`mysql_cluster_replication_lag_seconds{`+selector+`}`, "{{namespace}}/{{name}} {{instance}}"))).
-		WithPanel(series("Replicating", "none", "1 while an instance's replication threads run (every instance but the primary).", 8, 12,
+		WithPanel(series("Replicating", "none", "1 while an instance's replication threads run (every instance but the primary).", 12,
 			query(`mysql_cluster_instance_replicating{`+selector+`}`, "{{namespace}}/{{name}} {{instance}}"))).
-		WithPanel(series("Promotions", "none", "Changes of primary by kind: switchover (planned) or failover.", 8, 12,
+		WithPanel(series("Promotions", "none", "Changes of primary by kind: switchover (planned) or failover.", 12,
 			query(`sum by (namespace, name, kind) (increase(mysql_cluster_promotions_total{`+selector+`}[$__rate_interval]))`, "{{namespace}}/{{name}} {{kind}}"))).
-		WithPanel(series("Failover duration", "s", "Time from the first missed observation of a lost primary to a writable new primary (p50 and p99).", 8, 12,
+		WithPanel(series("Failover duration", "s", "Time from the first missed observation of a lost primary to a writable new primary (p50 and p99).", 12,
 			query(`histogram_quantile(0.5, sum by (le, namespace, name) (rate(mysql_cluster_failover_duration_seconds_bucket{`+selector+`}[$__rate_interval])))`, "{{namespace}}/{{name}} p50"),
 			query(`histogram_quantile(0.99, sum by (le, namespace, name) (rate(mysql_cluster_failover_duration_seconds_bucket{`+selector+`}[$__rate_interval])))`, "{{namespace}}/{{name}} p99"))).
 		WithRow(dashboard.NewRowBuilder("Backups, archive, certificates")).
-		WithPanel(series("Time since the last backup", "s", "Age of each cluster's newest successful backup.", 8, 8,
+		WithPanel(series("Time since the last backup", "s", "Age of each cluster's newest successful backup.", 8,
 			query(`time() - mysql_cluster_backup_last_success_timestamp_seconds{`+selector+`}`, "{{namespace}}/{{name}}"))).
-		WithPanel(series("Last backup", "bytes", "Size stored (compressed) by the newest successful backup.", 8, 8,
+		WithPanel(series("Last backup", "bytes", "Size stored (compressed) by the newest successful backup.", 8,
 			query(`mysql_cluster_backup_last_size_bytes{`+selector+`}`, "{{namespace}}/{{name}} size"))).
-		WithPanel(series("Backup failures", "none", "Backups that failed.", 8, 8,
+		WithPanel(series("Backup failures", "none", "Backups that failed.", 8,
 			query(`sum by (namespace, name) (increase(mysql_cluster_backup_failures_total{`+selector+`}[$__rate_interval]))`, "{{namespace}}/{{name}}"))).
-		WithPanel(series("Binlog archive lag", "s", "How long the primary has had transactions not in the archive; point-in-time recovery reaches that far back from now.", 8, 8,
+		WithPanel(series("Binlog archive lag", "s", "How long the primary has had transactions not in the archive; point-in-time recovery reaches that far back from now.", 8,
 			query(`mysql_cluster_binlog_archive_lag_seconds{`+selector+`}`, "{{namespace}}/{{name}}"))).
-		WithPanel(series("Binlog archive up", "none", "1 while continuous archiving works.", 8, 8,
+		WithPanel(series("Binlog archive up", "none", "1 while continuous archiving works.", 8,
 			query(`mysql_cluster_binlog_archive_up{`+selector+`}`, "{{namespace}}/{{name}}"))).
-		WithPanel(series("Certificate expires in", "s", "Time until the instances' TLS certificate expires (Dolphin renews its own 30 days before).", 8, 8,
+		WithPanel(series("Certificate expires in", "s", "Time until the instances' TLS certificate expires (Dolphin renews its own 30 days before).", 8,
 			query(`mysql_cluster_tls_certificate_expiry_timestamp_seconds{`+selector+`} - time()`, "{{namespace}}/{{name}}"))).
 		WithRow(dashboard.NewRowBuilder("Instances (the servers' own metrics)")).
-		WithPanel(series("Server metrics up", "none", "1 while an instance's agent logs in to its server and serves its metrics (mysql_up; needs the cluster's instance PodMonitor, docs/monitoring.md).", 8, 8,
+		WithPanel(series("Server metrics up", "none", "1 while an instance's agent logs in to its server and serves its metrics (mysql_up; needs the cluster's instance PodMonitor, docs/monitoring.md).", 8,
 			query(`mysql_up{`+selector+`}`, "{{namespace}}/{{name}} {{instance}}"))).
-		WithPanel(series("Queries", "ops", "Statements per second each server ran (Queries).", 8, 8,
+		WithPanel(series("Queries", "ops", "Statements per second each server ran (Queries).", 8,
 			query(`rate(mysql_global_status_queries{`+selector+`}[$__rate_interval])`, "{{namespace}}/{{name}} {{instance}}"))).
-		WithPanel(series("Rows written", "ops", "Row writes, updates and deletes per second at the storage-engine handler (Handler_write, _update, _delete): the application's writes on the primary, applied writes on replicas, temporary tables on both.", 8, 8,
+		WithPanel(series("Rows written", "ops", "Row writes, updates and deletes per second at the storage-engine handler (Handler_write, _update, _delete): the application's writes on the primary, applied writes on replicas, temporary tables on both.", 8,
 			query(`sum by (namespace, name, instance) (rate(mysql_global_status_handlers_total{`+selector+`, handler=~"write|update|delete"}[$__rate_interval]))`, "{{namespace}}/{{name}} {{instance}}"))).
-		WithPanel(series("Connections", "none", "Client connections open on each server, and its max_connections.", 8, 8,
+		WithPanel(series("Connections", "none", "Client connections open on each server, and its max_connections.", 8,
 			query(`mysql_global_status_threads_connected{`+selector+`}`, "{{namespace}}/{{name}} {{instance}}"),
 			query(`mysql_global_variables_max_connections{`+selector+`}`, "{{namespace}}/{{name}} {{instance}} max"))).
-		WithPanel(series("Slow queries", "ops", "Statements per second slower than long_query_time.", 8, 8,
+		WithPanel(series("Slow queries", "ops", "Statements per second slower than long_query_time.", 8,
 			query(`rate(mysql_global_status_slow_queries{`+selector+`}[$__rate_interval])`, "{{namespace}}/{{name}} {{instance}}"))).
-		WithPanel(series("InnoDB buffer pool", "none", "Buffer pool pages holding data and dirty pages not yet flushed.", 8, 8,
+		WithPanel(series("InnoDB buffer pool", "none", "Buffer pool pages holding data and dirty pages not yet flushed.", 8,
 			query(`mysql_global_status_buffer_pool_pages{`+selector+`, state="data"}`, "{{namespace}}/{{name}} {{instance}} data"),
 			query(`mysql_global_status_buffer_pool_dirty_pages{`+selector+`}`, "{{namespace}}/{{name}} {{instance}} dirty"))).
 		WithRow(dashboard.NewRowBuilder("Operator")).
-		WithPanel(series("Reconciles", "ops", "MySQLCluster reconciles per second by result.", 8, 12,
+		WithPanel(series("Reconciles", "ops", "MySQLCluster reconciles per second by result.", 12,
 			query(`sum by (result) (rate(mysql_operator_reconcile_total[$__rate_interval]))`, "{{result}}"))).
-		WithPanel(series("Topology engine errors", "ops", "Failures of the topology engine by stage.", 8, 12,
+		WithPanel(series("Topology engine errors", "ops", "Failures of the topology engine by stage.", 12,
 			query(`sum by (namespace, name, stage) (rate(mysql_cluster_engine_errors_total{`+selector+`}[$__rate_interval]))`, "{{namespace}}/{{name}} {{stage}}")))
 	d, err := b.Build()
 	if err != nil {

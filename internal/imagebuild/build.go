@@ -44,9 +44,11 @@ type Options struct {
 	Log io.Writer
 }
 
-// Built and Manifest are the record of a build (package manifest).
+// The record of a build (package manifest).
 type (
-	Built    = manifest.Built
+	// Built is one image of a build.
+	Built = manifest.Built
+	// Manifest is every image of a build.
 	Manifest = manifest.Manifest
 )
 

@@ -88,24 +88,27 @@ var (
 		Name: "mysql_cluster_backup_last_success_timestamp_seconds",
 		Help: "Unix time the newest successful backup of the cluster completed.",
 	}, []string{"namespace", "name"})
-	// BackupLastDuration and BackupLastSize describe the newest successful backup.
+	// BackupLastDuration is how long the newest successful backup took.
 	BackupLastDuration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mysql_cluster_backup_last_duration_seconds",
 		Help: "Duration of the newest successful backup of the cluster.",
 	}, []string{"namespace", "name"})
+	// BackupLastSize is what the newest successful backup stored (compressed).
 	BackupLastSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mysql_cluster_backup_last_size_bytes",
 		Help: "Bytes stored (compressed) by the newest successful backup of the cluster.",
 	}, []string{"namespace", "name"})
-	// ArchiveLag, ArchiveLastUpload and ArchiveUp describe the cluster's binlog archive.
+	// ArchiveLag is how long the primary has had transactions not in the binlog archive.
 	ArchiveLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mysql_cluster_binlog_archive_lag_seconds",
 		Help: "How long the primary has had transactions not in the binlog archive (0 when it has everything).",
 	}, []string{"namespace", "name"})
+	// ArchiveLastUpload is when the binlog archiver last stored a segment.
 	ArchiveLastUpload = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mysql_cluster_binlog_archive_last_upload_timestamp_seconds",
 		Help: "Unix time the binlog archiver last stored a segment.",
 	}, []string{"namespace", "name"})
+	// ArchiveUp is 1 while continuous archiving works.
 	ArchiveUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mysql_cluster_binlog_archive_up",
 		Help: "1 while the ContinuousArchiving condition is True, 0 while it is False.",

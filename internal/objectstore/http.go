@@ -230,7 +230,7 @@ type httpReader struct {
 
 func (r *httpReader) Read(p []byte) (int, error) {
 	n, err := r.body.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		err = r.s.classify(r.ctx, r.op, err)
 	}
 	return n, err

@@ -74,10 +74,7 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return errors.New("--tls-cert and --tls-key are required")
 	}
 	log := zap.New(zap.UseFlagOptions(&o.zap)).WithName("agent")
-	backupFn, cloneFn, err := o.wiring.functions(log)
-	if err != nil {
-		return err
-	}
+	backupFn, cloneFn := o.wiring.functions(log)
 	opts := agent.ServerOptions{
 		TokenFile: o.tokenFile, CertFile: o.tlsCert, KeyFile: o.tlsKey,
 		Backup: backupFn, Clone: cloneFn, Reseed: o.wiring.reseedFunc(), Keep: o.wiring.keepFunc(), GTIDState: o.wiring.gtidStateFunc(), EngineUpgrade: o.wiring.engineUpgradeFunc(), StopReleasedFile: o.wiring.stopReleasedFile(), Logger: log, ShutdownTimeout: o.shutdownTimeout,

@@ -38,7 +38,7 @@ func (w *agentWiring) addFlags(fs *pflag.FlagSet) {
 }
 
 // functions returns the agent's Backup and Clone functions.
-func (w *agentWiring) functions(log logr.Logger) (agent.BackupFunc, agent.CloneFunc, error) {
+func (w *agentWiring) functions(log logr.Logger) (agent.BackupFunc, agent.CloneFunc) {
 	backupFn := func(ctx context.Context, req agent.BackupRequest, progress func(int64)) (*backup.Manifest, error) {
 		var cfg objectstore.Config
 		if err := json.Unmarshal(req.Store, &cfg); err != nil {
@@ -86,7 +86,7 @@ func (w *agentWiring) functions(log logr.Logger) (agent.BackupFunc, agent.CloneF
 		log.Info("Clone stream complete", "gtidPosition", rep.GTIDPosition, "rawBytes", rep.RawBytes, "bytes", rep.Bytes)
 		return nil
 	}
-	return backupFn, cloneFn, nil
+	return backupFn, cloneFn
 }
 
 func firstNonEmpty(a, b string) string {

@@ -48,10 +48,7 @@ func TestServerSeedCmdClone(t *testing.T) {
 	// The source's agent, wired as `dolphin agent` is.
 	pki := writeSeedPKI(t)
 	wiring := agentWiring{flavor: "mariadb", dataDir: src.DataDir, socket: src.SocketPath()}
-	backupFn, cloneFn, err := wiring.functions(testr.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	backupFn, cloneFn := wiring.functions(testr.New(t))
 	srv, err := agent.NewServer(agent.ServerOptions{TokenFile: filepath.Join(pki.dir, "token"),
 		CertFile: filepath.Join(pki.dir, "tls.crt"), KeyFile: filepath.Join(pki.dir, "tls.key"),
 		Backup: backupFn, Clone: cloneFn, Logger: testr.New(t)})

@@ -151,7 +151,7 @@ func TestVerifyResultLine(t *testing.T) {
 	*code = -1
 	f.resultFile = result
 	err := errors.New("verify: the temporary server exited; its last output:\n[ERROR] one\n[ERROR] two")
-	if got := f.finish(&out, restore.VerifyReport{}, err, true); got != err || *code != 1 {
+	if got := f.finish(&out, restore.VerifyReport{}, err, true); !errors.Is(got, err) || *code != 1 {
 		t.Errorf("finish: %v, exit %d", got, *code)
 	}
 	want := "dolphin-verify: verify: the temporary server exited; its last output: [ERROR] one | [ERROR] two"

@@ -29,7 +29,7 @@ const (
 	SchemaUser = "dolphin-schema"
 )
 
-// CredentialsLabel, set to "true", marks every Secret Dolphin reads passwords from: the
+// CredentialsLabel marks, set to "true", every Secret Dolphin reads passwords from: the
 // generated credentials Secret, the credentials history Secret, and a user-supplied
 // credentials Secret (Dolphin adds the label when it first reads that one). The operator's
 // cache holds only Secrets with this label, so it never keeps a copy of anyone else's.

@@ -190,6 +190,10 @@ func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.Contai
 	return ctr
 }
 
+// ServerCommand is the server container's command for c at the newest template generation
+// (what a new cluster's pods run).
+func ServerCommand(c *dolphinv1.MySQLCluster) []string { return serverCommand(c, TemplateGeneration) }
+
 // serverCommand starts the server on the generated my.cnf. MariaDB in a cluster of more than
 // one instance starts with --init-rpl-role=SLAVE: after a crash it rolls back the tail of its
 // binary log that was not committed in the engine, so a crashed primary can rejoin whoever was
@@ -201,10 +205,6 @@ func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.Contai
 // From template generation 2 the same servers run under crashOnStop (docs/design/0038): their
 // container's stop kills the server instead of shutting it down cleanly, because a clean
 // shutdown commits what waits for a semi-sync acknowledgement.
-// ServerCommand is the server container's command for c at the newest template generation
-// (what a new cluster's pods run).
-func ServerCommand(c *dolphinv1.MySQLCluster) []string { return serverCommand(c, TemplateGeneration) }
-
 func serverCommand(c *dolphinv1.MySQLCluster, generation int) []string {
 	f := c.Spec.Engine.Flavor
 	cmd := []string{serverBinary(f), "--defaults-file=" + path.Join(mycnf.ConfigDir, MyCnfKey)}

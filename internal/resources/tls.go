@@ -139,8 +139,6 @@ func tlsVolume(c *dolphinv1.MySQLCluster) *corev1ac.VolumeApplyConfiguration {
 		corev1ac.SecretVolumeSource().WithSecretName(TLSSecretName(c)).WithDefaultMode(0o440))
 }
 
-// tlsArgs are the server's TLS options: on the command line, so that no mysqlConfig setting
-// can point them elsewhere.
 // InstanceDNSName is the DNS name of the instance with the given ordinal behind the headless
 // Service, which the cluster's certificate covers.
 func InstanceDNSName(c *dolphinv1.MySQLCluster, ordinal int) string {
@@ -164,6 +162,8 @@ func PodServesTLS(pod *corev1.Pod) bool {
 	return false
 }
 
+// tlsArgs are the server's TLS options: on the command line, so that no mysqlConfig setting
+// can point them elsewhere.
 func tlsArgs() []string {
 	return []string{
 		"--ssl-ca=" + path.Join(TLSDir, TLSCAKey),

@@ -3,6 +3,7 @@ package testenv
 import (
 	"archive/tar"
 	"compress/gzip"
+	"errors"
 	"io"
 	"os"
 	"testing"
@@ -31,7 +32,7 @@ func ReadTarGz(t testing.TB, file string) map[string]TarGzFile {
 	out := map[string]TarGzFile{}
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {

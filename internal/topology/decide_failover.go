@@ -8,13 +8,6 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
 
-// decideFailover promotes the replica that received the most transactions. It runs in two
-// observations: first every candidate stops receiving (so positions are final), then the
-// best one applies what it received and is promoted, and the rest follow it.
-//
-// readOnlyAlive is true when the old primary answers but is read-only (restarted behind a
-// replica): replicas connected to it receive nothing it could still write, so they need not
-// have lost it before the fence.
 // ReceiverSilence is how long a running receiver may get nothing from its source before it no
 // longer counts as evidence that the source is alive, when its heartbeat period is not
 // known; receiverSilence gives it for a known period.
@@ -35,6 +28,13 @@ func receiverSilence(period time.Duration) time.Duration {
 	return period + heartbeatMargin
 }
 
+// decideFailover promotes the replica that received the most transactions. It runs in two
+// observations: first every candidate stops receiving (so positions are final), then the
+// best one applies what it received and is promoted, and the rest follow it.
+//
+// readOnlyAlive is true when the old primary answers but is read-only (restarted behind a
+// replica): replicas connected to it receive nothing it could still write, so they need not
+// have lost it before the fence.
 func decideFailover(v ClusterView, d Decision, lost InstanceView, readOnlyAlive bool) Decision {
 	fenced := v.Failover != nil && v.Failover.Fenced && v.Failover.From == lost.Name
 	var candidates []InstanceView
