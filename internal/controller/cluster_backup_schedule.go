@@ -41,12 +41,21 @@ func backupToCluster(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.Cluster}}}
 }
 
-// reconcileBackupSchedule creates the scheduled backup that is due and deletes the backups
+// reconcileBackupSchedule is the backup-schedule step: scheduleBackups, asking to look again
+// at the next slot.
+func (r *MySQLClusterReconciler) reconcileBackupSchedule(ctx context.Context, c *dolphinv1.MySQLCluster) (stepOutcome, error) {
+	var out stepOutcome
+	next, err := r.scheduleBackups(ctx, c)
+	out.after(next, "the next scheduled backup or restore check")
+	return out, err
+}
+
+// scheduleBackups creates the scheduled backup that is due and deletes the backups
 // retention expires. It returns how long until the next slot (zero: no schedule). A due
 // backup waits while another backup of the cluster is Pending or Running (concurrency policy
 // Forbid: at most one runs, and the due one is taken when it ends). Scheduled backups are not
 // owned by the cluster: they outlive it, which is what a restore of a deleted cluster needs.
-func (r *MySQLClusterReconciler) reconcileBackupSchedule(ctx context.Context, c *dolphinv1.MySQLCluster) (time.Duration, error) {
+func (r *MySQLClusterReconciler) scheduleBackups(ctx context.Context, c *dolphinv1.MySQLCluster) (time.Duration, error) {
 	if c.Spec.Backup == nil || c.Spec.Paused {
 		return 0, nil
 	}

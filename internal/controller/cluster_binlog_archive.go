@@ -60,7 +60,7 @@ func archiving(c *dolphinv1.MySQLCluster) *dolphinv1.ContinuousArchiving {
 // c.Status.Backup.Archive and the ContinuousArchiving condition (copied into the status
 // computed after the steps). Archiving starts once a backup succeeded, at the newest one's
 // position. Nothing here fails the cluster: its databases are fine whatever the archive does.
-func (r *MySQLClusterReconciler) reconcileBinlogArchive(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+func (r *MySQLClusterReconciler) reconcileBinlogArchive(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome) error {
 	ca := archiving(c)
 	if ca == nil {
 		r.archives.forget(client.ObjectKeyFromObject(c))
@@ -68,7 +68,7 @@ func (r *MySQLClusterReconciler) reconcileBinlogArchive(ctx context.Context, c *
 		return r.removeBinlogArchive(ctx, c)
 	}
 	// Before any early return: a cluster whose archive is failing keeps being looked at.
-	requeueAfter(ctx, archivePoll)
+	out.after(archivePoll, "the binlog archive is checked every poll")
 	key := client.ObjectKeyFromObject(c)
 	report := func(st *dolphinv1.ArchiveStatus, cond metav1.Condition) error {
 		r.archives.record(key, st, &cond)

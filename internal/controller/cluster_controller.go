@@ -139,7 +139,6 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}()
 	logger := log.FromContext(ctx)
-	ctx, stepRequeue := withRequeue(ctx)
 
 	var c dolphinv1.MySQLCluster
 	if err := r.Client.Get(ctx, req.NamespacedName, &c); err != nil {
@@ -164,39 +163,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	desired := resources.Defaulted(&c)
-	var stepErr error
-	// sideOnly: every failing step is one whose failure stops no other (step.independent).
-	sideOnly := false
-	if c.Spec.Paused {
-		// Only the pod-stop step: a deleted pod's server is released at once (a paused
-		// engine switches nothing over), instead of waiting out its hold.
-		logger.V(1).Info("paused: skipping every step but pod-stop")
-		if err := r.reconcilePodStop(ctx, desired); err != nil {
-			logger.Info("paused: pod-stop failed", "error", err.Error())
-		}
-	} else {
-		var sideErrs []error
-		for _, s := range r.steps() {
-			logger.V(1).Info("step", "name", s.name)
-			err := s.run(ctx, desired)
-			switch {
-			case err == nil:
-			case s.independent:
-				// Reported, and the steps after it still run (a StorageClass that cannot
-				// expand must not stop the backup store or the archive).
-				sideErrs = append(sideErrs, fmt.Errorf("step %s: %w", s.name, err))
-			default:
-				stepErr = fmt.Errorf("step %s: %w", s.name, err)
-			}
-			if stepErr != nil {
-				break
-			}
-		}
-		if stepErr == nil && len(sideErrs) > 0 {
-			stepErr, sideOnly = errors.Join(sideErrs...), true
-		}
-	}
-
+	stepErr, sideOnly, outcome := r.runSteps(ctx, desired)
 	// The bootstrap and re-clone steps may have set their parts of the status.
 	c.Status.RestoredFrom, c.Status.LastReclone = desired.Status.RestoredFrom, desired.Status.LastReclone
 	obs, err := r.observe(ctx, &c, stepErr)
@@ -231,13 +198,6 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
-	// Scheduled backups and retention run whatever step failed: a user error elsewhere never
-	// stops protection (a backup that cannot run fails, and says why).
-	next, err := r.reconcileBackupSchedule(ctx, desired)
-	if err != nil {
-		return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("backup schedule: %w", err))
-	}
-
 	var ue *userError
 	if errors.As(stepErr, &ue) {
 		// Only the user can fix this; a change to the spec or to the referenced Secret
@@ -245,25 +205,60 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.event(&c, corev1.EventTypeWarning, ue.Reason, "Reconcile", "%s", ue.Message)
 		logger.Info("waiting for the user to fix the cluster", "reason", ue.Reason, "message", ue.Message)
 		waitingForUser = true
-		after := userErrorRequeueAfter(stepErr)
-		// The next scheduled backup and what the steps that ran asked for are kept.
-		for _, d := range []time.Duration{next, stepRequeue()} {
-			if d > 0 && (after == 0 || d < after) {
-				after = d
-			}
-		}
+		// What the steps that ran asked for (the next scheduled backup among them) is kept.
+		outcome.after(userErrorRequeueAfter(stepErr), "waiting for the user's fix")
 		// An error of another step beside the user's is retried as any error is.
-		return ctrl.Result{RequeueAfter: after}, notUserErrors(stepErr)
-	}
-	if d := stepRequeue(); d > 0 && (next == 0 || d < next) {
-		next = d
+		return ctrl.Result{RequeueAfter: outcome.requeueAfter}, notUserErrors(stepErr)
 	}
 	// Planned work turns into trouble when it outlasts its bounds (cluster_status_planned.go), with
 	// or without an event from the pods.
-	if st.Phase == dolphinv1.PhaseProgressing && (next == 0 || next > plannedRecheck) {
-		next = plannedRecheck
+	if st.Phase == dolphinv1.PhaseProgressing {
+		outcome.after(plannedRecheck, "planned work is checked against its bounds")
 	}
-	return ctrl.Result{RequeueAfter: next}, stepErr
+	if outcome.requeueAfter > 0 {
+		logger.V(1).Info("looking again", "after", outcome.requeueAfter, "reason", outcome.reason)
+	}
+	return ctrl.Result{RequeueAfter: outcome.requeueAfter}, stepErr
+}
+
+// runSteps runs the named steps in order on desired (only pod-stop while the cluster is
+// paused: a deleted pod's server is released at once, as a paused engine switches nothing
+// over). It returns the steps' error, whether every failing step was independent, and the
+// soonest time a step asked to look again.
+func (r *MySQLClusterReconciler) runSteps(ctx context.Context, desired *dolphinv1.MySQLCluster) (stepErr error, sideOnly bool, outcome stepOutcome) {
+	logger := log.FromContext(ctx)
+	if desired.Spec.Paused {
+		logger.V(1).Info("paused: skipping every step but pod-stop")
+		if err := r.reconcilePodStop(ctx, desired, &outcome); err != nil {
+			logger.Info("paused: pod-stop failed", "error", err.Error())
+		}
+		return nil, false, outcome
+	}
+	var sideErrs []error
+	for _, s := range r.steps() {
+		if stepErr != nil && !s.afterFailure {
+			continue
+		}
+		logger.V(1).Info("step", "name", s.name)
+		out, err := s.run(ctx, desired)
+		outcome.merge(out)
+		switch {
+		case err == nil:
+		case stepErr != nil:
+			// A step that runs after a failed one: its error joins that one's.
+			stepErr = errors.Join(stepErr, fmt.Errorf("step %s: %w", s.name, err))
+		case s.independent:
+			// Reported, and the steps after it still run (a StorageClass that cannot
+			// expand must not stop the backup store or the archive).
+			sideErrs = append(sideErrs, fmt.Errorf("step %s: %w", s.name, err))
+		default:
+			stepErr = fmt.Errorf("step %s: %w", s.name, err)
+		}
+	}
+	if stepErr == nil && len(sideErrs) > 0 {
+		stepErr, sideOnly = errors.Join(sideErrs...), true
+	}
+	return stepErr, sideOnly, outcome
 }
 
 // observe gathers what the status is computed from.

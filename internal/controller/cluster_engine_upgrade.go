@@ -45,7 +45,7 @@ func (r *MySQLClusterReconciler) engineUpgrades(c *dolphinv1.MySQLCluster) bool 
 // is already at the server's version, so a pod restarted on the same version costs one quick
 // call. A failure is a Warning event and a retry; the rollout waits meanwhile, and the other
 // steps go on.
-func (r *MySQLClusterReconciler) reconcileEngineUpgrade(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+func (r *MySQLClusterReconciler) reconcileEngineUpgrade(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome) error {
 	if !r.engineUpgrades(c) {
 		return nil
 	}
@@ -61,7 +61,7 @@ func (r *MySQLClusterReconciler) reconcileEngineUpgrade(ctx context.Context, c *
 		if err := r.upgradeEngine(ctx, c, p); err != nil {
 			r.eventAbout(c, p, corev1.EventTypeWarning, "EngineUpgradeFailed", "Upgrade",
 				"bringing %s's system tables up to its server's version failed; Dolphin tries again, and a rollout waits: %v", p.Name, err)
-			requeueAfter(ctx, engineUpgradeRetry)
+			out.after(engineUpgradeRetry, "an engine upgrade failed and is tried again")
 		}
 	}
 	return nil

@@ -107,7 +107,7 @@ const releaseTimeout = 2 * time.Second
 // evicted (a drain, a user's delete) while the pod's preStop hook keeps its server running,
 // and releases the hold of every other pod being deleted (docs/design/0051). Only listing the
 // pods can fail it: a pod that cannot be released stops when its hold runs out.
-func (r *MySQLClusterReconciler) reconcilePodStop(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+func (r *MySQLClusterReconciler) reconcilePodStop(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome) error {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
 		return fmt.Errorf("listing the cluster's pods: %w", err)
@@ -124,7 +124,7 @@ func (r *MySQLClusterReconciler) reconcilePodStop(ctx context.Context, c *dolphi
 			Holds: resources.HoldsForSwitchover(pod), HoldOver: holdOver(pod, now), PrimaryLost: lost, Paused: c.Spec.Paused}
 		switch decidePodStop(f) {
 		case podStopSwitchover:
-			requeueAfter(ctx, podStopRecheck)
+			out.after(podStopRecheck, "a deleted primary's pod waits for its switchover or release")
 			if r.Topology == nil || r.stopSwitchoverAsked(c, pod.UID) {
 				continue
 			}
@@ -151,7 +151,7 @@ func (r *MySQLClusterReconciler) reconcilePodStop(ctx context.Context, c *dolphi
 			err := r.releaseStop(rctx, c, pod)
 			cancel()
 			if err != nil {
-				requeueAfter(ctx, podStopRecheck)
+				out.after(podStopRecheck, "a deleted primary's pod waits for its switchover or release")
 				logger.V(1).Info("pod-stop: not released yet", "pod", pod.Name, "error", err.Error())
 				continue
 			}

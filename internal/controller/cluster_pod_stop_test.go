@@ -95,11 +95,11 @@ func TestReconcilePodStop(t *testing.T) {
 	r := &MySQLClusterReconciler{Client: cl, Recorder: events.NewFakeRecorder(10), Topology: runner, Agents: agents}
 	step := func() time.Duration {
 		t.Helper()
-		rctx, requeue := withRequeue(ctx)
-		if err := r.reconcilePodStop(rctx, c); err != nil {
+		var out stepOutcome
+		if err := r.reconcilePodStop(ctx, c, &out); err != nil {
 			t.Fatal(err)
 		}
-		return requeue()
+		return out.requeueAfter
 	}
 	for pass := 1; pass <= 2; pass++ {
 		if again := step(); again == 0 || again > podStopRecheck {

@@ -95,7 +95,7 @@ func (w *recloneWatch) forget(cluster string) {
 // discarded, status.lastReclone and a Warning event say what is thrown away, and its pod is
 // deleted; the StatefulSet re-creates it on the same volume, and its seed container empties the
 // directory and clones a healthy peer (reconcileSeeds).
-func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome) error {
 	if r.Agents == nil {
 		return nil
 	}
@@ -114,7 +114,7 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 		confirm = recloneConfirmation
 	}
 	if !r.reclones.confirmed(clusterKey, plan.Instance, time.Now(), confirm) {
-		requeueAfter(ctx, confirm/3+time.Millisecond)
+		out.after(confirm/3+time.Millisecond, "a re-clone waits for its decision to be confirmed")
 		return nil
 	}
 	var pod *corev1.Pod
@@ -136,7 +136,7 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 	kept, err := r.keepBeforeReclone(ctx, c, pods.Items, a, plan)
 	if err != nil {
 		r.reclones.wait(clusterKey, fmt.Sprintf("%s is to be re-cloned (%s), but %v", plan.Instance, plan.Reason, err))
-		requeueAfter(ctx, 30*time.Second)
+		out.after(30*time.Second, "a re-clone waits for the copy of what the instance holds")
 		return nil
 	}
 	r.reclones.wait(clusterKey, "")

@@ -25,7 +25,7 @@ const seedRetryInterval = 2 * time.Second
 // data directory (decideSeed): empty, the bootstrap backup, or a clone of a peer's agent. The
 // instruction goes to the seed container's HTTPS server (the agent's certificate and token),
 // which carries it out and exits; an instance that already has data never waits.
-func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome) error {
 	if r.Agents == nil {
 		return nil
 	}
@@ -39,7 +39,7 @@ func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv
 		if !seedWaiting(pod) {
 			continue
 		}
-		requeueAfter(ctx, seedRetryInterval)
+		out.after(seedRetryInterval, "an instance waits to be seeded")
 		plan, wait := decideSeed(c, pods.Items, pod)
 		if wait != "" {
 			logger.Info("instance waits to be seeded", "pod", pod.Name, "why", wait)
@@ -91,22 +91,4 @@ func (r *MySQLClusterReconciler) operatorPasswordFor(ctx context.Context, c *dol
 // (clusterCredential).
 func (r *MySQLClusterReconciler) credentialFor(ctx context.Context, c *dolphinv1.MySQLCluster, key string) ([]byte, error) {
 	return clusterCredential(ctx, r.Client, r.apiReader(), c, key)
-}
-
-// requeueKey carries, through a reconcile's context, the soonest time a step asked to look
-// again.
-type requeueKey struct{}
-
-// withRequeue returns a context in which steps can ask for a requeue, and a function reading
-// the shortest interval asked (0: none).
-func withRequeue(ctx context.Context) (context.Context, func() time.Duration) {
-	var d time.Duration
-	return context.WithValue(ctx, requeueKey{}, &d), func() time.Duration { return d }
-}
-
-// requeueAfter asks the running reconcile to look again within d.
-func requeueAfter(ctx context.Context, d time.Duration) {
-	if p, ok := ctx.Value(requeueKey{}).(*time.Duration); ok && (*p == 0 || d < *p) {
-		*p = d
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,42 +23,87 @@ import (
 )
 
 // step is one named part of a reconcile. Steps run in order; the first error of a step that
-// is not independent stops the run.
+// is not independent stops the run (only steps marked afterFailure run after it).
 type step struct {
 	name string
-	run  func(ctx context.Context, c *dolphinv1.MySQLCluster) error
+	run  stepFunc
 	// independent: no later step needs this one; its failure is reported and the run goes
 	// on (a user error there does not make the cluster Failed, docs/design/0053).
 	independent bool
+	// afterFailure: runs even when an earlier step failed (scheduled backups never stop for
+	// a user error elsewhere).
+	afterFailure bool
+}
+
+// stepFunc is a step's work: it ends with an error, or with an outcome — done, or done for now
+// with when to look again and why.
+type stepFunc func(ctx context.Context, c *dolphinv1.MySQLCluster) (stepOutcome, error)
+
+// stepOutcome is how a step that did not fail ended. The zero value is done; requeueAfter > 0
+// asks for the cluster to be reconciled again within that time, for reason.
+type stepOutcome struct {
+	requeueAfter time.Duration
+	reason       string
+}
+
+// after records that the cluster is to be looked at again within d, for reason; the soonest
+// of several asks wins.
+func (o *stepOutcome) after(d time.Duration, reason string) {
+	if d > 0 && (o.requeueAfter == 0 || d < o.requeueAfter) {
+		o.requeueAfter, o.reason = d, reason
+	}
+}
+
+// merge records p's ask in o.
+func (o *stepOutcome) merge(p stepOutcome) { o.after(p.requeueAfter, p.reason) }
+
+// done adapts a step that never asks to look again.
+func done(run func(context.Context, *dolphinv1.MySQLCluster) error) stepFunc {
+	return func(ctx context.Context, c *dolphinv1.MySQLCluster) (stepOutcome, error) {
+		return stepOutcome{}, run(ctx, c)
+	}
+}
+
+// collecting adapts a step that records its asks to look again as it goes (several pods may
+// each ask).
+func collecting(run func(context.Context, *dolphinv1.MySQLCluster, *stepOutcome) error) stepFunc {
+	return func(ctx context.Context, c *dolphinv1.MySQLCluster) (stepOutcome, error) {
+		var out stepOutcome
+		err := run(ctx, c, &out)
+		return out, err
+	}
 }
 
 // steps is the reconcile order: a deleted primary pod switched over first (nothing else may
-// hold that up while its server waits, cluster_pod_stop.go), credentials and configuration before the pods that mount
-// them, Services before the StatefulSet that names its headless Service, the rollout of its
-// pod template (cluster_rollout.go), then the steps nothing depends on — the budget, storage
-// growth, the backup store, the restore's outcome, the archive — each run whatever the others
-// do (a StorageClass that cannot expand must not stop the backup store or the archive).
+// hold that up while its server waits, cluster_pod_stop.go), credentials and configuration
+// before the pods that mount them, Services before the StatefulSet that names its headless
+// Service, the rollout of its pod template (cluster_rollout.go), then the steps nothing
+// depends on — the budget, storage growth, the backup store, the restore's outcome, the
+// archive — each run whatever the others do (a StorageClass that cannot expand must not stop
+// the backup store or the archive), and last the backup schedule and retention, which run
+// even after a failed step.
 func (r *MySQLClusterReconciler) steps() []step {
 	return []step{
-		{name: "pod-stop", run: r.reconcilePodStop},
-		{name: "credentials", run: r.reconcileCredentials},
-		{name: "config", run: r.reconcileConfig},
-		{name: "agent-secret", run: r.reconcileAgentSecret},
-		{name: "tls", run: r.reconcileTLS},
-		{name: "service-account", run: r.reconcileServiceAccount},
-		{name: "services", run: r.reconcileServices},
-		{name: "bootstrap", run: r.reconcileBootstrap},
-		{name: "statefulset", run: r.reconcileStatefulSet},
-		{name: "seed", run: r.reconcileSeeds},
-		{name: "reclone", run: r.reconcileReclone},
-		{name: "engine-upgrade", run: r.reconcileEngineUpgrade},
-		{name: "rollout", run: r.reconcileRollout},
-		{name: "pod-disruption-budget", run: r.reconcilePodDisruptionBudget, independent: true},
-		{name: "storage", run: r.reconcileStorage, independent: true},
-		{name: "backup-store", run: r.reconcileBackupStore, independent: true},
-		{name: "restore-outcome", run: r.reconcileRestoreOutcome, independent: true},
-		{name: "binlog-archive", run: r.reconcileBinlogArchive, independent: true},
-		{name: "metrics-secret", run: r.reconcileMetricsSecret, independent: true},
+		{name: "pod-stop", run: collecting(r.reconcilePodStop)},
+		{name: "credentials", run: done(r.reconcileCredentials)},
+		{name: "config", run: done(r.reconcileConfig)},
+		{name: "agent-secret", run: done(r.reconcileAgentSecret)},
+		{name: "tls", run: done(r.reconcileTLS)},
+		{name: "service-account", run: done(r.reconcileServiceAccount)},
+		{name: "services", run: done(r.reconcileServices)},
+		{name: "bootstrap", run: done(r.reconcileBootstrap)},
+		{name: "statefulset", run: done(r.reconcileStatefulSet)},
+		{name: "seed", run: collecting(r.reconcileSeeds)},
+		{name: "reclone", run: collecting(r.reconcileReclone)},
+		{name: "engine-upgrade", run: collecting(r.reconcileEngineUpgrade)},
+		{name: "rollout", run: done(r.reconcileRollout)},
+		{name: "pod-disruption-budget", run: done(r.reconcilePodDisruptionBudget), independent: true},
+		{name: "storage", run: done(r.reconcileStorage), independent: true},
+		{name: "backup-store", run: collecting(r.reconcileBackupStore), independent: true},
+		{name: "restore-outcome", run: done(r.reconcileRestoreOutcome), independent: true},
+		{name: "binlog-archive", run: collecting(r.reconcileBinlogArchive), independent: true},
+		{name: "metrics-secret", run: done(r.reconcileMetricsSecret), independent: true},
+		{name: "backup-schedule", run: r.reconcileBackupSchedule, independent: true, afterFailure: true},
 	}
 }
 

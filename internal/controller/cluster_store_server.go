@@ -101,7 +101,7 @@ func ensureStoreServer(ctx context.Context, sc storeClients, namespace, claim st
 // backup, owned by the cluster. A store that is not usable yet does not fail the cluster (its
 // databases are fine): it is reported by an event and looked at again soon, and the backups
 // that need it wait with the same message.
-func (r *MySQLClusterReconciler) reconcileBackupStore(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+func (r *MySQLClusterReconciler) reconcileBackupStore(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome) error {
 	spec, err := clusterStore(ctx, r.Client, c)
 	if err == nil && (spec == nil || spec.PVC == nil) {
 		return nil
@@ -113,11 +113,11 @@ func (r *MySQLClusterReconciler) reconcileBackupStore(ctx context.Context, c *do
 	var ue *userError
 	switch {
 	case errors.As(err, &ue) && ue.Reason == "BackupStoreStarting":
-		requeueAfter(ctx, 5*time.Second)
+		out.after(5*time.Second, "the backup store server is starting")
 		return nil
 	case errors.As(err, &ue):
 		r.event(c, corev1.EventTypeWarning, ue.Reason, "Reconcile", "%s", ue.Message)
-		requeueAfter(ctx, 30*time.Second)
+		out.after(30*time.Second, "the backup store waits for the user")
 		return nil
 	}
 	return err
