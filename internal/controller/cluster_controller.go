@@ -2,11 +2,8 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -302,104 +298,6 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 		o.VolumeSize = *d.Spec.Storage.Size
 	}
 	return o, nil
-}
-
-// writeStatus writes the status once per reconcile, and not at all when nothing changed.
-func (r *MySQLClusterReconciler) writeStatus(ctx context.Context, c *dolphinv1.MySQLCluster, st dolphinv1.MySQLClusterStatus) error {
-	healthy := 0.0
-	if st.Phase == dolphinv1.PhaseRunning {
-		healthy = 1
-	}
-	metrics.ClusterHealth.WithLabelValues(c.Namespace, c.Name).Set(healthy)
-	metrics.SetClusterState(c.Namespace, c.Name, healthState(st.Phase))
-	metrics.SetConditions(c.Namespace, c.Name, st.Conditions)
-	// status.topology belongs to the topology engine's reporter: compare and write only the
-	// fields the reconciler owns, so the two writers never conflict.
-	mine := func(s dolphinv1.MySQLClusterStatus) dolphinv1.MySQLClusterStatus { s.Topology = nil; return s }
-	if equality.Semantic.DeepEqual(mine(c.Status), mine(st)) {
-		return nil
-	}
-	before := c.Status.Phase
-	patch, err := reconcilerStatusPatch(st)
-	if err != nil {
-		return err
-	}
-	c.Status.Phase, c.Status.Conditions, c.Status.ObservedGeneration = st.Phase, st.Conditions, st.ObservedGeneration
-	c.Status.CurrentPrimary, c.Status.ReadyInstances, c.Status.Instances = st.CurrentPrimary, st.ReadyInstances, st.Instances
-	c.Status.Backup, c.Status.TLS = st.Backup, st.TLS
-	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("writing status: %w", err)
-	}
-	if before != st.Phase {
-		r.event(c, corev1.EventTypeNormal, "PhaseChanged", "Reconcile", "phase %s -> %s", phaseOrNone(before), st.Phase)
-	}
-	return nil
-}
-
-// reconcilerStatusPatch is a JSON merge patch that sets every status field the reconciler
-// owns to st's value (clearing empty ones) and leaves status.topology alone. It carries no
-// resourceVersion: the reconciler is the only writer of these fields, so a concurrent write
-// of status.topology by the engine's reporter is no conflict.
-func reconcilerStatusPatch(st dolphinv1.MySQLClusterStatus) ([]byte, error) {
-	orNil := func(empty bool, v any) any {
-		if empty {
-			return nil
-		}
-		return v
-	}
-	b, err := json.Marshal(map[string]any{"status": map[string]any{
-		"phase":              orNil(st.Phase == "", st.Phase),
-		"conditions":         orNil(len(st.Conditions) == 0, st.Conditions),
-		"observedGeneration": orNil(st.ObservedGeneration == 0, st.ObservedGeneration),
-		"currentPrimary":     orNil(st.CurrentPrimary == "", st.CurrentPrimary),
-		"readyInstances":     orNil(st.ReadyInstances == 0, st.ReadyInstances),
-		"instances":          orNil(len(st.Instances) == 0, st.Instances),
-		"backup":             orNil(st.Backup == nil, replacing(st.Backup)),
-		"tls":                orNil(st.TLS == nil, st.TLS),
-	}})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the status patch: %w", err)
-	}
-	return b, nil
-}
-
-// replacing returns v (a struct or a pointer to one) as JSON data in which every field the
-// encoding omits is an explicit null, recursively: in a JSON merge patch it replaces the
-// stored object instead of merging into it, so a field that is no longer set (an archive
-// status after archiving was turned off, a failed backup older than the last success) goes.
-func replacing(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	var data any
-	if err := json.Unmarshal(b, &data); err != nil {
-		return v
-	}
-	return withNulls(reflect.TypeOf(v), data)
-}
-
-func withNulls(t reflect.Type, data any) any {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	obj, ok := data.(map[string]any)
-	if !ok || t.Kind() != reflect.Struct {
-		return data
-	}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		if val, ok := obj[name]; ok {
-			obj[name] = withNulls(f.Type, val)
-		} else {
-			obj[name] = nil
-		}
-	}
-	return obj
 }
 
 // finalize reports the Deleting phase, releases what the garbage collector cannot, and
