@@ -16,8 +16,8 @@
 //     cluster_metrics_secret.go, and last, run even after a failed step,
 //     cluster_backup_schedule.go (the backup schedule) with cluster_backup_policy.go
 //     (retention, the backup summary) and cluster_archive_retention.go. cluster_status.go computes the status
-//     and cluster_status_write.go writes it (every field but those other writers own)
-//     (a pure function of an observation), cluster_status_planned.go tells planned work from
+//     (a pure function of an observation) and cluster_status_write.go writes it (every field
+//     but those other writers own), cluster_status_planned.go tells planned work from
 //     trouble, cluster_requests.go hands switchover and accept-loss requests to the engine,
 //     cluster_point_in_time.go resolves restore targets.
 //   - backup_*.go: MySQLBackupReconciler (backup_controller.go), choosing the source
