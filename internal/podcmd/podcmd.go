@@ -6,7 +6,7 @@
 // of the internal package that does the work, and calls it.
 //
 //	agent.go          `dolphin agent`           internal/agent (agent_wiring.go: its operations)
-//	seed.go           `dolphin seed`            internal/agent's seed API, internal/restore
+//	seed.go           `dolphin seed`            internal/seed
 //	restore.go        `dolphin restore`         internal/restore
 //	verify.go         `dolphin verify`          internal/restore (verification)
 //	copy_binary.go    `dolphin copy-binary`     (copies this binary into a shared volume)

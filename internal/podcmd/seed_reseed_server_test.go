@@ -14,6 +14,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/restore"
+	"github.com/dolphin-operator/dolphin/internal/seed"
 )
 
 // TestServerSeedKeepsWhatWasCommittedAfterTheCopy: the agent kept a copy while the server
@@ -65,7 +66,7 @@ func TestServerSeedKeepsWhatWasCommittedAfterTheCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log []string
-	if err := honourReseed(ctx, inst.DataDir, func(f string, a ...any) { log = append(log, f) }); err != nil {
+	if err := seed.HonourReseed(ctx, inst.DataDir, func(f string, a ...any) { log = append(log, f) }); err != nil {
 		t.Fatal(err)
 	}
 	second, err := binlog.GetKept(ctx, store, restore.KeptPrefix, "db-0-x-at-reseed")
@@ -84,7 +85,7 @@ func TestServerSeedKeepsWhatWasCommittedAfterTheCopy(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(inst.DataDir, restore.ReseedMarker), mark.Encode(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := honourReseed(ctx, inst.DataDir, func(string, ...any) {}); err != nil {
+	if err := seed.HonourReseed(ctx, inst.DataDir, func(string, ...any) {}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := binlog.GetKept(ctx, store, restore.KeptPrefix, "db-0-y-at-reseed"); err == nil {

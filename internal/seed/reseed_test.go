@@ -1,4 +1,4 @@
-package podcmd
+package seed
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestSeedHonoursReseed(t *testing.T) {
 	}
 	var log []string
 	logf := func(format string, args ...any) { log = append(log, format) }
-	if err := honourReseed(context.Background(), dir, logf); err != nil {
+	if err := HonourReseed(context.Background(), dir, logf); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, restore.InitializedMarker)); err != nil || len(log) != 0 {
@@ -31,7 +31,7 @@ func TestSeedHonoursReseed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, restore.ReseedMarker), []byte("errant\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := honourReseed(context.Background(), dir, logf); err != nil {
+	if err := HonourReseed(context.Background(), dir, logf); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []string{restore.InitializedMarker, restore.RestoredMarker} {
