@@ -56,7 +56,7 @@ func TestLinksOnlyTheOperator(t *testing.T) {
 	}
 	const mod = "github.com/dolphin-operator/dolphin/"
 	for _, dep := range deps {
-		for _, banned := range []string{"cmd/dolphin", "internal/localcluster", "internal/localnode", "internal/localproxy", "internal/restore"} {
+		for _, banned := range []string{"cmd/dolphin", "internal/localcluster", "internal/localnode", "internal/localproxy", "internal/localstack", "internal/restore", "internal/podcmd", "internal/seed", "internal/agentops"} {
 			if dep == mod+banned {
 				t.Errorf("dolphin-operator links %s, which only the dolphin binary needs", dep)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -31,5 +32,27 @@ func TestPodBinaryCommands(t *testing.T) {
 	root.SetArgs([]string{"version"})
 	if err := root.ExecuteContext(context.Background()); err != nil || !strings.HasPrefix(out.String(), "dolphin-pod dev") {
 		t.Errorf("version: %v, %q", err, out.String())
+	}
+}
+
+// TestLinksNeitherOperatorNorLocalStack keeps the pod binary small (docs/design/0061): a
+// package that brings the operator, the local stack or Kubernetes' API clients into its
+// imports fails here.
+func TestLinksNeitherOperatorNorLocalStack(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/dolphin-operator/dolphin/internal/podcmd") {
+		t.Fatalf("go list -deps does not list internal/podcmd: %d packages", len(deps))
+	}
+	const mod = "github.com/dolphin-operator/dolphin/"
+	for _, banned := range []string{mod + "internal/operator", mod + "internal/controller", mod + "internal/localstack",
+		mod + "internal/localcluster", mod + "internal/localnode", mod + "internal/resources",
+		"k8s.io/client-go/kubernetes", "sigs.k8s.io/controller-runtime/pkg/manager"} {
+		if slices.Contains(deps, banned) {
+			t.Errorf("the pod binary links %s", banned)
+		}
 	}
 }

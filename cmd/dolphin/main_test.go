@@ -3,22 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 )
-
-// runMainEnv makes the test binary act as the dolphin binary (see TestMain), so a test can run
-// the real main (a subcommand with its signal handling) as a process without building anything.
-const runMainEnv = "DOLPHIN_TEST_RUN_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
 
 // run executes the dolphin command line args and returns its standard output.
 func run(t *testing.T, args ...string) (string, error) {

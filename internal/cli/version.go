@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Build information, set at link time for both binaries:
+// Build information, set at link time for every binary:
 //
 //	go build -ldflags "-X github.com/dolphin-operator/dolphin/internal/cli.Version=v0.1.0 \
 //	  -X github.com/dolphin-operator/dolphin/internal/cli.Commit=$(git rev-parse HEAD)" ./cmd/...

@@ -342,7 +342,7 @@ func TestEnvtestServerUsersAndDatabases(t *testing.T) {
 		t.Fatal(err)
 	}
 	cond = o.waitCondition(t, dup, metav1.ConditionFalse, dolphinv1.ReasonConflict)
-	if !strings.Contains(cond.Message, `"app" already manages account app@%`) {
+	if !strings.Contains(cond.Message, `"app" already manages app@%`) {
 		t.Errorf("Conflict message: %s", cond.Message)
 	}
 	if err := c.Delete(ctx, dup); err != nil {

@@ -361,7 +361,8 @@ func (r *MySQLBackupReconciler) wait(ctx context.Context, b *dolphinv1.MySQLBack
 
 // operatorPassword is the current password of Dolphin's operator account of c.
 func (r *MySQLBackupReconciler) operatorPassword(ctx context.Context, c *dolphinv1.MySQLCluster) (string, error) {
-	pw, err := clusterCredential(ctx, r.Client, liveReader(r.APIReader, r.Client), c, resources.OperatorPasswordKey)
+	live := liveReader(r.APIReader, r.Client)
+	pw, err := clusterCredential(ctx, live, live, c, resources.OperatorPasswordKey)
 	return string(pw), err
 }
 
@@ -558,5 +559,5 @@ func (r *MySQLBackupReconciler) event(b *dolphinv1.MySQLBackup, typ, reason, act
 // storeClients are resolveStore's clients, with owner (nil when only reading) as a user of
 // a PVC store's server.
 func (r *MySQLBackupReconciler) storeClients(owner client.Object) storeClients {
-	return storeClients{Reader: r.APIReader, Writer: r.Client, Build: r.Build, Owner: owner}
+	return storeClients{Reader: liveReader(r.APIReader, r.Client), Writer: r.Client, Build: r.Build, Owner: owner}
 }

@@ -194,6 +194,20 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 
+	// The last steps (the backup schedule) run whatever the others did; their errors are
+	// returned, not written to the status.
+	for _, s := range r.steps() {
+		if !s.last {
+			continue
+		}
+		logger.V(1).Info("step", "name", s.name)
+		out, err := s.run(ctx, desired)
+		if err != nil {
+			return ctrl.Result{}, errors.Join(stepErr, fmt.Errorf("step %s: %w", s.name, err))
+		}
+		outcome.merge(out)
+	}
+
 	var ue *userError
 	if errors.As(stepErr, &ue) {
 		// Only the user can fix this; a change to the spec or to the referenced Secret
@@ -217,10 +231,10 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{RequeueAfter: outcome.requeueAfter}, stepErr
 }
 
-// runSteps runs the named steps in order on desired (only pod-stop while the cluster is
-// paused: a deleted pod's server is released at once, as a paused engine switches nothing
-// over). It returns the steps' error, whether every failing step was independent, and the
-// soonest time a step asked to look again.
+// runSteps runs the named steps but the last ones in order on desired (only pod-stop while
+// the cluster is paused: a deleted pod's server is released at once, as a paused engine
+// switches nothing over). It returns the steps' error, whether every failing step was
+// independent, and the soonest time a step asked to look again.
 func (r *MySQLClusterReconciler) runSteps(ctx context.Context, desired *dolphinv1.MySQLCluster) (stepErr error, sideOnly bool, outcome stepOutcome) {
 	logger := log.FromContext(ctx)
 	if desired.Spec.Paused {
@@ -232,7 +246,7 @@ func (r *MySQLClusterReconciler) runSteps(ctx context.Context, desired *dolphinv
 	}
 	var sideErrs []error
 	for _, s := range r.steps() {
-		if stepErr != nil && !s.afterFailure {
+		if s.last {
 			continue
 		}
 		logger.V(1).Info("step", "name", s.name)
@@ -240,15 +254,15 @@ func (r *MySQLClusterReconciler) runSteps(ctx context.Context, desired *dolphinv
 		outcome.merge(out)
 		switch {
 		case err == nil:
-		case stepErr != nil:
-			// A step that runs after a failed one: its error joins that one's.
-			stepErr = errors.Join(stepErr, fmt.Errorf("step %s: %w", s.name, err))
 		case s.independent:
 			// Reported, and the steps after it still run (a StorageClass that cannot
 			// expand must not stop the backup store or the archive).
 			sideErrs = append(sideErrs, fmt.Errorf("step %s: %w", s.name, err))
 		default:
 			stepErr = fmt.Errorf("step %s: %w", s.name, err)
+		}
+		if stepErr != nil {
+			break
 		}
 	}
 	if stepErr == nil && len(sideErrs) > 0 {

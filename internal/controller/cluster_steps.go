@@ -23,16 +23,18 @@ import (
 )
 
 // step is one named part of a reconcile. Steps run in order; the first error of a step that
-// is not independent stops the run (only steps marked afterFailure run after it).
+// is not independent stops the run.
 type step struct {
 	name string
 	run  stepFunc
 	// independent: no later step needs this one; its failure is reported and the run goes
 	// on (a user error there does not make the cluster Failed, docs/design/0053).
 	independent bool
-	// afterFailure: runs even when an earlier step failed (scheduled backups never stop for
-	// a user error elsewhere).
-	afterFailure bool
+	// last: runs after the status is written and the topology engine updated, whatever the
+	// other steps did (scheduled backups never stop for a user error elsewhere, and a
+	// failover's forwarding waits for no backup store); its error is returned, not written
+	// to the status.
+	last bool
 }
 
 // stepFunc is a step's work: it ends with an error, or with an outcome — done, or done for now
@@ -80,8 +82,8 @@ func collecting(run func(context.Context, *dolphinv1.MySQLCluster, *stepOutcome)
 // Service, the rollout of its pod template (cluster_rollout.go), then the steps nothing
 // depends on — the budget, storage growth, the backup store, the restore's outcome, the
 // archive — each run whatever the others do (a StorageClass that cannot expand must not stop
-// the backup store or the archive), and last the backup schedule and retention, which run
-// even after a failed step.
+// the backup store or the archive), and last, once the status is written, the backup schedule
+// and retention, which run whatever the other steps did.
 func (r *MySQLClusterReconciler) steps() []step {
 	return []step{
 		{name: "pod-stop", run: collecting(r.reconcilePodStop)},
@@ -103,7 +105,7 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{name: "restore-outcome", run: done(r.reconcileRestoreOutcome), independent: true},
 		{name: "binlog-archive", run: collecting(r.reconcileBinlogArchive), independent: true},
 		{name: "metrics-secret", run: done(r.reconcileMetricsSecret), independent: true},
-		{name: "backup-schedule", run: r.reconcileBackupSchedule, independent: true, afterFailure: true},
+		{name: "backup-schedule", run: r.reconcileBackupSchedule, last: true},
 	}
 }
 

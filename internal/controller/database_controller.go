@@ -58,8 +58,10 @@ func databaseTarget(d *dolphinv1.MySQLDatabase) sqlTarget {
 	name := resources.DatabaseName(d)
 	d.Status.Database = name
 	return sqlTarget{
-		cluster: d.Spec.Cluster, identity: databaseIdentity(d.Spec.Cluster, name), what: "database " + name,
-		drop: sqlobjects.PlanDropDatabase(name), dropped: "DatabaseDropped", dropOnDelete: d.Spec.CleanupPolicy == dolphinv1.CleanupDelete,
+		cluster: d.Spec.Cluster, identity: databaseIdentity(d.Spec.Cluster, name),
+		what: "database " + name, managed: "database " + name,
+		drop: sqlobjects.PlanDropDatabase(name), dropText: "DROP DATABASE " + name,
+		dropped: "DatabaseDropped", dropOnDelete: d.Spec.CleanupPolicy == dolphinv1.CleanupDelete,
 	}
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,11 +46,14 @@ type sqlTarget struct {
 	// cluster is the object's MySQLCluster; identity its value of sqlIdentityIndex, which two
 	// objects of a kind naming the same server object share.
 	cluster, identity string
-	// what names the server object in messages ("account app@%", "database shop").
-	what string
-	// drop is the statement that removes it, dropped the event reason once it ran, and
-	// dropOnDelete whether the object's cleanup policy asks for it.
+	// what names the server object in messages ("account app@%", "database shop"), and
+	// managed in the message of a conflict ("app@%", "database shop").
+	what, managed string
+	// drop is the statement that removes it, dropText how messages show it ("DROP USER
+	// app@%"), dropped the event reason once it ran, and dropOnDelete whether the object's
+	// cleanup policy asks for it.
 	drop         sqlobjects.Statement
+	dropText     string
 	dropped      string
 	dropOnDelete bool
 }
@@ -86,7 +90,7 @@ func (s sqlObjectReconciler[T]) reconcile(ctx context.Context, key client.Object
 		return ctrl.Result{}, err
 	case older != "":
 		st = sqlState{reason: dolphinv1.ReasonConflict, message: fmt.Sprintf(
-			"%s %q already manages %s on cluster %s: delete one of them", s.kind, older, t.what, t.cluster)}
+			"%s %q already manages %s on cluster %s: delete one of them", s.kind, older, t.managed, t.cluster)}
 	default:
 		if st, err = apply(ctx, obj, t); err != nil {
 			return ctrl.Result{}, err
@@ -119,7 +123,7 @@ func (s sqlObjectReconciler[T]) cleanup(ctx context.Context, obj T, t sqlTarget)
 			return deleting(*wait, "dropping "+t.what), nil
 		default:
 			if err := srv.Apply(ctx, []sqlobjects.Statement{t.drop}); err != nil {
-				return deleting(*serverState(err, t.drop.String()), "dropping "+t.what), nil
+				return deleting(*serverState(err, t.dropText), "dropping "+t.what), nil
 			}
 			s.event(obj, corev1.EventTypeNormal, t.dropped, "Delete", "dropped %s (cleanupPolicy Delete)", t.what)
 		}
@@ -157,7 +161,7 @@ func (s sqlObjectReconciler[T]) finish(ctx context.Context, orig, obj T, st sqlS
 		}
 	}
 	if !st.ready {
-		log.FromContext(ctx).V(1).Info(s.kind+" not ready", "reason", st.reason, "message", st.message)
+		log.FromContext(ctx).V(1).Info(strings.ToLower(strings.TrimPrefix(s.kind, "MySQL"))+" not ready", "reason", st.reason, "message", st.message)
 	}
 	return ctrl.Result{RequeueAfter: st.requeue}, nil
 }

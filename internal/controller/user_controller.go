@@ -69,8 +69,10 @@ func userTarget(u *dolphinv1.MySQLUser) sqlTarget {
 	u.Status.Account = name + "@" + host
 	u.Status.PasswordSecret = resources.UserPasswordSecretName(u)
 	return sqlTarget{
-		cluster: u.Spec.Cluster, identity: userIdentity(u.Spec.Cluster, name, host), what: "account " + name + "@" + host,
-		drop: sqlobjects.PlanDropUser(name, host), dropped: "UserDropped", dropOnDelete: u.Spec.CleanupPolicy != dolphinv1.CleanupRetain,
+		cluster: u.Spec.Cluster, identity: userIdentity(u.Spec.Cluster, name, host),
+		what: "account " + name + "@" + host, managed: name + "@" + host,
+		drop: sqlobjects.PlanDropUser(name, host), dropText: "DROP USER " + name + "@" + host,
+		dropped: "UserDropped", dropOnDelete: u.Spec.CleanupPolicy != dolphinv1.CleanupRetain,
 	}
 }
 

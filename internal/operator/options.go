@@ -1,8 +1,9 @@
 // Package operator sets up and runs the Dolphin operator: one controller-runtime manager with
 // its own scheme, leader election on a Lease, a metrics endpoint (HTTPS with Kubernetes
 // authentication and authorization by default), health probes and the MySQLCluster
-// reconciler. cmd/dolphin only parses flags into Options and calls Run, so tests start the
-// very same manager against a real API server.
+// reconciler. NewCommand (the `operator` command of cmd/dolphin and the root of
+// cmd/dolphin-operator) only parses flags into Options and calls Run, so tests start the very
+// same manager against a real API server.
 package operator
 
 import (

@@ -12,12 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/agentops"
 	"github.com/dolphin-operator/dolphin/internal/instancemetrics"
 	"github.com/dolphin-operator/dolphin/internal/podlayout"
 )
 
 // agentOptions are the flags of `dolphin agent`. The flags of the backup and clone functions
-// (where the data and the server are) belong to agentWiring, in agent_wiring.go.
+// (where the data and the server are) are an agentops.Config.
 type agentOptions struct {
 	listen, tokenFile, tlsCert, tlsKey string
 	// metricsTokenFile and monitorPasswordFile default to the agent Secret's keys beside
@@ -25,7 +26,7 @@ type agentOptions struct {
 	metricsTokenFile, monitorUser, monitorPasswordFile string
 	shutdownTimeout                                    time.Duration
 	zap                                                zap.Options
-	wiring                                             agentWiring
+	wiring                                             agentops.Config
 }
 
 // newAgentCmd returns `dolphin agent`: the instance agent, a sidecar of every database pod that
@@ -59,7 +60,9 @@ func newAgentCmd() *cobra.Command {
 		"file holding --monitor-user's password (default: "+podlayout.MonitorPasswordKey+" beside --token-file)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", agent.DefaultShutdownTimeout,
 		"how long requests and the running backup may take to end after SIGTERM")
-	o.wiring.addFlags(f)
+	f.StringVar(&o.wiring.Flavor, "flavor", "mariadb", `database flavor: "mariadb" or "mysql"`)
+	f.StringVar(&o.wiring.DataDir, "datadir", "/var/lib/mysql", "the server's data directory")
+	f.StringVar(&o.wiring.Socket, "socket", "", "the server's Unix socket, when a request names none")
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	o.zap.BindFlags(zfs)
 	f.AddGoFlagSet(zfs)
@@ -74,13 +77,13 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return errors.New("--tls-cert and --tls-key are required")
 	}
 	log := zap.New(zap.UseFlagOptions(&o.zap)).WithName("agent")
-	backupFn, cloneFn := o.wiring.functions(log)
+	backupFn, cloneFn := o.wiring.Functions(log)
 	opts := agent.ServerOptions{
 		TokenFile: o.tokenFile, CertFile: o.tlsCert, KeyFile: o.tlsKey,
-		Backup: backupFn, Clone: cloneFn, Reseed: o.wiring.reseedFunc(), Keep: o.wiring.keepFunc(), GTIDState: o.wiring.gtidStateFunc(), EngineUpgrade: o.wiring.engineUpgradeFunc(), StopReleasedFile: o.wiring.stopReleasedFile(), Logger: log, ShutdownTimeout: o.shutdownTimeout,
+		Backup: backupFn, Clone: cloneFn, Reseed: o.wiring.ReseedFunc(), Keep: o.wiring.KeepFunc(), GTIDState: o.wiring.GTIDStateFunc(), EngineUpgrade: o.wiring.EngineUpgradeFunc(), StopReleasedFile: o.wiring.StopReleasedFile(), Logger: log, ShutdownTimeout: o.shutdownTimeout,
 	}
-	if o.wiring.socket != "" {
-		metrics, err := instancemetrics.Handler(instancemetrics.Options{Socket: o.wiring.socket, User: o.monitorUser,
+	if o.wiring.Socket != "" {
+		metrics, err := instancemetrics.Handler(instancemetrics.Options{Socket: o.wiring.Socket, User: o.monitorUser,
 			PasswordFile: besideTokenFile(o.monitorPasswordFile, o.tokenFile, podlayout.MonitorPasswordKey), Logger: log.WithName("metrics")})
 		if err != nil {
 			// Backups, clones and the stop release matter more than metrics.

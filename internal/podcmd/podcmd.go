@@ -2,10 +2,11 @@
 // `/dolphin` of Dolphin's image, built from cmd/dolphin-pod; cmd/dolphin offers them too, for
 // the host-process node): the agent sidecar, the seed and restore init containers, the
 // verification pod, the store server, the binlog archiver and the kept copies (read where they
-// are: on an instance's volume, through kubectl exec). Each command parses its flags and the secrets of its environment into the options
-// of the internal package that does the work, and calls it.
+// are: on an instance's volume, through kubectl exec). Each command parses its flags and the
+// secrets of its environment into the options of the internal package that does the work, and
+// calls it.
 //
-//	agent.go          `dolphin agent`           internal/agent (agent_wiring.go: its operations)
+//	agent.go          `dolphin agent`           internal/agent, internal/agentops (its operations)
 //	seed.go           `dolphin seed`            internal/seed
 //	restore.go        `dolphin restore`         internal/restore
 //	verify.go         `dolphin verify`          internal/restore (verification)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/agentops"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
@@ -119,8 +120,8 @@ func TestServerAgentKeepUploadsToTheStore(t *testing.T) {
 	}
 	bucket := t.TempDir()
 	cfg, _ := json.Marshal(objectstore.Config{Directory: bucket})
-	w := &agentWiring{flavor: "mariadb", dataDir: inst.DataDir}
-	resp, err := w.keepFunc()(context.Background(), agent.KeepRequest{Name: "db-0-x", Instance: "db-0", Primary: "db-1",
+	w := agentops.Config{Flavor: "mariadb", DataDir: inst.DataDir}
+	resp, err := w.KeepFunc()(context.Background(), agent.KeepRequest{Name: "db-0-x", Instance: "db-0", Primary: "db-1",
 		PrimaryState: primaryState, Reason: "test", Store: cfg, StorePrefix: "ns/db/kept/"})
 	if err != nil {
 		t.Fatal(err)

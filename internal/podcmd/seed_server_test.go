@@ -16,6 +16,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/agentops"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/restore"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
@@ -47,8 +48,8 @@ func TestServerSeedCmdClone(t *testing.T) {
 
 	// The source's agent, wired as `dolphin agent` is.
 	pki := writeSeedPKI(t)
-	wiring := agentWiring{flavor: "mariadb", dataDir: src.DataDir, socket: src.SocketPath()}
-	backupFn, cloneFn := wiring.functions(testr.New(t))
+	wiring := agentops.Config{Flavor: "mariadb", DataDir: src.DataDir, Socket: src.SocketPath()}
+	backupFn, cloneFn := wiring.Functions(testr.New(t))
 	srv, err := agent.NewServer(agent.ServerOptions{TokenFile: filepath.Join(pki.dir, "token"),
 		CertFile: filepath.Join(pki.dir, "tls.crt"), KeyFile: filepath.Join(pki.dir, "tls.key"),
 		Backup: backupFn, Clone: cloneFn, Logger: testr.New(t)})

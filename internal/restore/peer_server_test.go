@@ -124,7 +124,7 @@ func describeRows(rows interface {
 	return strings.Join(out, " ")
 }
 
-// streamClone is the agent's CloneFunc as `dolphin agent` wires it (cmd/dolphin), for inst.
+// streamClone is the agent's CloneFunc as `dolphin agent` wires it (internal/agentops), for inst.
 func streamClone(inst *dbtest.Instance) agent.CloneFunc {
 	return func(ctx context.Context, req agent.CloneRequest, w io.Writer) error {
 		socket := req.DB.Socket

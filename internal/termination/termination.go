@@ -3,7 +3,8 @@
 //
 // The command's last line of output is "<prefix><result>", on one line of at most MaxLine
 // bytes. Kubernetes puts the tail of the output in the container's termination message
-// (terminationMessagePolicy FallbackToLogsOnError keeps the log's last 2048 bytes; `dolphin
+// (terminationMessagePolicy FallbackToLogsOnError keeps the log's last 2048 bytes or 80 lines,
+// whichever is less: the last line is in either; `dolphin
 // verify` also writes the line to the message file), and Last takes that line back out. This
 // file is the protocol's only encoder (Line, Report) and decoder (Last, Result).
 package termination

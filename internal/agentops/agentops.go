@@ -1,8 +1,9 @@
-package podcmd
-
-// This file connects `dolphin agent` to the code that does the work (internal/backup,
-// internal/objectstore). It is owned by whoever wires those packages in; agent.go only calls
-// addFlags and functions.
+// Package agentops is what the instance agent does for each request, in terms of the
+// packages that do the work: backups and clone streams (internal/backup), kept copies
+// (internal/binlog), re-seed marks (internal/restore), engine upgrades
+// (internal/engineupgrade). internal/agent serves the requests; `dolphin agent`
+// (internal/podcmd) passes a Config to it.
+package agentops
 
 import (
 	"context"
@@ -13,7 +14,6 @@ import (
 	"path/filepath"
 
 	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/backup"
@@ -24,21 +24,16 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/restore"
 )
 
-// agentWiring holds the flags that say where the data and the server of this pod are. The pod
-// spec (internal/resources/agent.go) passes them.
-type agentWiring struct {
-	flavor, dataDir, socket string
+// Config says where the data and the server of this pod are (the pod spec,
+// internal/resources/agent.go, passes them as `dolphin agent` flags).
+type Config struct {
+	// Flavor is the database flavor ("mariadb" or "mysql"); DataDir the server's data
+	// directory; Socket its Unix socket, used when a request names no server.
+	Flavor, DataDir, Socket string
 }
 
-// addFlags registers the wiring's flags on fs.
-func (w *agentWiring) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&w.flavor, "flavor", "mariadb", `database flavor: "mariadb" or "mysql"`)
-	fs.StringVar(&w.dataDir, "datadir", "/var/lib/mysql", "the server's data directory")
-	fs.StringVar(&w.socket, "socket", "", "the server's Unix socket, when a request names none")
-}
-
-// functions returns the agent's Backup and Clone functions.
-func (w *agentWiring) functions(log logr.Logger) (agent.BackupFunc, agent.CloneFunc) {
+// Functions returns the agent's Backup and Clone functions.
+func (w Config) Functions(log logr.Logger) (agent.BackupFunc, agent.CloneFunc) {
 	backupFn := func(ctx context.Context, req agent.BackupRequest, progress func(int64)) (*backup.Manifest, error) {
 		var cfg objectstore.Config
 		if err := json.Unmarshal(req.Store, &cfg); err != nil {
@@ -53,32 +48,32 @@ func (w *agentWiring) functions(log logr.Logger) (agent.BackupFunc, agent.CloneF
 		}
 		socket := req.DB.Socket
 		if socket == "" && req.DB.Host == "" {
-			socket = w.socket
+			socket = w.Socket
 		}
 		return backup.Take(ctx, backup.TakeOptions{
 			Prefix: req.Prefix,
 			Name:   req.Meta.Name, Namespace: req.Meta.Namespace, Cluster: req.Meta.Cluster,
 			SourceInstance: req.Meta.SourceInstance, SourceRole: req.Meta.SourceRole,
-			Flavor: firstNonEmpty(req.Meta.Flavor, w.flavor),
+			Flavor: firstNonEmpty(req.Meta.Flavor, w.Flavor),
 			Socket: socket, Host: req.DB.Host, Port: req.DB.Port,
 			User: req.DB.User, Password: req.DB.Password,
-			DataDir:  w.dataDir,
+			DataDir:  w.DataDir,
 			Progress: progress,
 			Log:      func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) },
 		}, store)
 	}
 	// Clone streams this instance's backup to a new instance (restore.FromPeer).
 	cloneFn := func(ctx context.Context, req agent.CloneRequest, out io.Writer) error {
-		if w.flavor != "mariadb" {
-			return fmt.Errorf("flavor %q: clones are implemented for mariadb only", w.flavor)
+		if w.Flavor != "mariadb" {
+			return fmt.Errorf("flavor %q: clones are implemented for mariadb only", w.Flavor)
 		}
 		socket := req.DB.Socket
 		if socket == "" && req.DB.Host == "" {
-			socket = w.socket
+			socket = w.Socket
 		}
 		rep, err := backup.Stream(ctx, backup.StreamOptions{
 			Socket: socket, Host: req.DB.Host, Port: req.DB.Port, User: req.DB.User, Password: req.DB.Password,
-			DataDir: w.dataDir,
+			DataDir: w.DataDir,
 		}, out)
 		if err != nil {
 			return err
@@ -96,13 +91,13 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// reseedFunc writes restore.ReseedMarker (the operator's reason, and the copy it kept) into
+// ReseedFunc writes restore.ReseedMarker (the operator's reason, and the copy it kept) into
 // the data directory: the next seed container makes the copy again with the server stopped,
 // then discards the data and seeds the instance again. The running server is not touched.
-func (w *agentWiring) reseedFunc() agent.ReseedFunc {
+func (w Config) ReseedFunc() agent.ReseedFunc {
 	return func(_ context.Context, req agent.ReseedRequest) error {
 		mark := restore.ReseedMark{Reason: req.Reason, Keep: req.Keep}
-		file := filepath.Join(w.dataDir, restore.ReseedMarker)
+		file := filepath.Join(w.DataDir, restore.ReseedMarker)
 		if err := os.WriteFile(file, mark.Encode(), 0o640); err != nil {
 			return fmt.Errorf("writing %s: %w", file, err)
 		}
@@ -110,23 +105,23 @@ func (w *agentWiring) reseedFunc() agent.ReseedFunc {
 	}
 }
 
-// keepFunc keeps the copy in the data directory's root (restore.KeptPrefix), on the
+// KeepFunc keeps the copy in the data directory's root (restore.KeptPrefix), on the
 // instance's volume: it survives the re-clone that follows.
-func (w *agentWiring) keepFunc() agent.KeepFunc {
+func (w Config) KeepFunc() agent.KeepFunc {
 	return func(ctx context.Context, req agent.KeepRequest) (*agent.KeepResponse, error) {
-		if w.flavor != "mariadb" {
-			return nil, fmt.Errorf("flavor %q: kept copies are implemented for mariadb only", w.flavor)
+		if w.Flavor != "mariadb" {
+			return nil, fmt.Errorf("flavor %q: kept copies are implemented for mariadb only", w.Flavor)
 		}
 		state, err := binlog.ParseServerState(req.PrimaryState)
 		if err != nil {
 			return nil, fmt.Errorf("the primary's state: %w", err)
 		}
-		store, err := objectstore.NewDirectory(w.dataDir)
+		store, err := objectstore.NewDirectory(w.DataDir)
 		if err != nil {
 			return nil, err
 		}
 		cp, err := binlog.Keep(ctx, binlog.KeepOptions{
-			BinlogIndex: filepath.Join(w.dataDir, restore.BinlogIndex), Primary: state,
+			BinlogIndex: filepath.Join(w.DataDir, restore.BinlogIndex), Primary: state,
 			Store: store, Prefix: restore.KeptPrefix, Name: req.Name,
 			Instance: req.Instance, PrimaryName: req.Primary, Reason: req.Reason,
 		})
@@ -156,36 +151,36 @@ func (w *agentWiring) keepFunc() agent.KeepFunc {
 	}
 }
 
-// engineUpgradeFunc runs mariadb-upgrade against the local server with the caller's account
+// EngineUpgradeFunc runs mariadb-upgrade against the local server with the caller's account
 // (the image's tool: the server's own version).
-func (w *agentWiring) engineUpgradeFunc() agent.EngineUpgradeFunc {
+func (w Config) EngineUpgradeFunc() agent.EngineUpgradeFunc {
 	return func(ctx context.Context, db agent.DBConn) (agent.EngineUpgradeResponse, error) {
 		socket := db.Socket
 		if socket == "" && db.Host == "" {
-			socket = w.socket
+			socket = w.Socket
 		}
-		res, err := engineupgrade.Run(ctx, engineupgrade.Options{DataDir: w.dataDir, Socket: socket, Host: db.Host, Port: db.Port,
+		res, err := engineupgrade.Run(ctx, engineupgrade.Options{DataDir: w.DataDir, Socket: socket, Host: db.Host, Port: db.Port,
 			User: db.User, Password: db.Password})
 		return agent.EngineUpgradeResponse{From: res.From, To: res.To, Ran: res.Ran, Seconds: res.Took.Seconds()}, err
 	}
 }
 
-// gtidStateFunc reads the local server's @@gtid_binlog_state with the caller's account.
-func (w *agentWiring) gtidStateFunc() agent.GTIDStateFunc {
+// GTIDStateFunc reads the local server's @@gtid_binlog_state with the caller's account.
+func (w Config) GTIDStateFunc() agent.GTIDStateFunc {
 	return func(ctx context.Context, db agent.DBConn) (string, error) {
 		socket := db.Socket
 		if socket == "" && db.Host == "" {
-			socket = w.socket
+			socket = w.Socket
 		}
 		return backup.GTIDBinlogState(ctx, backup.StreamOptions{Socket: socket, Host: db.Host, Port: db.Port, User: db.User, Password: db.Password})
 	}
 }
 
-// stopReleasedFile is the file that releases the server container's preStop hold, in the run
+// StopReleasedFile is the file that releases the server container's preStop hold, in the run
 // directory beside the server's socket (podlayout.StopReleasedFileName); "" without a socket.
-func (w *agentWiring) stopReleasedFile() string {
-	if w.socket == "" {
+func (w Config) StopReleasedFile() string {
+	if w.Socket == "" {
 		return ""
 	}
-	return filepath.Join(filepath.Dir(w.socket), podlayout.StopReleasedFileName)
+	return filepath.Join(filepath.Dir(w.Socket), podlayout.StopReleasedFileName)
 }
