@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,8 +82,27 @@ func (h *harness) converge(what string, done func(Decision) bool) Decision {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	h.t.Fatalf("%s: not reached; last state %s (%s), err %v", what, d.State, d.Message, err)
+	h.t.Fatalf("%s: not reached; last state %s (%s), err %v; the instances: %s", what, d.State, d.Message, err, h.describe())
 	return d
+}
+
+// describe says what each instance holds and how its replication stands, for a failure message.
+func (h *harness) describe() string {
+	var parts []string
+	for i, in := range h.db.Instances {
+		st, err := statusOf(h, i)
+		switch {
+		case err != nil:
+			parts = append(parts, fmt.Sprintf("%s: %v", in.Name, err))
+		case st.Replica == nil:
+			parts = append(parts, fmt.Sprintf("%s: executed %s, no replication", in.Name, st.Executed))
+		default:
+			r := st.Replica
+			parts = append(parts, fmt.Sprintf("%s: executed %s, replicating from %s (io %v, sql %v, io error %d %q, sql error %d %q)",
+				in.Name, st.Executed, r.SourceHost, r.IORunning, r.SQLRunning, r.LastIOErrno, r.LastIOError, r.LastSQLErrno, r.LastSQLError))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func healthyWith(primary string) func(Decision) bool {
