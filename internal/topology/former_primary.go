@@ -111,6 +111,13 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 			switch step {
 			case 0:
 				err = e.setInitConnect(kctx, in, refusedLogin)
+				// Checked again by restoreRefusedLogins once this refusal is no longer under
+				// way: a second promotion before step 1 (this server promoted back, or another
+				// former primary noted) must not leave it refusing logins — the replication
+				// account's too — for good.
+				e.mu.Lock()
+				delete(e.loginsChecked, m.Addr())
+				e.mu.Unlock()
 			case 1:
 				err = e.setInitConnect(kctx, in, "")
 			}
