@@ -212,3 +212,86 @@ func TestServerTakeUnderWrites(t *testing.T) {
 		t.Errorf("after replication app.w has %d rows, the primary committed %d", n, total)
 	}
 }
+
+// TestServerTakeMakesTheApplierSerial checks serialApply on a replica under writes while
+// something keeps starting its applier, as Dolphin's engine does with a stopped one: during
+// the tool's run the applier has no parallel threads, afterwards it has its 4 again and runs,
+// and the backup holds exactly what its position says. A replica whose applier was stopped
+// gets its threads back but stays stopped.
+func TestServerTakeMakesTheApplierSerial(t *testing.T) {
+	tc := startCluster(t)
+	if got := tc.str(tc.replica, "SELECT @@slave_parallel_threads"); got != "4" {
+		t.Fatalf("replica slave_parallel_threads %s, want the production my.cnf's 4", got)
+	}
+	base := seqOf(t, tc.str(tc.primary, "SELECT @@gtid_binlog_pos"))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := tc.db(tc.primary).Exec("INSERT INTO app.w (at) VALUES (NOW(6))"); err != nil {
+				t.Errorf("writer: %v", err)
+				return
+			}
+			writes.Add(1)
+		}
+	})
+	var starts atomic.Int64
+	wg.Go(func() { // the engine: a stopped applier is started again
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if _, err := tc.db(tc.replica).Exec("START SLAVE SQL_THREAD"); err == nil {
+				starts.Add(1)
+			}
+		}
+	})
+	time.Sleep(200 * time.Millisecond)
+	store, _ := newStore(t)
+	opts := takeOptions(tc.replica, "ns/c/serial/")
+	var during sync.Once
+	threadsDuring := ""
+	opts.Progress = func(int64) {
+		during.Do(func() { threadsDuring = tc.str(tc.replica, "SELECT @@slave_parallel_threads") })
+	}
+	m, err := Take(t.Context(), opts, store)
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	t.Logf("%d writes, backup at %s, %d START SLAVE SQL_THREAD sent during the run", writes.Load(), m.GTIDPosition, starts.Load())
+	if threadsDuring != "0" {
+		t.Errorf("slave_parallel_threads during the backup %q, want 0 (a serial applier)", threadsDuring)
+	}
+	if got := tc.str(tc.replica, "SELECT @@slave_parallel_threads"); got != "4" {
+		t.Errorf("slave_parallel_threads after the backup %s, want 4 again", got)
+	}
+	if running, _, err := applierRunning(sqlCtx(t), tc.db(tc.replica)); err != nil || !running {
+		t.Errorf("applier running after the backup: %v (%v), want true", running, err)
+	}
+	tc.restoreInto(tc.spare, store, "ns/c/serial/")
+	if n, want := tc.count(tc.spare, "app.w"), int(seqOf(t, m.GTIDPosition)-base); n != want {
+		t.Errorf("restored app.w has %d rows, the position %s says %d", n, m.GTIDPosition, want)
+	}
+
+	tc.exec(tc.replica, "STOP SLAVE SQL_THREAD")
+	if _, err := Take(t.Context(), takeOptions(tc.replica, "ns/c/stopped/"), store); err != nil {
+		t.Fatalf("Take with the applier stopped: %v", err)
+	}
+	if running, _, err := applierRunning(sqlCtx(t), tc.db(tc.replica)); err != nil || running {
+		t.Errorf("applier running after a backup that found it stopped: %v (%v), want it still stopped", running, err)
+	}
+	if got := tc.str(tc.replica, "SELECT @@slave_parallel_threads"); got != "4" {
+		t.Errorf("slave_parallel_threads after the backup %s, want 4 again", got)
+	}
+}

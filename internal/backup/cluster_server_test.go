@@ -28,8 +28,10 @@ const backupUser = "dolphin-backup"
 
 var backupPassword = "p#w \"q\" \\x 'y' \tend \n"
 
-// backupGrants are the privileges mariadb-backup 10.11 needs, --slave-info included.
-const backupGrants = "RELOAD, PROCESS, LOCK TABLES, BINLOG MONITOR, SLAVE MONITOR"
+// backupGrants are the privileges a backup of a replica needs: mariadb-backup 10.11's,
+// --slave-info included, and REPLICATION SLAVE ADMIN to make the applier serial for the run
+// (serialApply).
+const backupGrants = "RELOAD, PROCESS, LOCK TABLES, BINLOG MONITOR, SLAVE MONITOR, REPLICATION SLAVE ADMIN"
 
 // seedRows is how many rows the primary's app.t holds before a backup.
 const seedRows = 3000

@@ -25,7 +25,9 @@ type StreamOptions struct {
 	Host   string
 	Port   int
 	// User and Password of an account with the privileges mariadb-backup needs (RELOAD,
-	// PROCESS, LOCK TABLES, BINLOG MONITOR, SLAVE MONITOR for --slave-info). The password
+	// PROCESS, LOCK TABLES, BINLOG MONITOR, SLAVE MONITOR for --slave-info), and on a
+	// replica REPLICATION SLAVE ADMIN (its applier is made serial for the run, see
+	// serialApply). The password
 	// never appears on a command line: it is passed in a 0600 option file in TmpDir, removed
 	// when the run ends.
 	User     string
@@ -54,6 +56,8 @@ type StreamOptions struct {
 	// positionAt, when set, replaces asking the server for BINLOG_GTID_POS (tests of fake
 	// tools, which have no server).
 	positionAt positionFunc
+	// serialApplyHook, when set, replaces serialApply (tests of fake tools).
+	serialApplyHook serialApplyFunc
 }
 
 // StreamReport says what Stream wrote: the position the streamed data contains, as
@@ -262,6 +266,25 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 	}
 	raw := &countReader{r: stdout, gate: gate}
 
+	if o.Flavor != FlavorMySQL {
+		serial := o.serialApplyHook
+		if serial == nil {
+			serial = o.serialApply
+		}
+		restoreApplier, err := serial(ctx)
+		if err != nil {
+			enc.Close()
+			return res, err
+		}
+		defer func() {
+			// Also when ctx is done: the applier must get its threads back.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if rerr := restoreApplier(rctx); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}()
+	}
 	res.start = time.Now().UTC().Truncate(time.Second)
 	if err := cmd.Start(); err != nil {
 		enc.Close()

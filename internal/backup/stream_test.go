@@ -49,7 +49,7 @@ func streamOf(t *testing.T, files map[string][]byte) ([]byte, *StreamReport) {
 	var progress int64
 	rep, err := Stream(t.Context(), StreamOptions{Socket: filepath.Join(t.TempDir(), "no.sock"), User: "u", Password: "pw",
 		DataDir: "/var/lib/mysql", Tool: tool, TmpDir: t.TempDir(), Progress: func(n int64) { progress = n },
-		positionAt: fixedPosition("0-1-42,1-2-3")}, &out)
+		positionAt: fixedPosition("0-1-42,1-2-3"), serialApplyHook: noServerApplier}, &out)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -109,7 +109,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 func TestStreamWriterFails(t *testing.T) {
 	// An endless tool: only being stopped ends it.
 	tool := fakeBackupTool(t, t.TempDir(), "exec head -c 100000000000 /dev/urandom")
-	_, err := Stream(t.Context(), StreamOptions{Socket: "/no.sock", User: "u", DataDir: "/d", Tool: tool, TmpDir: t.TempDir()},
+	_, err := Stream(t.Context(), StreamOptions{Socket: "/no.sock", User: "u", DataDir: "/d", Tool: tool, TmpDir: t.TempDir(), serialApplyHook: noServerApplier},
 		&failingWriter{n: 1 << 20})
 	if !errors.Is(err, errWriter) || !strings.Contains(err.Error(), "writing the stream") || !strings.Contains(err.Error(), "mariadb-backup was stopped") {
 		t.Errorf("Stream into a failing writer: %v", err)
@@ -117,7 +117,7 @@ func TestStreamWriterFails(t *testing.T) {
 	// A tool that fails before writing anything leaves the writer untouched.
 	var out bytes.Buffer
 	failing := fakeBackupTool(t, t.TempDir(), "echo 'Failed to connect to the server' >&2; exit 1")
-	_, err = Stream(t.Context(), StreamOptions{Socket: "/no.sock", User: "u", DataDir: "/d", Tool: failing, TmpDir: t.TempDir()}, &out)
+	_, err = Stream(t.Context(), StreamOptions{Socket: "/no.sock", User: "u", DataDir: "/d", Tool: failing, TmpDir: t.TempDir(), serialApplyHook: noServerApplier}, &out)
 	if err == nil || !strings.Contains(err.Error(), "Failed to connect") || out.Len() != 0 {
 		t.Errorf("Stream with a failing tool: %v, %d bytes written", err, out.Len())
 	}

@@ -32,9 +32,9 @@ type TakeOptions struct {
 	Host   string
 	Port   int
 	// User and Password of an account with the privileges mariadb-backup needs (RELOAD,
-	// PROCESS, LOCK TABLES, BINLOG MONITOR, SLAVE MONITOR for --slave-info). The password
-	// never appears on a command line: it is passed in a 0600 option file in TmpDir, removed
-	// when Take returns.
+	// PROCESS, LOCK TABLES, BINLOG MONITOR, SLAVE MONITOR for --slave-info), and on a
+	// replica REPLICATION SLAVE ADMIN (see StreamOptions.User). The password never appears on
+	// a command line: it is passed in a 0600 option file in TmpDir, removed when Take returns.
 	User     string
 	Password string
 
@@ -59,7 +59,8 @@ type TakeOptions struct {
 	// Log, when set, receives what Take does on its own (a new attempt, see ErrRedoLogCopy).
 	Log func(format string, args ...any)
 
-	positionAt positionFunc // see StreamOptions
+	positionAt      positionFunc    // see StreamOptions
+	serialApplyHook serialApplyFunc // see StreamOptions
 }
 
 // takeAttempts bounds the runs of the tool in one Take when it fails with ErrRedoLogCopy.
@@ -167,7 +168,7 @@ func (o *TakeOptions) streamOptions() StreamOptions {
 	return StreamOptions{
 		Socket: o.Socket, Host: o.Host, Port: o.Port, User: o.User, Password: o.Password,
 		DataDir: o.DataDir, DefaultsFile: o.DefaultsFile, Flavor: o.Flavor, Tool: o.Tool, TmpDir: o.TmpDir,
-		ExtraArgs: o.ExtraArgs, Progress: o.Progress, positionAt: o.positionAt,
+		ExtraArgs: o.ExtraArgs, Progress: o.Progress, positionAt: o.positionAt, serialApplyHook: o.serialApplyHook,
 	}
 }
 

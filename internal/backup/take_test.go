@@ -42,7 +42,12 @@ echo "[00] 2026-12-01 11:17:13 completed OK!" >&2`, dir, source))
 func fakeOptions(t *testing.T, tool string) TakeOptions {
 	return TakeOptions{Prefix: "ns/c/b", Name: "b", Socket: filepath.Join(t.TempDir(), "no.sock"), User: "dolphin-backup",
 		Password: "pw#1 \"x\"", DataDir: "/var/lib/mysql", Tool: tool, TmpDir: t.TempDir(),
-		positionAt: fixedPosition("0-1-42,1-2-3")}
+		positionAt: fixedPosition("0-1-42,1-2-3"), serialApplyHook: noServerApplier}
+}
+
+// noServerApplier stands in for serialApply where a fake tool has no server.
+func noServerApplier(context.Context) (func(context.Context) error, error) {
+	return func(context.Context) error { return nil }, nil
 }
 
 // fixedPosition stands in for the server's BINLOG_GTID_POS: it answers pos ("" is NULL)

@@ -27,7 +27,7 @@ import (
 const (
 	cloneUser     = "dolphin-clone"
 	clonePassword = `cl#one "pw" \x`
-	cloneGrants   = "RELOAD, PROCESS, LOCK TABLES, BINLOG MONITOR, SLAVE MONITOR"
+	cloneGrants   = "RELOAD, PROCESS, LOCK TABLES, BINLOG MONITOR, SLAVE MONITOR, REPLICATION SLAVE ADMIN"
 	peerRowsT     = 1500
 )
 
