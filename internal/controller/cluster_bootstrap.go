@@ -2,14 +2,12 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/backup"
@@ -52,12 +50,8 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 	if cfg.HTTP != nil {
 		from.StoreURL = cfg.HTTP.URL
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"restoredFrom": from}})
-	if err != nil {
-		return fmt.Errorf("encoding status.restoredFrom: %w", err)
-	}
-	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("recording status.restoredFrom: %w", err)
+	if err := r.recordOwnedStatus(ctx, c, dolphinv1.MySQLClusterStatus{RestoredFrom: from}, "status.restoredFrom"); err != nil {
+		return err
 	}
 	c.Status.RestoredFrom = from
 	return nil

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -175,12 +174,8 @@ func (r *MySQLClusterReconciler) reconcileReclone(ctx context.Context, c *dolphi
 	if err := a.Reseed(ctx, req); err != nil {
 		return fmt.Errorf("marking %s for re-cloning: %w", pod.Name, err)
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"lastReclone": rec}})
-	if err != nil {
-		return fmt.Errorf("encoding status.lastReclone: %w", err)
-	}
-	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("recording status.lastReclone: %w", err)
+	if err := r.recordOwnedStatus(ctx, c, dolphinv1.MySQLClusterStatus{LastReclone: &rec}, "status.lastReclone"); err != nil {
+		return err
 	}
 	r.eventAbout(c, pod, corev1.EventTypeWarning, "Recloning", "Reclone", "re-cloning %s from a healthy peer: %s", pod.Name, reason)
 	r.reclones.forget(clusterKey)

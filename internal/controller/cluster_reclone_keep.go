@@ -10,8 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/agent"
@@ -113,12 +111,8 @@ func agentTooOld(err error) bool {
 // recordKept adds the copy to status.keptTransactions and says so in a Warning event.
 func (r *MySQLClusterReconciler) recordKept(ctx context.Context, c *dolphinv1.MySQLCluster, pod *corev1.Pod, cp keptCopy) error {
 	list := appendKept(c.Status.KeptTransactions, cp)
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"keptTransactions": list}})
-	if err != nil {
-		return fmt.Errorf("encoding status.keptTransactions: %w", err)
-	}
-	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("recording status.keptTransactions: %w", err)
+	if err := r.recordOwnedStatus(ctx, c, dolphinv1.MySQLClusterStatus{KeptTransactions: list}, "status.keptTransactions"); err != nil {
+		return err
 	}
 	c.Status.KeptTransactions = list
 	r.eventAbout(c, pod, corev1.EventTypeWarning, "KeptTransactions", "Reclone",

@@ -64,6 +64,28 @@ func (r *MySQLClusterReconciler) writeStatus(ctx context.Context, c *dolphinv1.M
 	return nil
 }
 
+// recordOwnedStatus writes, as a JSON merge patch, the status fields set in part and only
+// those: how a step that owns a field (ownedByOthers) records what it is about to do before
+// doing it. Every status field is omitempty (TestStatusFieldsAreOmitempty), so part's empty
+// fields stay out of the patch; what names the fields in errors.
+func (r *MySQLClusterReconciler) recordOwnedStatus(ctx context.Context, c *dolphinv1.MySQLCluster, part dolphinv1.MySQLClusterStatus, what string) error {
+	patch, err := ownedStatusPatch(part)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", what, err)
+	}
+	if err := r.Client.Status().Patch(ctx, c, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("recording %s: %w", what, err)
+	}
+	return nil
+}
+
+// ownedStatusPatch is recordOwnedStatus's patch: {"status": part}, part's empty fields omitted.
+func ownedStatusPatch(part dolphinv1.MySQLClusterStatus) ([]byte, error) {
+	return json.Marshal(struct {
+		Status dolphinv1.MySQLClusterStatus `json:"status"`
+	}{part})
+}
+
 // reconcilerStatusPatch is a JSON merge patch that sets every status field the reconcile owns
 // to st's value, with an explicit null for each one st leaves empty (recursively: a field no
 // longer set inside status.backup goes too), and leaves the other writers' fields alone. It

@@ -39,3 +39,36 @@ func TestReconcilerStatusPatchCoversEveryField(t *testing.T) {
 		t.Errorf("status.backup %v: want an object with a null for each field it lacks", patch.Status["backup"])
 	}
 }
+
+// TestStatusFieldsAreOmitempty checks what recordOwnedStatus relies on: every field of the
+// status is omitted from JSON when empty, so a patch of one field touches no other.
+func TestStatusFieldsAreOmitempty(t *testing.T) {
+	st := reflect.TypeFor[dolphinv1.MySQLClusterStatus]()
+	for f := range st.Fields() {
+		if tag := f.Tag.Get("json"); !strings.Contains(tag, ",omitempty") && !strings.Contains(tag, ",omitzero") {
+			t.Errorf("status field %s (json %q) is not omitempty: recordOwnedStatus would clear it", f.Name, tag)
+		}
+	}
+}
+
+// TestOwnedStatusPatchNamesOneField checks that each owned field's record patches that field
+// only, under its JSON name.
+func TestOwnedStatusPatchNamesOneField(t *testing.T) {
+	for want, part := range map[string]dolphinv1.MySQLClusterStatus{
+		"restoredFrom":     {RestoredFrom: &dolphinv1.RestoreStatus{Path: "p"}},
+		"lastReclone":      {LastReclone: &dolphinv1.RecloneRecord{Instance: "db-1"}},
+		"keptTransactions": {KeptTransactions: []dolphinv1.KeptTransactions{{Name: "k"}}},
+	} {
+		b, err := ownedStatusPatch(part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Status map[string]json.RawMessage }
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Status) != 1 || got.Status[want] == nil {
+			t.Errorf("patch of %s is %s, want that field alone", want, b)
+		}
+	}
+}
