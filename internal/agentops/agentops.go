@@ -74,6 +74,7 @@ func (w Config) Functions(log logr.Logger) (agent.BackupFunc, agent.CloneFunc) {
 		rep, err := backup.Stream(ctx, backup.StreamOptions{
 			Socket: socket, Host: req.DB.Host, Port: req.DB.Port, User: req.DB.User, Password: req.DB.Password,
 			DataDir: w.DataDir,
+			Log:     func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) },
 		}, out)
 		if err != nil {
 			return err

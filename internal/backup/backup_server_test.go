@@ -295,3 +295,64 @@ func TestServerTakeMakesTheApplierSerial(t *testing.T) {
 		t.Errorf("slave_parallel_threads after the backup %s, want 4 again", got)
 	}
 }
+
+// TestServerSerialApplierOverlappingCopies checks that two copies of one replica at once (a
+// clone during a backup) keep its applier serial until the last one ends, and that a primary
+// is left alone.
+func TestServerSerialApplierOverlappingCopies(t *testing.T) {
+	tc := startCluster(t)
+	threads := func() string { return tc.str(tc.replica, "SELECT @@slave_parallel_threads") }
+	opts := func() *StreamOptions {
+		to := takeOptions(tc.replica, "unused/")
+		o := to.streamOptions()
+		if err := o.defaults(); err != nil {
+			t.Fatal(err)
+		}
+		return &o
+	}
+	first, err := opts().serialApply(t.Context())
+	if err != nil {
+		t.Fatalf("first copy: %v", err)
+	}
+	second, err := opts().serialApply(t.Context())
+	if err != nil {
+		t.Fatalf("second copy: %v", err)
+	}
+	if got := threads(); got != "0" {
+		t.Errorf("slave_parallel_threads with two copies running %s, want 0", got)
+	}
+	if err := first(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := first(t.Context()); err != nil { // a second call releases nothing more
+		t.Fatal(err)
+	}
+	if got := threads(); got != "0" {
+		t.Errorf("slave_parallel_threads after the first copy ended, the second still running: %s, want 0", got)
+	}
+	if err := second(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := threads(); got != "4" {
+		t.Errorf("slave_parallel_threads after both copies ended %s, want 4", got)
+	}
+	if running, _, err := applierRunning(sqlCtx(t), tc.db(tc.replica)); err != nil || !running {
+		t.Errorf("applier running after both copies: %v (%v), want true", running, err)
+	}
+
+	to := takeOptions(tc.primary, "unused/")
+	p := to.streamOptions()
+	if err := p.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	release, err := p.serialApply(t.Context())
+	if err != nil {
+		t.Fatalf("copy of the primary: %v", err)
+	}
+	if got := tc.str(tc.primary, "SELECT @@slave_parallel_threads"); got != "4" {
+		t.Errorf("primary's slave_parallel_threads during its copy %s, want it left at 4", got)
+	}
+	if err := release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

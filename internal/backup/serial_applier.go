@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -19,9 +20,28 @@ const errSlaveMustStop = 1198
 // applier between its steps (the topology engine starts a stopped applier within a second).
 const applierSwitchAttempts = 20
 
+// applierRestoreTimeout bounds giving the applier its threads back after a copy: STOP SLAVE
+// waits for the transactions the applier is in the middle of, a long one included.
+const applierRestoreTimeout = 5 * time.Minute
+
 // serialApplyFunc makes a replica's applier commit one transaction at a time for a backup
-// tool's run and returns what puts it back. See StreamOptions.serialApply.
-type serialApplyFunc func(ctx context.Context) (restore func(context.Context) error, err error)
+// tool's run and returns what releases that. See StreamOptions.serialApply.
+type serialApplyFunc func(ctx context.Context) (release func(context.Context) error, err error)
+
+// serialHolds counts, per server (its socket or address), the copies running with its applier
+// made serial: the first makes it serial, the last gives the threads back, so a clone that
+// overlaps a backup of the same replica is not left with a parallel applier halfway.
+var serialHolds = struct {
+	sync.Mutex
+	m map[string]*serialHold
+}{m: map[string]*serialHold{}}
+
+type serialHold struct {
+	copies  int
+	threads int // slave_parallel_threads before the first copy
+	db      *sql.DB
+	addr    string
+}
 
 // serialApply makes the server's replication applier commit one transaction at a time while
 // mariadb-backup runs, and returns the function that gives it back its parallel threads.
@@ -29,23 +49,32 @@ type serialApplyFunc func(ctx context.Context) (restore func(context.Context) er
 // A parallel applier that writes a binary log (log_slave_updates, which every Dolphin replica
 // has) lets go of its commit lock while it waits for the transactions before its own to
 // commit, after its own is prepared in InnoDB. BACKUP STAGE BLOCK_COMMIT, under which
-// mariadb-backup reads the binary log coordinates the backup's position comes from, is then
-// granted with such transactions half done, and the copy holds data that matches no position:
-// measured once in CI on 10.11.14, a restored replica backup held two transactions beyond its
-// position, its own replication position one before it and a prepared transaction to roll
-// back, and replication from it applied three transactions twice (MariaDB MDEV-36025, open
-// upstream). A serial applier holds its commit lock from prepare to commit like any client's
+// mariadb-backup reads the binary log coordinates the backup's position comes from, can then
+// be granted with such transactions half done, and the copy holds data that matches no
+// position (MariaDB MDEV-36025, open upstream; a busy CI run once restored a replica backup
+// holding two transactions beyond its position and its own replication position one before
+// it). A serial applier holds its commit lock from prepare to commit like any client's
 // session, which BLOCK_COMMIT waits for. mariadb-backup's own --safe-slave-backup, which
 // stops the applier for the locked phase, is not used: Dolphin's engine starts a replica's
 // stopped applier again within a second (docs/design/0064).
 //
 // A server that is no replica, or whose applier is serial already, is left alone. The switch
 // stops the applier at a transaction boundary and starts it again only if it ran; so does the
-// restore. An error (no privilege to change it, say) fails the backup: a backup whose position
-// may not match its data is worse than none.
+// release. An error (no privilege to change it, say) fails the backup, after putting back
+// what the switch had changed: a backup whose position may not match its data is worse than
+// none.
 func (o *StreamOptions) serialApply(ctx context.Context) (func(context.Context) error, error) {
-	noop := func(context.Context) error { return nil }
-	db, addr, err := o.openDB()
+	key := o.Socket
+	if key == "" {
+		key = o.Host + ":" + strconv.Itoa(o.Port)
+	}
+	serialHolds.Lock()
+	defer serialHolds.Unlock()
+	if h := serialHolds.m[key]; h != nil {
+		h.copies++
+		return o.releaser(key), nil
+	}
+	db, addr, err := o.openDBWithReadTimeout(0)
 	if err != nil {
 		return nil, err
 	}
@@ -55,24 +84,55 @@ func (o *StreamOptions) serialApply(ctx context.Context) (func(context.Context) 
 		db.Close()
 		return nil, fmt.Errorf("SELECT @@slave_parallel_threads on %s: %w", addr, err)
 	}
-	if _, replica, err := applierRunning(ctx, db); err != nil || !replica || threads == 0 {
+	_, replica, err := applierRunning(ctx, db)
+	if err != nil {
 		db.Close()
-		if err != nil {
-			return nil, fmt.Errorf("SHOW SLAVE STATUS on %s: %w", addr, err)
-		}
-		return noop, nil
+		return nil, fmt.Errorf("SHOW SLAVE STATUS on %s: %w", addr, err)
+	}
+	if !replica || threads == 0 {
+		db.Close()
+		return func(context.Context) error { return nil }, nil
 	}
 	if err := setApplierThreads(ctx, db, 0); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("making the applier of %s serial for the backup (MDEV-36025): %w", addr, err)
-	}
-	return func(ctx context.Context) error {
-		defer db.Close()
-		if err := setApplierThreads(ctx, db, threads); err != nil {
-			return fmt.Errorf("giving the applier of %s its %d parallel threads back: %w", addr, threads, err)
+		err = fmt.Errorf("making the applier of %s serial for the backup (MDEV-36025): %w", addr, err)
+		// Put back what the switch may have done (threads set, applier not started again).
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applierRestoreTimeout)
+		defer cancel()
+		if uerr := setApplierThreads(uctx, db, threads); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("giving it its %d parallel threads back: %w", threads, uerr))
 		}
-		return nil
-	}, nil
+		db.Close()
+		return nil, err
+	}
+	serialHolds.m[key] = &serialHold{copies: 1, threads: threads, db: db, addr: addr}
+	return o.releaser(key), nil
+}
+
+// releaser returns the function that ends one copy's hold on the serial applier of the
+// server under key; the last one gives the applier its threads back.
+func (o *StreamOptions) releaser(key string) func(context.Context) error {
+	var once sync.Once
+	return func(ctx context.Context) (err error) {
+		once.Do(func() {
+			serialHolds.Lock()
+			defer serialHolds.Unlock()
+			h := serialHolds.m[key]
+			if h == nil {
+				return
+			}
+			if h.copies--; h.copies > 0 {
+				return
+			}
+			delete(serialHolds.m, key)
+			defer h.db.Close()
+			if serr := setApplierThreads(ctx, h.db, h.threads); serr != nil {
+				err = fmt.Errorf("giving the applier of %s its %d parallel threads back after the backup: %w "+
+					"(it stays serial until set again: SET GLOBAL slave_parallel_threads = %d with the applier stopped, or a restart)",
+					h.addr, h.threads, serr, h.threads)
+			}
+		})
+		return err
+	}
 }
 
 // setApplierThreads sets slave_parallel_threads, which needs the applier stopped: it stops the
@@ -113,8 +173,9 @@ func setApplierThreads(ctx context.Context, db *sql.DB, n int) error {
 	return fmt.Errorf("the applier was started again each time it was stopped (%d tries): %w", applierSwitchAttempts, last)
 }
 
-// applierRunning reads SHOW SLAVE STATUS: whether a replication source is configured and
-// whether its applier (SQL thread) runs.
+// applierRunning reads SHOW SLAVE STATUS (the default connection, the only one Dolphin
+// configures): whether a replication source is configured and whether its applier (SQL
+// thread) runs.
 func applierRunning(ctx context.Context, db *sql.DB) (running, replica bool, err error) {
 	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
 	if err != nil {

@@ -52,6 +52,10 @@ type StreamOptions struct {
 	// time the writer accepted data. It is called from one goroutine at a time, not
 	// necessarily the caller's, and must return quickly.
 	Progress func(writtenBytes int64)
+	// Log, when set, receives what the run does to the server besides the copy that did not
+	// go as it should (a replica's applier not given its threads back, see serialApply).
+	// Without it such an error fails the run.
+	Log func(format string, args ...any)
 
 	// positionAt, when set, replaces asking the server for BINLOG_GTID_POS (tests of fake
 	// tools, which have no server).
@@ -172,6 +176,11 @@ func (o *StreamOptions) serverVersion(ctx context.Context) (string, error) {
 // openDB opens a pool on the server with the connection parameters mariadb-backup gets, and
 // returns it with the server's address for errors. The caller closes it.
 func (o *StreamOptions) openDB() (*sql.DB, string, error) {
+	return o.openDBWithReadTimeout(30 * time.Second)
+}
+
+// openDBWithReadTimeout is openDB with another read timeout (0: none, the context bounds it).
+func (o *StreamOptions) openDBWithReadTimeout(readTimeout time.Duration) (*sql.DB, string, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = o.User, o.Password
 	if o.Socket != "" {
@@ -179,7 +188,7 @@ func (o *StreamOptions) openDB() (*sql.DB, string, error) {
 	} else {
 		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
 	}
-	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 10*time.Second, 30*time.Second, 30*time.Second
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 10*time.Second, readTimeout, 30*time.Second
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, "", err
@@ -271,17 +280,22 @@ func (o *StreamOptions) run(ctx context.Context, tool string, sink *storeWriter,
 		if serial == nil {
 			serial = o.serialApply
 		}
-		restoreApplier, err := serial(ctx)
-		if err != nil {
+		release, serialErr := serial(ctx)
+		if serialErr != nil {
 			enc.Close()
-			return res, err
+			return res, serialErr
 		}
 		defer func() {
 			// Also when ctx is done: the applier must get its threads back.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applierRestoreTimeout)
 			defer cancel()
-			if rerr := restoreApplier(rctx); rerr != nil {
-				err = errors.Join(err, rerr)
+			if rerr := release(rctx); rerr != nil {
+				// The copy is not worse for it: said, not turned into a failed backup.
+				if o.Log == nil {
+					err = errors.Join(err, rerr)
+				} else {
+					o.Log("%v", rerr)
+				}
 			}
 		}()
 	}

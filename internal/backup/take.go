@@ -56,7 +56,8 @@ type TakeOptions struct {
 	Progress func(storedBytes int64)
 	// ExtraArgs are appended to mariadb-backup's arguments, e.g. "--parallel=4".
 	ExtraArgs []string
-	// Log, when set, receives what Take does on its own (a new attempt, see ErrRedoLogCopy).
+	// Log, when set, receives what Take does on its own (a new attempt, see ErrRedoLogCopy)
+	// and what did not go as it should besides the copy (StreamOptions.Log).
 	Log func(format string, args ...any)
 
 	positionAt      positionFunc    // see StreamOptions
@@ -168,7 +169,7 @@ func (o *TakeOptions) streamOptions() StreamOptions {
 	return StreamOptions{
 		Socket: o.Socket, Host: o.Host, Port: o.Port, User: o.User, Password: o.Password,
 		DataDir: o.DataDir, DefaultsFile: o.DefaultsFile, Flavor: o.Flavor, Tool: o.Tool, TmpDir: o.TmpDir,
-		ExtraArgs: o.ExtraArgs, Progress: o.Progress, positionAt: o.positionAt, serialApplyHook: o.serialApplyHook,
+		ExtraArgs: o.ExtraArgs, Progress: o.Progress, Log: o.Log, positionAt: o.positionAt, serialApplyHook: o.serialApplyHook,
 	}
 }
 
