@@ -1,10 +1,8 @@
 package controller
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
-	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // userError is a problem only a change by the user can fix (a missing Secret, a key the
@@ -77,13 +74,50 @@ type observation struct {
 }
 
 // computeStatus derives the status from an observation. now stamps condition transitions.
+// It first sums up the instances and the topology (assessHealth), then writes one condition
+// after another from that assessment.
 func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus {
+	st := carriedStatus(o)
+	w := conditionWriter{st: &st, generation: o.Generation, now: now}
+	h := assessHealth(o, &st, now)
+	w.setAvailable(h)
+	w.setReady(o, h)
+	w.setProgressing(o, h)
+	// Paused says what a paused cluster still does and what it does not.
+	if o.Paused {
+		w.set(ConditionPaused, true, "PausedBySpec", pausedMessage(o.FailoverEnabled))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionPaused)
+	}
+	// CredentialsApplied, from the engine's record of each instance's credentials.
+	if cp := credentialsCondition(st.Topology); cp != nil {
+		w.set(ConditionCredentialsApplied, cp.reason == "Applied", cp.reason, cp.message)
+	}
+	w.setPhaseAndDegraded(o, h)
+	applyBackupSummary(&st, o.Backups, o.BackupConfigured, o.BackupOverdue, now)
+	applyArchive(&st, o, now)
+	if c := certificateCondition(o.TLS, now); c != nil {
+		w.set(c.Type, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, ConditionCertificateExpiring)
+	}
+	if rc := restoredCondition(o); rc != nil {
+		w.set(rc.Type, rc.Status == metav1.ConditionTrue, rc.Reason, rc.Message)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, dolphinv1.ConditionRestored)
+	}
+	return st
+}
+
+// carriedStatus is the status computeStatus starts from: the observed generation, the previous
+// conditions, and the parts other writers own, carried over.
+func carriedStatus(o observation) dolphinv1.MySQLClusterStatus {
 	// A generation whose every step applied is observed; a failed step leaves the last one.
 	generation := o.Generation
 	if o.StepErr != nil {
 		generation = o.Previous.ObservedGeneration
 	}
-	st := dolphinv1.MySQLClusterStatus{
+	return dolphinv1.MySQLClusterStatus{
 		ObservedGeneration: generation,
 		Conditions:         append([]metav1.Condition(nil), o.Previous.Conditions...),
 		// The topology engine owns this part; the reconciler carries it over untouched.
@@ -96,222 +130,6 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		// The TLS step's (cluster_tls.go).
 		TLS: o.TLS.DeepCopy(),
 	}
-	set := func(typ string, status bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if status {
-			s = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: typ, Status: s, Reason: reason, Message: msg,
-			ObservedGeneration: o.Generation, LastTransitionTime: now,
-		})
-	}
-
-	var primaries []string
-	for _, p := range o.Pods {
-		ready := podReady(&p)
-		role := dolphinv1.InstanceRole(p.Labels[resources.RoleLabel])
-		st.Instances = append(st.Instances, dolphinv1.InstanceStatus{Name: p.Name, Role: role, Ready: ready,
-			VolumeCapacity: volumeCapacityOf(o.Claims, p.Name)})
-		if ready {
-			st.ReadyInstances++
-		}
-		if role == dolphinv1.RolePrimary && p.DeletionTimestamp == nil {
-			primaries = append(primaries, p.Name)
-		}
-	}
-	sort.Slice(st.Instances, func(i, j int) bool { return st.Instances[i].Name < st.Instances[j].Name })
-	sort.Strings(primaries)
-
-	// The engine's record names the primary; its pod's label (derived from the same record)
-	// is what the primary Service follows. Without an engine record, the label alone.
-	topo := st.Topology
-	record := ""
-	if topo != nil {
-		record = topo.Primary
-	}
-	primaryReady := false
-	if len(primaries) == 1 && (record == "" || record == primaries[0]) {
-		st.CurrentPrimary = primaries[0]
-		for _, in := range st.Instances {
-			primaryReady = primaryReady || (in.Name == primaries[0] && in.Ready)
-		}
-	} else if record != "" && len(primaries) == 0 {
-		st.CurrentPrimary = record
-	}
-	allReady := st.ReadyInstances == o.Replicas && len(o.Pods) == int(o.Replicas)
-	// Errant instances and a semi-sync fallback leave the cluster short of what Ready
-	// promises (every instance a usable replica; acknowledged writes on a replica).
-	topologyProblem := topologyProblem(topo, o.Durability)
-	if o.RecloneWait != "" {
-		// More precise than the errant instance it is about: what Dolphin waits for.
-		topologyProblem = &problem{"RecloneWaits", o.RecloneWait}
-	}
-	ready := primaryReady && allReady && topologyProblem == nil && o.StepErr == nil
-	wasAvailable := meta.IsStatusConditionTrue(o.Previous.Conditions, dolphinv1.ConditionAvailable) ||
-		o.Previous.Phase == dolphinv1.PhaseRunning || o.Previous.Phase == dolphinv1.PhaseDegraded ||
-		o.Previous.Phase == dolphinv1.PhaseProgressing
-	instances := fmt.Sprintf("%d/%d instances ready", st.ReadyInstances, o.Replicas)
-	// Instances not ready because of planned work (a rollout, a deleted pod, a new or
-	// re-cloned instance starting, a switchover) are not trouble (docs/design/0053): when
-	// nothing else is wrong, the phase is Progressing and Degraded stays False.
-	var progressingSince time.Time
-	if pc := meta.FindStatusCondition(o.Previous.Conditions, dolphinv1.ConditionProgressing); pc != nil && pc.Status == metav1.ConditionTrue {
-		progressingSince = pc.LastTransitionTime.Time
-	}
-	wasMissing := func(name string) bool {
-		return len(o.Previous.Instances) > 0 && !slices.ContainsFunc(o.Previous.Instances, func(in dolphinv1.InstanceStatus) bool { return in.Name == name })
-	}
-	waits := explainNotReady(o.StatefulSetName, o.Pods, o.Replicas, topo, progressingSince, wasMissing, now.Time)
-	switchingOver := topo != nil && topo.State == "Switchover" && len(primaries) <= 1
-	planned := !ready && o.StepErr == nil && topologyProblem == nil && len(primaries) <= 1 &&
-		(topo == nil || !(topo.NoSemiSyncReplica || topo.CommitsWaiting)) && riskProblem(topo) == nil &&
-		(primaryReady && plannedOnly(waits) || !primaryReady && switchingOver && wasAvailable && (allReady || plannedOnly(waits)))
-	if len(waits) > 0 {
-		instances += " (" + describeWaits(waits) + ")"
-	}
-
-	// Available.
-	switch {
-	case primaryReady:
-		set(dolphinv1.ConditionAvailable, true, "PrimaryReady", fmt.Sprintf("primary %s accepts writes", st.CurrentPrimary))
-	case len(primaries) > 1:
-		set(dolphinv1.ConditionAvailable, false, "MultiplePrimaries", "pods "+strings.Join(primaries, ", ")+" are all labeled primary")
-	case len(primaries) == 1:
-		set(dolphinv1.ConditionAvailable, false, "PrimaryNotReady", fmt.Sprintf("primary %s is not ready", primaries[0]))
-	default:
-		set(dolphinv1.ConditionAvailable, false, "NoPrimary", noPrimaryMessage(topo))
-	}
-
-	// Ready.
-	switch {
-	case ready:
-		set(dolphinv1.ConditionReady, true, "AllInstancesReady", instances+" and the primary accepts writes")
-	case o.StepErr != nil:
-		set(dolphinv1.ConditionReady, false, "ReconcileError", "applying the spec failed: "+o.StepErr.Error())
-	case !primaryReady:
-		set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", instances+"; no writable primary"+whyNoPrimary(topo))
-	case topo != nil && (topo.NoSemiSyncReplica || topo.CommitsWaiting):
-		// Said before the instances that are not ready: what clients feel is the stall.
-		stall := stallProblem(o.Durability)
-		set(dolphinv1.ConditionReady, false, stall.reason, instances+"; "+stall.message)
-	case riskProblem(topo) != nil:
-		// Then acknowledged writes that exist on one server only: what a failover could lose.
-		risk := riskProblem(topo)
-		set(dolphinv1.ConditionReady, false, risk.reason, instances+"; "+risk.message)
-	case !allReady:
-		set(dolphinv1.ConditionReady, false, "InstancesNotReady", instances)
-	default:
-		set(dolphinv1.ConditionReady, false, topologyProblem.reason, topologyProblem.message)
-	}
-
-	// Progressing.
-	settled, rollout := statefulSetSettled(o.StatefulSet, o.Replicas)
-	if msg := rolloutProgress(o.StatefulSet, o.Pods, o.Previous.Topology, o.ForceRollout, o.EngineUpgrades); msg != "" {
-		settled, rollout = false, msg // names the instance the rollout restarts or waits for
-	}
-	volumesDone, volumesMsg := true, ""
-	if !o.VolumeSize.IsZero() {
-		volumesDone, volumesMsg = volumeProgress(o.Claims, o.VolumeSize)
-	}
-	switch {
-	case o.Paused:
-		set(dolphinv1.ConditionProgressing, false, "Paused", "spec.paused is true: Dolphin applies no change until it is false (condition Paused says what still runs)")
-	case errors.As(o.StepErr, new(*userError)):
-		// Set once, below, with the user error: setting it True first would move its
-		// lastTransitionTime at every reconcile.
-	case o.StepErr != nil:
-		set(dolphinv1.ConditionProgressing, true, "ReconcileError", "retrying: "+o.StepErr.Error())
-	case !settled:
-		set(dolphinv1.ConditionProgressing, true, "RollingOut", rollout)
-	case !volumesDone:
-		set(dolphinv1.ConditionProgressing, true, "VolumesExpanding", volumesMsg)
-	case !ready && !wasAvailable:
-		set(dolphinv1.ConditionProgressing, true, "Bootstrapping", instances+"; waiting for the topology to be established")
-	case planned && switchingOver:
-		set(dolphinv1.ConditionProgressing, true, "SwitchingOver", "moving the primary role: "+instances)
-	case planned:
-		set(dolphinv1.ConditionProgressing, true, "InstancesStarting", instances)
-	default:
-		set(dolphinv1.ConditionProgressing, false, "Reconciled", "the cluster's objects match the spec")
-	}
-
-	// Paused says what a paused cluster still does and what it does not.
-	if o.Paused {
-		set(ConditionPaused, true, "PausedBySpec", pausedMessage(o.FailoverEnabled))
-	} else {
-		meta.RemoveStatusCondition(&st.Conditions, ConditionPaused)
-	}
-
-	// CredentialsApplied, from the engine's record of each instance's credentials.
-	if cp := credentialsCondition(st.Topology); cp != nil {
-		set(ConditionCredentialsApplied, cp.reason == "Applied", cp.reason, cp.message)
-	}
-
-	// Degraded, and the phase.
-	var ue *userError
-	switch {
-	case o.Deleting:
-		st.Phase = dolphinv1.PhaseDeleting
-	case errors.As(o.StepErr, &ue):
-		st.Phase = dolphinv1.PhaseFailed
-		if o.StepErrSideOnly && (primaryReady || wasAvailable) {
-			// The cluster runs, and so do failover, backups and the archive: only the part
-			// the user must fix waits. Its condition says what to change.
-			st.Phase = dolphinv1.PhaseDegraded
-		}
-		set(dolphinv1.ConditionDegraded, true, ue.Reason, ue.Message)
-		set(dolphinv1.ConditionReady, false, ue.Reason, ue.Message)
-		set(dolphinv1.ConditionProgressing, false, ue.Reason, "blocked until the spec or the referenced objects are fixed")
-	case ready:
-		st.Phase = dolphinv1.PhaseRunning
-	case planned:
-		st.Phase = dolphinv1.PhaseProgressing
-	case primaryReady || wasAvailable:
-		st.Phase = dolphinv1.PhaseDegraded
-	case st.ReadyInstances == 0:
-		st.Phase = dolphinv1.PhasePending
-	default:
-		st.Phase = dolphinv1.PhaseInitializing
-	}
-	if ue == nil {
-		switch {
-		case o.StepErr != nil:
-			set(dolphinv1.ConditionDegraded, true, "ReconcileError", o.StepErr.Error())
-		case len(primaries) > 1:
-			set(dolphinv1.ConditionDegraded, true, "MultiplePrimaries", "more than one pod is labeled primary")
-		case planned:
-			set(dolphinv1.ConditionDegraded, false, "PlannedChange", instances)
-		case wasAvailable && !primaryReady:
-			set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+instances+whyNoPrimary(topo))
-		case topo != nil && (topo.NoSemiSyncReplica || topo.CommitsWaiting):
-			stall := stallProblem(o.Durability)
-			set(dolphinv1.ConditionDegraded, true, stall.reason, instances+"; "+stall.message)
-		case riskProblem(topo) != nil:
-			risk := riskProblem(topo)
-			set(dolphinv1.ConditionDegraded, true, risk.reason, instances+"; "+risk.message)
-		case st.Phase == dolphinv1.PhaseDegraded && !allReady && (topologyProblem == nil || !plannedOnly(waits)):
-			// Instances not ready for planned work are not the trouble a topology problem is.
-			set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", instances)
-		case topologyProblem != nil:
-			set(dolphinv1.ConditionDegraded, true, topologyProblem.reason, topologyProblem.message)
-		default:
-			set(dolphinv1.ConditionDegraded, false, "AsExpected", instances)
-		}
-	}
-	applyBackupSummary(&st, o.Backups, o.BackupConfigured, o.BackupOverdue, now)
-	applyArchive(&st, o, now)
-	if c := certificateCondition(o.TLS, now); c != nil {
-		set(c.Type, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
-	} else {
-		meta.RemoveStatusCondition(&st.Conditions, ConditionCertificateExpiring)
-	}
-	if rc := restoredCondition(o); rc != nil {
-		set(rc.Type, rc.Status == metav1.ConditionTrue, rc.Reason, rc.Message)
-	} else {
-		meta.RemoveStatusCondition(&st.Conditions, dolphinv1.ConditionRestored)
-	}
-	return st
 }
 
 // noPrimaryMessage says why no pod is labeled primary: a switchover or failover moving the

@@ -15,8 +15,9 @@
 //     cluster_backup_store.go, cluster_store_server.go, cluster_binlog_archive.go (+ _decide),
 //     cluster_metrics_secret.go, and last, run even after a failed step,
 //     cluster_backup_schedule.go (the backup schedule) with cluster_backup_policy.go
-//     (retention, the backup summary) and cluster_archive_retention.go. cluster_status.go computes the status
-//     (a pure function of an observation) and cluster_status_write.go writes it (every field
+//     (retention, the backup summary) and cluster_archive_retention.go. cluster_status.go
+//     computes the status (a pure function of an observation), one condition after another
+//     in cluster_status_conditions.go, and cluster_status_write.go writes it (every field
 //     but those other writers own), cluster_status_planned.go tells planned work from
 //     trouble, cluster_requests.go hands switchover and accept-loss requests to the engine,
 //     cluster_point_in_time.go resolves restore targets.
