@@ -256,18 +256,7 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 		if promotion != nil {
 			next.LastPromotion = promotion
 		}
-		newlyErrant, newlyAlone = nil, nil
-		if a := next.AcknowledgedAlone; a != nil && (c.Status.Topology == nil || c.Status.Topology.AcknowledgedAlone == nil ||
-			c.Status.Topology.AcknowledgedAlone.Primary != a.Primary) {
-			newlyAlone = a
-		}
-		if old := c.Status.Topology; old != nil {
-			for _, n := range next.ErrantInstances {
-				if !slices.Contains(old.ErrantInstances, n) {
-					newlyErrant = append(newlyErrant, n)
-				}
-			}
-		}
+		newlyErrant, newlyAlone = newlyReported(c.Status.Topology, next)
 		if equality.Semantic.DeepEqual(c.Status.Topology, next) {
 			return nil
 		}
@@ -297,30 +286,56 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 	if r.m.Recorder == nil || (!written && promotion == nil && refused == "") {
 		return nil
 	}
-	if a := newlyAlone; a != nil && written {
-		r.m.Recorder.Eventf(&c, r.podRef(a.Primary), corev1.EventTypeWarning, "AcknowledgedAlone", "Replicate",
+	if !written {
+		newlyAlone = nil // said once, with the write that recorded it
+	}
+	r.events(&c, promotion, refused, newlyAlone, newlyErrant)
+	return nil
+}
+
+// newlyReported returns what next reports that old did not: instances newly errant, and a
+// primary newly acknowledging writes alone.
+func newlyReported(old, next *dolphinv1.TopologyStatus) (errant []string, alone *dolphinv1.AcknowledgedAlone) {
+	if a := next.AcknowledgedAlone; a != nil && (old == nil || old.AcknowledgedAlone == nil || old.AcknowledgedAlone.Primary != a.Primary) {
+		alone = a
+	}
+	if old != nil {
+		for _, n := range next.ErrantInstances {
+			if !slices.Contains(old.ErrantInstances, n) {
+				errant = append(errant, n)
+			}
+		}
+	}
+	return errant, alone
+}
+
+// events records what a status write brought: a primary acknowledging alone, a promotion
+// (and the loss a failover accepted), a refused switchover, newly errant instances.
+func (r *reporter) events(c *dolphinv1.MySQLCluster, promotion *dolphinv1.PromotionRecord, refused string,
+	newlyAlone *dolphinv1.AcknowledgedAlone, newlyErrant []string) {
+	if a := newlyAlone; a != nil {
+		r.m.Recorder.Eventf(c, r.podRef(a.Primary), corev1.EventTypeWarning, "AcknowledgedAlone", "Replicate",
 			"%s acknowledges writes no replica has received (semi-sync fell back, or its source side was restarted): "+
 				"a failover from it now waits for it or for your consent (status.topology.acknowledgedAlone)", a.Primary)
 	}
 	if p := promotion; p != nil && p.LossAccepted != "" {
-		r.m.Recorder.Eventf(&c, r.podRef(p.To), corev1.EventTypeWarning, "FailoverLossAccepted", "Promote",
+		r.m.Recorder.Eventf(c, r.podRef(p.To), corev1.EventTypeWarning, "FailoverLossAccepted", "Promote",
 			"failover from %s to %s %s", p.From, p.To, p.LossAccepted)
 	}
 	if refused != "" {
-		r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "SwitchoverRefused", "Switchover", "%s", refused)
+		r.m.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "SwitchoverRefused", "Switchover", "%s", refused)
 	}
 	if p := promotion; p != nil {
 		kind, typ := "Failover", corev1.EventTypeWarning
 		if p.Planned {
 			kind, typ = "Switchover", corev1.EventTypeNormal
 		}
-		r.m.Recorder.Eventf(&c, r.podRef(p.To), typ, kind, "Promote", "%s from %s to %s in %s: %s",
+		r.m.Recorder.Eventf(c, r.podRef(p.To), typ, kind, "Promote", "%s from %s to %s in %s: %s",
 			kind, p.From, p.To, p.Duration.Duration.Round(time.Millisecond), p.Reason)
 	}
 	for _, n := range newlyErrant {
-		r.m.Recorder.Eventf(&c, r.podRef(n), corev1.EventTypeWarning, "ErrantInstance", "Fence", "%s holds transactions the primary lacks; it is kept out of the topology", n)
+		r.m.Recorder.Eventf(c, r.podRef(n), corev1.EventTypeWarning, "ErrantInstance", "Fence", "%s holds transactions the primary lacks; it is kept out of the topology", n)
 	}
-	return nil
 }
 
 // recordSwitchover writes the engine's pending switchover into status.topology now (a

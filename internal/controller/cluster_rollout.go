@@ -80,144 +80,207 @@ func nextRollout(in rolloutInput) rolloutAction {
 	if sts.Status.ObservedGeneration < sts.Generation {
 		return rolloutAction{Kind: rolloutWait, Message: "the StatefulSet controller has not observed the latest spec yet"}
 	}
-	rev, replicas := sts.Status.UpdateRevision, int(*sts.Spec.Replicas)
-	pods := make([]*corev1.Pod, replicas)
-	for i := range in.Pods {
-		if n, ok := podOrdinal(sts.Name, in.Pods[i].Name); ok && n < replicas {
-			pods[n] = &in.Pods[i]
-		}
-	}
-	// A pod without a revision label was not made by the StatefulSet controller: its
-	// revision is unknown and it is never deleted for a rollout.
-	revisionOf := func(p *corev1.Pod) string { return p.Labels[appsv1.ControllerRevisionHashLabelKey] }
-	var outdated []int
-	updated := 0
-	for n, p := range pods {
-		switch {
-		case p == nil || revisionOf(p) == "":
-		case revisionOf(p) == rev:
-			updated++
-		default:
-			outdated = append(outdated, n)
-		}
-	}
-	if len(outdated) == 0 {
+	r := newRolloutPlan(in)
+	if len(r.outdated) == 0 {
 		return rolloutAction{}
 	}
-	progress := fmt.Sprintf("%d/%d instances updated", updated, replicas)
-	wait := func(format string, args ...any) rolloutAction {
-		return rolloutAction{Kind: rolloutWait, Message: "rolling out: " + fmt.Sprintf(format, args...) + "; " + progress}
-	}
-	held := func(format string, args ...any) rolloutAction {
-		return wait("held while "+format+" (annotate the cluster "+ForceRolloutAnnotation+"=true to roll anyway)", args...)
-	}
-	name := func(n int) string { return sts.Name + "-" + strconv.Itoa(n) }
-
 	// One at a time, forced or not: the pod restarted last is back and ready first.
-	for n, p := range pods {
-		switch {
-		case p == nil:
-			return wait("waiting for %s to be re-created", name(n))
-		case p.DeletionTimestamp != nil:
-			return wait("waiting for %s to terminate", name(n))
-		case !podReady(p) && revisionOf(p) == rev:
-			return wait("waiting for %s to be ready and caught up", name(n))
-		case in.EngineUpgrades && revisionOf(p) == rev && p.Annotations[EngineUpgradedAnnotation] == "":
-			return wait("waiting for %s's system tables to be upgraded to its server's version (mariadb-upgrade)", name(n))
-		}
+	if a, ok := r.waitForRestarted(); ok {
+		return a
 	}
-
-	t := in.Topology
-	primary := ""
-	if t != nil {
-		primary = t.Primary
+	if a, ok := r.waitForEngine(); ok {
+		return a
 	}
-	if t != nil && (t.State == "Switchover" || t.State == "Bootstrapping") {
-		return wait("waiting for the topology engine (%s: %s)", t.State, t.Message)
-	}
-	if t != nil && t.SwitchoverInProgress != nil {
-		// Accepted and not done (perhaps not even fenced yet): restarting its target, or asking
-		// for another, would undo it.
-		return wait("waiting for the switchover to %q to finish", t.SwitchoverInProgress.To)
-	}
-	del := func(n int, why string) rolloutAction {
-		msg := fmt.Sprintf("restarting %s (%s) with the new pod template", name(n), why)
-		if in.Forced {
-			msg += ", forced by " + ForceRolloutAnnotation
-		}
-		return rolloutAction{Kind: rolloutDeletePod, Pod: name(n), UID: pods[n].UID, Message: "rolling out: " + msg + "; " + progress}
-	}
-	if n, ok := stuckReplica(sts, pods, outdated, primary); ok && primary != "" && !in.Forced {
+	if n, ok := stuckReplica(sts, r.pods, r.outdated, r.primary); ok && r.primary != "" && !in.Forced {
 		// A template that never worked is replaced without waiting for a health the broken
 		// pod itself prevents.
-		return del(n, "a replica that never became ready with the template it runs")
+		return r.restart(n, "a replica that never became ready with the template it runs")
 	}
 	if !in.Forced {
-		switch {
-		case t == nil || t.Primary == "":
-			return wait("waiting for the topology engine to record a primary")
-		case t.FailoverInProgress != nil:
-			return held("a failover from %s is in progress", t.FailoverInProgress.From)
-		case len(t.ErrantInstances) > 0:
-			return held("%s hold errant transactions", strings.Join(t.ErrantInstances, ", "))
-		case t.State != topologyHealthy:
-			return held("the topology is %s: %s", t.State, t.Message)
-		}
-		for n, p := range pods {
-			if !podReady(p) {
-				return held("%s is not ready", name(n))
-			}
-			if why := notCaughtUp(t, name(n)); why != "" {
-				return wait("waiting for %s to be ready and caught up (%s)", name(n), why)
-			}
+		if a, ok := r.holdUnlessHealthy(); ok {
+			return a
 		}
 	}
-	if primary == "" {
+	if r.primary == "" {
 		// Forced without a record: the labeled primary, if any, still goes last.
-		for _, p := range pods {
+		for _, p := range r.pods {
 			if p.Labels[resources.RoleLabel] == string(dolphinv1.RolePrimary) {
-				primary = p.Name
+				r.primary = p.Name
 			}
 		}
 	}
+	if a, ok := r.nextReplica(); ok {
+		return a
+	}
+	return r.primaryStep()
+}
 
-	// Replicas first: highest ordinal first, and when forced, those not ready before those
-	// that are (they serve nobody, and the new template may be their fix).
-	var replicasOut []int
-	for _, n := range outdated {
-		if name(n) != primary {
-			replicasOut = append(replicasOut, n)
+// rolloutPlan is one decision of nextRollout: the pods by ordinal, which are outdated, and the
+// messages every action carries.
+type rolloutPlan struct {
+	in       rolloutInput
+	sts      *appsv1.StatefulSet
+	rev      string
+	replicas int
+	// pods by ordinal (nil: no pod for that ordinal).
+	pods     []*corev1.Pod
+	outdated []int
+	progress string
+	// primary is the engine's record of the primary ("" when none).
+	primary string
+}
+
+func newRolloutPlan(in rolloutInput) *rolloutPlan {
+	sts := in.StatefulSet
+	r := &rolloutPlan{in: in, sts: sts, rev: sts.Status.UpdateRevision, replicas: int(*sts.Spec.Replicas)}
+	r.pods = make([]*corev1.Pod, r.replicas)
+	for i := range in.Pods {
+		if n, ok := podOrdinal(sts.Name, in.Pods[i].Name); ok && n < r.replicas {
+			r.pods[n] = &in.Pods[i]
 		}
 	}
-	if len(replicasOut) > 0 {
-		slices.SortFunc(replicasOut, func(a, b int) int {
-			if in.Forced && podReady(pods[a]) != podReady(pods[b]) {
-				if podReady(pods[a]) {
-					return 1
-				}
-				return -1
+	updated := 0
+	for n, p := range r.pods {
+		switch {
+		case p == nil || revisionOf(p) == "":
+		case revisionOf(p) == r.rev:
+			updated++
+		default:
+			r.outdated = append(r.outdated, n)
+		}
+	}
+	r.progress = fmt.Sprintf("%d/%d instances updated", updated, r.replicas)
+	if in.Topology != nil {
+		r.primary = in.Topology.Primary
+	}
+	return r
+}
+
+// revisionOf is the pod's template revision. A pod without a revision label was not made by
+// the StatefulSet controller: its revision is unknown and it is never deleted for a rollout.
+func revisionOf(p *corev1.Pod) string { return p.Labels[appsv1.ControllerRevisionHashLabelKey] }
+
+func (r *rolloutPlan) name(n int) string { return r.sts.Name + "-" + strconv.Itoa(n) }
+
+func (r *rolloutPlan) wait(format string, args ...any) rolloutAction {
+	return rolloutAction{Kind: rolloutWait, Message: "rolling out: " + fmt.Sprintf(format, args...) + "; " + r.progress}
+}
+
+// held is a wait that the force annotation lifts.
+func (r *rolloutPlan) held(format string, args ...any) rolloutAction {
+	return r.wait("held while "+format+" (annotate the cluster "+ForceRolloutAnnotation+"=true to roll anyway)", args...)
+}
+
+// restart deletes pod n, which the StatefulSet re-creates with the new template.
+func (r *rolloutPlan) restart(n int, why string) rolloutAction {
+	msg := fmt.Sprintf("restarting %s (%s) with the new pod template", r.name(n), why)
+	if r.in.Forced {
+		msg += ", forced by " + ForceRolloutAnnotation
+	}
+	return rolloutAction{Kind: rolloutDeletePod, Pod: r.name(n), UID: r.pods[n].UID, Message: "rolling out: " + msg + "; " + r.progress}
+}
+
+// waitForRestarted waits, forced or not, for every pod to exist, none to terminate, and
+// every updated one to be ready (and its system tables upgraded where that applies).
+func (r *rolloutPlan) waitForRestarted() (rolloutAction, bool) {
+	for n, p := range r.pods {
+		switch {
+		case p == nil:
+			return r.wait("waiting for %s to be re-created", r.name(n)), true
+		case p.DeletionTimestamp != nil:
+			return r.wait("waiting for %s to terminate", r.name(n)), true
+		case !podReady(p) && revisionOf(p) == r.rev:
+			return r.wait("waiting for %s to be ready and caught up", r.name(n)), true
+		case r.in.EngineUpgrades && revisionOf(p) == r.rev && p.Annotations[EngineUpgradedAnnotation] == "":
+			return r.wait("waiting for %s's system tables to be upgraded to its server's version (mariadb-upgrade)", r.name(n)), true
+		}
+	}
+	return rolloutAction{}, false
+}
+
+// waitForEngine waits, forced or not, while the engine bootstraps or switches over.
+func (r *rolloutPlan) waitForEngine() (rolloutAction, bool) {
+	t := r.in.Topology
+	switch {
+	case t == nil:
+		return rolloutAction{}, false
+	case t.State == "Switchover" || t.State == "Bootstrapping":
+		return r.wait("waiting for the topology engine (%s: %s)", t.State, t.Message), true
+	case t.SwitchoverInProgress != nil:
+		// Accepted and not done (perhaps not even fenced yet): restarting its target, or asking
+		// for another, would undo it.
+		return r.wait("waiting for the switchover to %q to finish", t.SwitchoverInProgress.To), true
+	}
+	return rolloutAction{}, false
+}
+
+// holdUnlessHealthy holds an unforced rollout until the topology is Healthy with a recorded
+// primary, no failover and no errant instance, and every pod is ready and caught up.
+func (r *rolloutPlan) holdUnlessHealthy() (rolloutAction, bool) {
+	t := r.in.Topology
+	switch {
+	case t == nil || t.Primary == "":
+		return r.wait("waiting for the topology engine to record a primary"), true
+	case t.FailoverInProgress != nil:
+		return r.held("a failover from %s is in progress", t.FailoverInProgress.From), true
+	case len(t.ErrantInstances) > 0:
+		return r.held("%s hold errant transactions", strings.Join(t.ErrantInstances, ", ")), true
+	case t.State != topologyHealthy:
+		return r.held("the topology is %s: %s", t.State, t.Message), true
+	}
+	for n, p := range r.pods {
+		if !podReady(p) {
+			return r.held("%s is not ready", r.name(n)), true
+		}
+		if why := notCaughtUp(t, r.name(n)); why != "" {
+			return r.wait("waiting for %s to be ready and caught up (%s)", r.name(n), why), true
+		}
+	}
+	return rolloutAction{}, false
+}
+
+// nextReplica restarts the next outdated replica: highest ordinal first, and when forced,
+// those not ready before those that are (they serve nobody, and the new template may be
+// their fix).
+func (r *rolloutPlan) nextReplica() (rolloutAction, bool) {
+	var out []int
+	for _, n := range r.outdated {
+		if r.name(n) != r.primary {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return rolloutAction{}, false
+	}
+	slices.SortFunc(out, func(a, b int) int {
+		if r.in.Forced && podReady(r.pods[a]) != podReady(r.pods[b]) {
+			if podReady(r.pods[a]) {
+				return 1
 			}
-			return cmp.Compare(b, a)
-		})
-		n := replicasOut[0]
-		why := "an outdated replica"
-		if lp := lastPromotion(t); lp != nil && lp.Planned && lp.From == name(n) {
-			why = "the former primary, after the switchover to " + lp.To
+			return -1
 		}
-		return del(n, why)
+		return cmp.Compare(b, a)
+	})
+	n := out[0]
+	why := "an outdated replica"
+	if lp := lastPromotion(r.in.Topology); lp != nil && lp.Planned && lp.From == r.name(n) {
+		why = "the former primary, after the switchover to " + lp.To
 	}
+	return r.restart(n, why), true
+}
 
-	// Only the primary is outdated.
-	p := outdated[0]
-	if replicas == 1 {
-		return del(p, "the only instance: there is no replica to switch over to, so clients cannot write until it is back")
+// primaryStep is the step when only the primary is outdated: a single instance restarts in
+// place; a primary with replicas, forced or not, only after a switchover to an updated one.
+func (r *rolloutPlan) primaryStep() rolloutAction {
+	p := r.outdated[0]
+	if r.replicas == 1 {
+		return r.restart(p, "the only instance: there is no replica to switch over to, so clients cannot write until it is back")
 	}
-	if target, ok := switchoverTarget(t, pods, rev, primary); ok {
-		return rolloutAction{Kind: rolloutSwitchover, Pod: target, From: primary, Message: fmt.Sprintf(
-			"rolling out: switching the primary over from %s to the updated replica %s before restarting it; %s", primary, target, progress)}
+	if target, ok := switchoverTarget(r.in.Topology, r.pods, r.rev, r.primary); ok {
+		return rolloutAction{Kind: rolloutSwitchover, Pod: target, From: r.primary, Message: fmt.Sprintf(
+			"rolling out: switching the primary over from %s to the updated replica %s before restarting it; %s", r.primary, target, r.progress)}
 	}
-	// Forced or not, a primary with replicas is restarted only after a switchover.
-	return wait("waiting for an updated replica that can take over from the primary %s (ready, reachable, replicating)", primary)
+	return r.wait("waiting for an updated replica that can take over from the primary %s (ready, reachable, replicating)", r.primary)
 }
 
 // switchoverTarget picks the updated replica the primary role moves to: ready, reachable,
