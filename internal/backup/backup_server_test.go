@@ -164,34 +164,16 @@ func TestServerTakeFromReplicaAndRestore(t *testing.T) {
 func TestServerTakeUnderWrites(t *testing.T) {
 	tc := startCluster(t)
 	base := seqOf(t, tc.str(tc.primary, "SELECT @@gtid_binlog_pos"))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var writes atomic.Int64
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := tc.db(tc.primary).Exec("INSERT INTO app.w (at) VALUES (NOW(6))"); err != nil {
-				t.Errorf("writer: %v", err)
-				return
-			}
-			writes.Add(1)
-		}
-	})
+	w := tc.startWriter()
 	time.Sleep(200 * time.Millisecond)
 	store, _ := newStore(t)
 	opts := takeOptions(tc.replica, "ns/c/live/")
 	m, err := Take(t.Context(), opts, store)
 	time.Sleep(100 * time.Millisecond) // writes after the backup's position, whatever the timing
-	close(stop)
-	wg.Wait()
+	total := w.stop()
 	if err != nil {
 		t.Fatalf("Take: %v", err)
 	}
-	total := writes.Load()
 	inBackup := int64(seqOf(t, m.GTIDPosition) - base)
 	t.Logf("%d writes, %d of them before the backup's position %s", total, inBackup, m.GTIDPosition)
 	if inBackup <= 0 || inBackup >= total {
@@ -224,23 +206,9 @@ func TestServerTakeMakesTheApplierSerial(t *testing.T) {
 		t.Fatalf("replica slave_parallel_threads %s, want the production my.cnf's 4", got)
 	}
 	base := seqOf(t, tc.str(tc.primary, "SELECT @@gtid_binlog_pos"))
+	w := tc.startWriter()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var writes atomic.Int64
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := tc.db(tc.primary).Exec("INSERT INTO app.w (at) VALUES (NOW(6))"); err != nil {
-				t.Errorf("writer: %v", err)
-				return
-			}
-			writes.Add(1)
-		}
-	})
 	var starts atomic.Int64
 	wg.Go(func() { // the engine: a stopped applier is started again
 		for {
@@ -266,10 +234,11 @@ func TestServerTakeMakesTheApplierSerial(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
 	wg.Wait()
+	writes := w.stop()
 	if err != nil {
 		t.Fatalf("Take: %v", err)
 	}
-	t.Logf("%d writes, backup at %s, %d START SLAVE SQL_THREAD sent during the run", writes.Load(), m.GTIDPosition, starts.Load())
+	t.Logf("%d writes, backup at %s, %d START SLAVE SQL_THREAD sent during the run", writes, m.GTIDPosition, starts.Load())
 	if threadsDuring != "0" {
 		t.Errorf("slave_parallel_threads during the backup %q, want 0 (a serial applier)", threadsDuring)
 	}

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,4 +265,39 @@ func seqOf(t *testing.T, pos string) uint64 {
 	}
 	t.Fatalf("no domain 0 in %q", pos)
 	return 0
+}
+
+// writer commits one row per transaction into app.w on the primary, as fast as it can, until
+// stopped.
+type writer struct {
+	done   chan struct{}
+	wg     sync.WaitGroup
+	writes atomic.Int64
+}
+
+// startWriter starts a writer; a failed write fails the test and ends it.
+func (tc *testCluster) startWriter() *writer {
+	w := &writer{done: make(chan struct{})}
+	w.wg.Go(func() {
+		for {
+			select {
+			case <-w.done:
+				return
+			default:
+			}
+			if _, err := tc.db(tc.primary).Exec("INSERT INTO app.w (at) VALUES (NOW(6))"); err != nil {
+				tc.t.Errorf("writer: %v", err)
+				return
+			}
+			w.writes.Add(1)
+		}
+	})
+	return w
+}
+
+// stop ends the writer and returns how many writes the primary acknowledged.
+func (w *writer) stop() int64 {
+	close(w.done)
+	w.wg.Wait()
+	return w.writes.Load()
 }

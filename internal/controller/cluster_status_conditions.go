@@ -150,6 +150,16 @@ func (h clusterHealth) onlyPlannedWork(o observation) bool {
 	return h.switchingOver && h.wasAvailable && (h.allReady || plannedOnly(h.waits))
 }
 
+// writesAtRisk is, first, commits stalled for an acknowledgement no replica gives (what
+// clients feel), then acknowledged writes that exist on one server only (what a failover
+// could lose); nil when neither.
+func (h clusterHealth) writesAtRisk(durability dolphinv1.Durability) *problem {
+	if h.stalled() {
+		return stallProblem(durability)
+	}
+	return riskProblem(h.topo)
+}
+
 // stalled reports whether the primary's commits wait for an acknowledgement no replica gives.
 func (h clusterHealth) stalled() bool {
 	return h.topo != nil && (h.topo.NoSemiSyncReplica || h.topo.CommitsWaiting)
@@ -178,14 +188,11 @@ func (w conditionWriter) setReady(o observation, h clusterHealth) {
 		w.set(dolphinv1.ConditionReady, false, "ReconcileError", "applying the spec failed: "+o.StepErr.Error())
 	case !h.primaryReady:
 		w.set(dolphinv1.ConditionReady, false, "PrimaryNotAvailable", h.instances+"; no writable primary"+whyNoPrimary(h.topo))
-	case h.stalled():
-		// Said before the instances that are not ready: what clients feel is the stall.
-		stall := stallProblem(o.Durability)
-		w.set(dolphinv1.ConditionReady, false, stall.reason, h.instances+"; "+stall.message)
-	case riskProblem(h.topo) != nil:
-		// Then acknowledged writes that exist on one server only: what a failover could lose.
-		risk := riskProblem(h.topo)
-		w.set(dolphinv1.ConditionReady, false, risk.reason, h.instances+"; "+risk.message)
+	case h.writesAtRisk(o.Durability) != nil:
+		// Said before the instances that are not ready: what clients feel, then what a
+		// failover could lose.
+		p := h.writesAtRisk(o.Durability)
+		w.set(dolphinv1.ConditionReady, false, p.reason, h.instances+"; "+p.message)
 	case !h.allReady:
 		w.set(dolphinv1.ConditionReady, false, "InstancesNotReady", h.instances)
 	default:
@@ -268,12 +275,9 @@ func (w conditionWriter) setPhaseAndDegraded(o observation, h clusterHealth) {
 		w.set(dolphinv1.ConditionDegraded, false, "PlannedChange", h.instances)
 	case h.wasAvailable && !h.primaryReady:
 		w.set(dolphinv1.ConditionDegraded, true, "PrimaryUnavailable", "the primary is not available; "+h.instances+whyNoPrimary(h.topo))
-	case h.stalled():
-		stall := stallProblem(o.Durability)
-		w.set(dolphinv1.ConditionDegraded, true, stall.reason, h.instances+"; "+stall.message)
-	case riskProblem(h.topo) != nil:
-		risk := riskProblem(h.topo)
-		w.set(dolphinv1.ConditionDegraded, true, risk.reason, h.instances+"; "+risk.message)
+	case h.writesAtRisk(o.Durability) != nil:
+		p := h.writesAtRisk(o.Durability)
+		w.set(dolphinv1.ConditionDegraded, true, p.reason, h.instances+"; "+p.message)
 	case st.Phase == dolphinv1.PhaseDegraded && !h.allReady && (h.topologyProblem == nil || !plannedOnly(h.waits)):
 		// Instances not ready for planned work are not the trouble a topology problem is.
 		w.set(dolphinv1.ConditionDegraded, true, "InstancesNotReady", h.instances)
