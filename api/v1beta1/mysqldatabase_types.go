@@ -144,3 +144,9 @@ const (
 	// ReasonDeleting: the cleanup policy is being carried out.
 	ReasonDeleting = "Deleting"
 )
+
+// StatusConditions returns the status conditions, for the reconciler that writes them.
+func (in *MySQLDatabase) StatusConditions() *[]metav1.Condition { return &in.Status.Conditions }
+
+// StatusObservedGeneration returns the generation the status last applied (0: never).
+func (in *MySQLDatabase) StatusObservedGeneration() int64 { return in.Status.ObservedGeneration }

@@ -216,3 +216,9 @@ type MySQLUserStatus struct {
 	// +optional
 	PasswordSecretVersion string `json:"passwordSecretVersion,omitempty"`
 }
+
+// StatusConditions returns the status conditions, for the reconciler that writes them.
+func (in *MySQLUser) StatusConditions() *[]metav1.Condition { return &in.Status.Conditions }
+
+// StatusObservedGeneration returns the generation the status last applied (0: never).
+func (in *MySQLUser) StatusObservedGeneration() int64 { return in.Status.ObservedGeneration }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -46,10 +45,8 @@ func (r *MySQLDatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 func (r *MySQLDatabaseReconciler) loop() sqlObjectReconciler[*dolphinv1.MySQLDatabase] {
 	return sqlObjectReconciler[*dolphinv1.MySQLDatabase]{
 		client: r.Client, sql: r.SQL, recorder: r.Recorder, kind: "MySQLDatabase",
-		newList:            func() client.ObjectList { return &dolphinv1.MySQLDatabaseList{} },
-		status:             func(d *dolphinv1.MySQLDatabase) any { return d.Status },
-		conditions:         func(d *dolphinv1.MySQLDatabase) *[]metav1.Condition { return &d.Status.Conditions },
-		observedGeneration: func(d *dolphinv1.MySQLDatabase) int64 { return d.Status.ObservedGeneration },
+		newList: func() client.ObjectList { return &dolphinv1.MySQLDatabaseList{} },
+		status:  func(d *dolphinv1.MySQLDatabase) any { return d.Status },
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 // out its cleanup policy when it is deleted or keep the finalizer and apply it, refuse it
 // while an older object of its kind manages the same server object, and write the status
 // once, when it changed.
-type sqlObjectReconciler[T client.Object] struct {
+type sqlObjectReconciler[T sqlObject] struct {
 	client   client.Client
 	sql      PrimarySQL
 	recorder events.EventRecorder
@@ -34,11 +34,16 @@ type sqlObjectReconciler[T client.Object] struct {
 	// newList returns an empty list of the kind.
 	newList func() client.ObjectList
 	// status returns the object's status, compared before and after to decide whether to
-	// write it, and conditions its conditions.
-	status     func(T) any
-	conditions func(T) *[]metav1.Condition
-	// observedGeneration is the generation the object's status last applied (0: never).
-	observedGeneration func(T) int64
+	// write it.
+	status func(T) any
+}
+
+// sqlObject is a MySQLUser or a MySQLDatabase: an object with status conditions and the
+// generation its status last applied (0: never).
+type sqlObject interface {
+	client.Object
+	StatusConditions() *[]metav1.Condition
+	StatusObservedGeneration() int64
 }
 
 // sqlTarget is what an object of either kind stands for on the server.
@@ -104,7 +109,7 @@ func (s sqlObjectReconciler[T]) reconcile(ctx context.Context, key client.Object
 // someone's own), and only when no other resource claims it: after a conflict, the other one
 // manages it now, whichever was older.
 func (s sqlObjectReconciler[T]) cleanup(ctx context.Context, obj T, t sqlTarget) (*sqlState, error) {
-	drop := t.dropOnDelete && s.observedGeneration(obj) > 0
+	drop := t.dropOnDelete && obj.StatusObservedGeneration() > 0
 	if drop {
 		_, others, err := s.claimants(ctx, obj, t)
 		if err != nil {
@@ -154,7 +159,7 @@ func (s sqlObjectReconciler[T]) claimants(ctx context.Context, obj T, t sqlTarge
 
 // finish writes the status (when it changed) and says when to look again.
 func (s sqlObjectReconciler[T]) finish(ctx context.Context, orig, obj T, st sqlState) (ctrl.Result, error) {
-	setReady(s.conditions(obj), st, obj.GetGeneration())
+	setReady(obj.StatusConditions(), st, obj.GetGeneration())
 	if !equality.Semantic.DeepEqual(s.status(orig), s.status(obj)) {
 		if err := s.client.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("writing %s status: %w", s.kind, err)

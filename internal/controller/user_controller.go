@@ -56,10 +56,8 @@ func (r *MySQLUserReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 func (r *MySQLUserReconciler) loop() sqlObjectReconciler[*dolphinv1.MySQLUser] {
 	return sqlObjectReconciler[*dolphinv1.MySQLUser]{
 		client: r.Client, sql: r.SQL, recorder: r.Recorder, kind: "MySQLUser",
-		newList:            func() client.ObjectList { return &dolphinv1.MySQLUserList{} },
-		status:             func(u *dolphinv1.MySQLUser) any { return u.Status },
-		conditions:         func(u *dolphinv1.MySQLUser) *[]metav1.Condition { return &u.Status.Conditions },
-		observedGeneration: func(u *dolphinv1.MySQLUser) int64 { return u.Status.ObservedGeneration },
+		newList: func() client.ObjectList { return &dolphinv1.MySQLUserList{} },
+		status:  func(u *dolphinv1.MySQLUser) any { return u.Status },
 	}
 }
 
