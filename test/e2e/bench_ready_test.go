@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
+)
+
+// readyPhase is one step on a new cluster's way to Ready and when, after the apply, the last
+// of its instances reached it, as the bench saw it polling (testenv.Eventually, at most
+// 100 ms apart: the resolution of every phase; the objects' own timestamps are whole seconds).
+type readyPhase struct {
+	name string
+	at   time.Duration
+}
+
+// readyRound is one apply → Ready of a 3-instance cluster.
+type readyRound struct {
+	total  time.Duration
+	phases []readyPhase
+}
+
+// String is the round's log line: each phase's time after the apply, in order.
+func (r readyRound) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "total=%.2fs", r.total.Seconds())
+	for _, p := range r.phases {
+		fmt.Fprintf(&b, " %s=%.2fs", p.name, p.at.Seconds())
+	}
+	return b.String()
+}
+
+// applyToReady creates a cluster of 3 instances named name and waits until it is Ready with a
+// Healthy topology and no errant instance, recording when every instance was created,
+// scheduled, past each init container (the seed one fills the data directory), running, and
+// Ready, and when the topology became Healthy.
+func (s *stack) applyToReady(name string) readyRound {
+	s.t.Helper()
+	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete}}}
+	applied := time.Now()
+	if err := s.c.Create(s.ctx, cluster); err != nil {
+		s.t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	seen := map[string]time.Duration{}
+	var order []string
+	mark := func(phase string, reached bool) {
+		if _, ok := seen[phase]; reached && !ok {
+			seen[phase] = time.Since(applied)
+			order = append(order, phase)
+		}
+	}
+	var round readyRound
+	testenv.Eventually(s.t, 180*time.Second, "cluster "+name+" Ready", func() error {
+		pods := s.clusterPods(name)
+		all := func(ok func(*corev1.Pod) bool) bool {
+			return len(pods) == 3 && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return !ok(&p) })
+		}
+		mark("pods", len(pods) == 3)
+		mark("scheduled", all(func(p *corev1.Pod) bool { return podCondition(p, corev1.PodScheduled) }))
+		if len(pods) == 3 {
+			for _, ic := range pods[0].Spec.InitContainers {
+				mark("init:"+ic.Name, all(func(p *corev1.Pod) bool { return initDone(p, ic.Name) }))
+			}
+		}
+		mark("running", all(func(p *corev1.Pod) bool { return containersRunning(p) }))
+		mark("pods_ready", all(func(p *corev1.Pod) bool { return podCondition(p, corev1.PodReady) }))
+		if err := s.c.Get(s.ctx, key, cluster); err != nil {
+			return err
+		}
+		tp := cluster.Status.Topology
+		mark("healthy", tp != nil && tp.State == "Healthy" && len(tp.ErrantInstances) == 0)
+		if !meta.IsStatusConditionTrue(cluster.Status.Conditions, "Ready") || tp == nil || tp.State != "Healthy" || len(tp.ErrantInstances) > 0 {
+			return fmt.Errorf("phase %s topology %+v", cluster.Status.Phase, tp)
+		}
+		round.total = time.Since(applied)
+		return nil
+	})
+	for _, p := range order {
+		round.phases = append(round.phases, readyPhase{p, seen[p]})
+	}
+	return round
+}
+
+// deleteCluster deletes the cluster and waits until its pods are gone.
+func (s *stack) deleteCluster(name string) {
+	s.t.Helper()
+	c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}
+	if err := s.c.Delete(s.ctx, c); client.IgnoreNotFound(err) != nil {
+		s.t.Fatal(err)
+	}
+	testenv.Eventually(s.t, 180*time.Second, "cluster "+name+"'s pods gone", func() error {
+		if n := len(s.clusterPods(name)); n > 0 {
+			return fmt.Errorf("%d pods left", n)
+		}
+		return nil
+	})
+}
+
+func podCondition(p *corev1.Pod, typ corev1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// initDone reports whether p's init container name exited 0.
+func initDone(p *corev1.Pod, name string) bool {
+	for _, st := range p.Status.InitContainerStatuses {
+		if st.Name == name {
+			return st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
+		}
+	}
+	return false
+}
+
+// containersRunning reports whether every container of p runs (ready or not).
+func containersRunning(p *corev1.Pod) bool {
+	if len(p.Status.ContainerStatuses) < len(p.Spec.Containers) {
+		return false
+	}
+	for _, st := range p.Status.ContainerStatuses {
+		if st.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// readySummary is the per-phase median over the rounds, in the order of the first round.
+func readySummary(rounds []readyRound) string {
+	if len(rounds) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range rounds[0].phases {
+		var ds []time.Duration
+		for _, r := range rounds {
+			for _, q := range r.phases {
+				if q.name == p.name {
+					ds = append(ds, q.at)
+				}
+			}
+		}
+		fmt.Fprintf(&b, " %s_p50=%.2fs", strings.ReplaceAll(p.name, ":", "_"), pctl(ds, 50))
+	}
+	return strings.TrimSpace(b.String())
+}
