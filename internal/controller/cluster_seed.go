@@ -18,8 +18,12 @@ import (
 )
 
 // seedRetryInterval is how soon a reconcile looks again while an instance waits in its seed
-// container (its server may not listen yet, or no peer can serve a clone yet).
-const seedRetryInterval = 2 * time.Second
+// container (no peer can serve a clone yet, or its seed runs); seedContactRetry when its
+// seed container does not answer yet: a new instance's start waits on that one (issue 35).
+const (
+	seedRetryInterval = 2 * time.Second
+	seedContactRetry  = 500 * time.Millisecond
+)
 
 // reconcileSeeds tells every instance whose seed init container waits how to fill its empty
 // data directory (decideSeed): empty, the bootstrap backup, or a clone of a peer's agent. The
@@ -48,11 +52,13 @@ func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv
 		a, err := r.Agents.Agent(ctx, c, pod)
 		if err != nil {
 			logger.Info("seed container not reachable yet", "pod", pod.Name, "error", err.Error())
+			out.after(seedContactRetry, "an instance's seed container does not answer yet")
 			continue
 		}
 		st, err := a.SeedStatus(ctx)
 		if err != nil {
 			logger.Info("seed container not answering yet", "pod", pod.Name, "error", err.Error())
+			out.after(seedContactRetry, "an instance's seed container does not answer yet")
 			continue
 		}
 		if st.Phase == agent.SeedRunning || st.Phase == agent.SeedSucceeded {
@@ -74,6 +80,7 @@ func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv
 		}
 		if _, err := a.Seed(ctx, req); err != nil && !errors.Is(err, agent.ErrSeedRunning) {
 			logger.Info("seed instruction not taken yet", "pod", pod.Name, "error", err.Error())
+			out.after(seedContactRetry, "an instance's seed container did not take its instruction yet")
 			continue
 		}
 		r.eventAbout(c, pod, corev1.EventTypeNormal, "Seeding", "Seed", "seeding %s: %s%s", pod.Name, plan.Mode, source)
