@@ -74,7 +74,7 @@ func (s *stack) applyToReady(name string) readyRound {
 			}
 		}
 		mark("running", all(func(p *corev1.Pod) bool { return containersRunning(p) }))
-		mark("pods_ready", all(func(p *corev1.Pod) bool { return podCondition(p, corev1.PodReady) }))
+		mark("pods_ready", all(podReady))
 		if err := s.c.Get(s.ctx, key, cluster); err != nil {
 			return err
 		}
@@ -107,6 +107,7 @@ func (s *stack) deleteCluster(name string) {
 	})
 }
 
+// podCondition reports whether p's condition typ is True.
 func podCondition(p *corev1.Pod, typ corev1.PodConditionType) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == typ {

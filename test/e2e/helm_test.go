@@ -270,11 +270,4 @@ func (s *stack) wantSamePods(cluster string, before map[string]podState, when st
 	}
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func podReady(p *corev1.Pod) bool { return podCondition(p, corev1.PodReady) }
