@@ -218,13 +218,16 @@ bench-local: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process, real 
 	    | grep --line-buffered -E 'round [0-9]+:|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
 
-FOOTPRINT_N ?= 10,100
+FOOTPRINT_N ?= 10,100,300
 # FOOTPRINT_ARGS: more `dolphin operator` flags for the bench, e.g. --gc-percent=100.
 FOOTPRINT_ARGS ?=
+# FOOTPRINT_GOMEMLIMIT: a Go soft memory limit for Dolphin's process only (e.g. 64MiB), to
+# compare RSS with one; empty: none (the bench runs the operator in no container).
+FOOTPRINT_GOMEMLIMIT ?=
 .PHONY: bench-footprint
-bench-footprint: control-plane moco ## The operator's RSS, StatefulSet creation time and idle CPU at FOOTPRINT_N clusters (cumulative) on a bare control plane, then MOCO's and the ratios.
+bench-footprint: control-plane moco ## The operator's RSS (mean over 2 idle minutes), StatefulSet creation time and idle CPU at FOOTPRINT_N clusters (cumulative) on a bare control plane, then MOCO's, the RSS per cluster and the ratios.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
-	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_FOOTPRINT_ARGS="$(FOOTPRINT_ARGS)" DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_MOCO=$(MOCO) \
+	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_FOOTPRINT_ARGS="$(FOOTPRINT_ARGS)" DOLPHIN_BENCH_FOOTPRINT_GOMEMLIMIT=$(FOOTPRINT_GOMEMLIMIT) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_MOCO=$(MOCO) \
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchFootprint$$' -v ./cmd/dolphin/; echo $$? >$$rcfile; } \
 	    | grep -E '_test.go:[0-9]+:|--- |^ok|FAIL|^panic:'; \
 	  rc=$$(cat $$rcfile); rm -f $$rcfile; \

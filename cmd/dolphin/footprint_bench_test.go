@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,8 +30,10 @@ const footprintNamespace = "footprint"
 // TestBenchFootprint measures what the operator costs at N clusters on a bare control plane
 // (a real kube-apiserver and etcd, no node: pods stay Pending, as for the peers' figures):
 // the operator's RSS, the time until the StatefulSets of the clusters just created exist, and
-// its idle CPU once they do. DOLPHIN_BENCH_FOOTPRINT_N lists the cluster counts, cumulative
-// (default "10,100"); DOLPHIN_BENCH_FOOTPRINT_IDLE how long idle CPU is sampled (default 60s).
+// its idle CPU and mean RSS once they do, and the RSS added per cluster (slope) from the first
+// count to the last. DOLPHIN_BENCH_FOOTPRINT_N lists the cluster counts, cumulative (make
+// bench-footprint: "10,100,300"); DOLPHIN_BENCH_FOOTPRINT_IDLE how long idle CPU and memory
+// are sampled (default 2m, so that the window holds a garbage collection).
 // When DOLPHIN_MOCO names MOCO's controller binary (hack/moco.sh builds it), the same steps
 // run against MOCO on a control plane of its own and the ratios Dolphin/MOCO at the largest N
 // are printed. `make bench-footprint` runs it; the summary lines go to DOLPHIN_BENCH_OUT.
@@ -46,7 +50,7 @@ func TestBenchFootprint(t *testing.T) {
 		}
 		counts = append(counts, n)
 	}
-	idle := time.Minute
+	idle := 2 * time.Minute // Go collects at least every 2 minutes: the window holds one
 	if d, err := time.ParseDuration(os.Getenv("DOLPHIN_BENCH_FOOTPRINT_IDLE")); err == nil && d > 0 {
 		idle = d
 	}
@@ -75,11 +79,20 @@ func TestBenchFootprint(t *testing.T) {
 			lines = append(lines, f.line("moco"))
 		}
 	}
+	if len(counts) > 1 {
+		lines = append(lines, slopeLine("footprint", dolphin, len(counts)))
+		if mocoBin != "" {
+			lines = append(lines, slopeLine("moco", moco, len(counts)))
+		}
+	}
 	if len(dolphin) == len(counts) && len(moco) == len(counts) {
 		d, m := dolphin[len(dolphin)-1], moco[len(moco)-1]
 		line := fmt.Sprintf("ratio rss=%.2f sts=%.2f idle_cpu=%.2f", ratio(d.rssMB, m.rssMB),
 			ratio(d.sts.Seconds(), m.sts.Seconds()), ratio(d.idleCPUPerMin, m.idleCPUPerMin))
-		t.Logf("%s (Dolphin/MOCO at n=%d)", line, d.n)
+		if len(counts) > 1 {
+			line += fmt.Sprintf(" slope=%.2f", ratio(slope(dolphin), slope(moco)))
+		}
+		t.Logf("%s (Dolphin/MOCO at n=%d; slope: RSS per cluster from n=%d to n=%d)", line, d.n, counts[0], d.n)
 		lines = append(lines, line)
 	}
 	if out := os.Getenv("DOLPHIN_BENCH_OUT"); out != "" {
@@ -94,6 +107,8 @@ type benchOperator struct {
 	// name prefixes the lines logged for it ("footprint" for Dolphin, "moco").
 	name string
 	pid  int
+	// pprof is the address of its pprof endpoint, "" when it serves none.
+	pprof string
 	// client is an administrator's client of the operator's control plane.
 	client client.Client
 	// newCluster returns a 3-instance cluster named name in footprintNamespace.
@@ -102,14 +117,64 @@ type benchOperator struct {
 
 // footprint is what an operator cost at n clusters.
 type footprint struct {
-	n             int
-	rssMB         float64
-	sts           time.Duration // until the StatefulSets of the clusters created at this step existed
-	idleCPUPerMin float64       // CPU-seconds per minute once they did
+	n int
+	// rssMB is the mean resident set size over the idle window, maxRSSMB the largest seen.
+	rssMB, maxRSSMB float64
+	// anonMB and fileMB split rssMB: the process's own memory (heap, stacks) and the pages of
+	// files it maps (its binary's code and data, shared with the page cache).
+	anonMB, fileMB float64
+	sts            time.Duration // until the StatefulSets of the clusters created at this step existed
+	idleCPUPerMin  float64       // CPU-seconds per minute once they did
 }
 
 func (f footprint) line(name string) string {
-	return fmt.Sprintf("%s n=%d rss_mb=%.1f sts_s=%.2f idle_cpu_s_per_min=%.2f", name, f.n, f.rssMB, f.sts.Seconds(), f.idleCPUPerMin)
+	return fmt.Sprintf("%s n=%d rss_mb=%.1f max_rss_mb=%.1f anon_mb=%.1f file_mb=%.1f sts_s=%.2f idle_cpu_s_per_min=%.2f",
+		name, f.n, f.rssMB, f.maxRSSMB, f.anonMB, f.fileMB, f.sts.Seconds(), f.idleCPUPerMin)
+}
+
+// memorySample is how often sampleMemory reads the process's memory.
+const memorySample = 2 * time.Second
+
+// sampleMemory reads pid's memory every memorySample for d and records the means and the
+// largest RSS seen. An idle Go process's RSS saws up and down by a third between garbage
+// collections (at least one every 2 minutes): a single reading depends on where in that cycle
+// it falls, the mean over a window that holds a collection does not.
+func (f *footprint) sampleMemory(t *testing.T, pid int, d time.Duration) {
+	var anon, file float64
+	samples := 0
+	for end := time.Now().Add(d); ; {
+		a := float64(testenv.MustProcStatusKB(t, pid, "RssAnon")) / 1024
+		fl := float64(testenv.MustProcStatusKB(t, pid, "RssFile")) / 1024
+		anon, file, samples = anon+a, file+fl, samples+1
+		f.maxRSSMB = max(f.maxRSSMB, a+fl)
+		if time.Now().After(end) {
+			break
+		}
+		time.Sleep(memorySample)
+	}
+	f.anonMB, f.fileMB = anon/float64(samples), file/float64(samples)
+	f.rssMB = f.anonMB + f.fileMB
+}
+
+// slope is the RSS an operator added per cluster from the first measured count to the last,
+// in MB (0 with fewer than two counts measured).
+func slope(fs []footprint) float64 {
+	if len(fs) < 2 {
+		return 0
+	}
+	first, last := fs[0], fs[len(fs)-1]
+	return (last.rssMB - first.rssMB) / float64(last.n-first.n)
+}
+
+// slopeLine is the per-cluster slope of RSS and of its anonymous part, or a note that the
+// operator's run ended early.
+func slopeLine(name string, fs []footprint, want int) string {
+	if len(fs) < want {
+		return fmt.Sprintf("%s slope: not measured (%d of %d counts)", name, len(fs), want)
+	}
+	first, last := fs[0], fs[len(fs)-1]
+	return fmt.Sprintf("%s slope n=%d..%d rss_mb_per_cluster=%.3f anon_mb_per_cluster=%.3f", name, first.n, last.n,
+		slope(fs), (last.anonMB-first.anonMB)/float64(last.n-first.n))
 }
 
 // ratio is a/b, 0 when b is 0.
@@ -151,13 +216,38 @@ func measureFootprint(t *testing.T, op benchOperator, counts []int, idle time.Du
 		f := footprint{n: n, sts: time.Since(began)}
 		waitQuiet(t, op) // the first reconciles of the new clusters are not idle time
 		cpu0, at0 := cpuSeconds(t, op.pid), time.Now()
-		time.Sleep(idle)
+		f.sampleMemory(t, op.pid, idle)
 		f.idleCPUPerMin = (cpuSeconds(t, op.pid) - cpu0) / time.Since(at0).Minutes()
-		f.rssMB = rssMB(t, op.pid)
+		saveHeapProfile(t, op, n)
 		t.Logf("%s (the StatefulSets of the %d clusters created at this step)", f.line(op.name), n-prev(counts, n))
 		out = append(out, f)
 	}
 	return out
+}
+
+// saveHeapProfile writes op's heap profile at n clusters to
+// $DOLPHIN_BENCH_FOOTPRINT_PROFILES/<name>-<n>.heap when that directory and op's pprof address
+// are set (Dolphin only: MOCO serves no pprof). Compare two with
+// `go tool pprof -diff_base footprint-10.heap footprint-100.heap`.
+func saveHeapProfile(t *testing.T, op benchOperator, n int) {
+	dir := os.Getenv("DOLPHIN_BENCH_FOOTPRINT_PROFILES")
+	if dir == "" || op.pprof == "" {
+		return
+	}
+	resp, err := http.Get("http://" + op.pprof + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		t.Fatalf("heap profile: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("heap profile: %s, %v", resp.Status, err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.heap", op.name, n))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("heap profile at n=%d: %s", n, path)
 }
 
 // quietCPU is the most CPU an operator may use in a quietWindow for its clusters to count as
@@ -203,14 +293,25 @@ func startDolphin(t *testing.T) benchOperator {
 	c := benchClient(t, tenv, scheme, footprintNamespace)
 	args := []string{"--kubeconfig=" + testenv.AdminKubeconfig(t, tenv.Environment), "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=" + testenv.FreeAddr(t)}
-	if addr := os.Getenv("DOLPHIN_BENCH_FOOTPRINT_PPROF"); addr != "" {
-		args = append(args, "--pprof-bind-address="+addr)
+	pprof := os.Getenv("DOLPHIN_BENCH_FOOTPRINT_PPROF")
+	if pprof == "" && os.Getenv("DOLPHIN_BENCH_FOOTPRINT_PROFILES") != "" {
+		pprof = testenv.FreeAddr(t)
+	}
+	if pprof != "" {
+		args = append(args, "--pprof-bind-address="+pprof)
 	}
 	// More operator flags, to compare settings (e.g. --gc-percent=100, Go's default).
 	args = append(args, strings.Fields(os.Getenv("DOLPHIN_BENCH_FOOTPRINT_ARGS"))...)
+	cmd := exec.Command(bin, args...)
+	// A soft memory limit for Dolphin only, to compare RSS with and without one (the operator
+	// sets it from its container's limit; this bench runs it in no container).
+	if limit := os.Getenv("DOLPHIN_BENCH_FOOTPRINT_GOMEMLIMIT"); limit != "" {
+		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+limit)
+	}
 	return benchOperator{
 		name:   "footprint",
-		pid:    startBenchProcess(t, exec.Command(bin, args...)),
+		pid:    startBenchProcess(t, cmd),
+		pprof:  pprof,
 		client: c,
 		newCluster: func(name string) client.Object {
 			return &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: footprintNamespace, Name: name},

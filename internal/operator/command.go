@@ -3,6 +3,8 @@ package operator
 import (
 	"runtime/debug"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 )
@@ -31,6 +33,7 @@ func NewCommand(use string) *cobra.Command {
 			if opts.GCPercent > 0 {
 				debug.SetGCPercent(opts.GCPercent)
 			}
+			setMemoryLimit(opts.MemoryLimitRatio, memlimit.FromCgroup, opts.Logger)
 			return Run(cmd.Context(), opts)
 		},
 	}

@@ -19,7 +19,7 @@ func TestOperatorHelpListsFlags(t *testing.T) {
 		"--metrics-bind-address", "--metrics-secure", "--health-probe-bind-address", "--leader-elect",
 		"--leader-election-id", "--leader-election-namespace", "--max-concurrent-reconciles",
 		"--graceful-shutdown-timeout", "--watch-namespace", "--zap-devel", "--zap-log-level",
-		"--agent-image", "--gc-percent",
+		"--agent-image", "--gc-percent", "--memory-limit-ratio",
 	} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("operator --help does not list %s", flag)

@@ -66,6 +66,10 @@ type Options struct {
 	// 100); the default is DefaultGCPercent unless GOGC is set.
 	GCPercent int
 
+	// MemoryLimitRatio is the share of the container's memory limit (its cgroup) given to Go
+	// as its soft memory limit (GOMEMLIMIT); 0 sets none. GOMEMLIMIT in the environment wins.
+	MemoryLimitRatio float64
+
 	// PprofBindAddress serves Go's pprof profiles (/debug/pprof/) when set, e.g.
 	// "127.0.0.1:6060"; empty (the default) serves nothing.
 	PprofBindAddress string
@@ -154,6 +158,7 @@ func DefaultOptions() Options {
 		WebhookSecret:           "dolphin-webhook-cert",
 		WebhookConfiguration:    "dolphin-validating-webhooks",
 		GCPercent:               defaultGCPercent(),
+		MemoryLimitRatio:        DefaultMemoryLimitRatio,
 	}
 }
 
@@ -186,6 +191,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Address the /healthz and /readyz probes bind to. \"0\" disables them.")
 	fs.IntVar(&o.GCPercent, "gc-percent", d.GCPercent,
 		"Garbage collection target (Go's GOGC): how far the heap may grow over live data before a collection. 0: Go's own setting (GOGC, or 100). Default 50 unless GOGC is set.")
+	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", d.MemoryLimitRatio,
+		"Go's soft memory limit (GOMEMLIMIT) as this share of the container's memory limit: near it the garbage collector works harder instead of the process being killed. 0: none. GOMEMLIMIT in the environment wins.")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", d.PprofBindAddress,
 		"Serve Go's pprof profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060, to see where memory and CPU go. Empty: off.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", d.LeaderElect,

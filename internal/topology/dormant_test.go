@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -37,4 +38,38 @@ func TestDormantEngineObservesOnlyWhenTriggered(t *testing.T) {
 	dormant.Store(false)
 	e.Trigger()
 	testenv.EventuallyTrue(t, 5*time.Second, "cycles every interval once awake", func() bool { return cycles.Load() >= 8 })
+}
+
+// TestDormantEngineKeepsNoPools: an engine whose instances have no address closes the
+// connection pools its last cycle opened (each holds a goroutine) until a trigger wakes it.
+func TestDormantEngineKeepsNoPools(t *testing.T) {
+	var dormant atomic.Bool
+	var cycles atomic.Int32
+	// Port 1 on loopback refuses: the cycle opens a pool per member and fails to reach it.
+	members := []Member{{Name: "a", Host: "127.0.0.1", Port: 1}, {Name: "b", Host: "127.0.0.1", Port: 2}}
+	e := New(Config{
+		Flavor:   dbsql.FlavorMariaDB,
+		Interval: 20 * time.Millisecond,
+		Members:  func() []Member { cycles.Add(1); return members },
+		Dormant:  dormant.Load,
+		Log:      logr.Discard(),
+	}, Persisted{})
+	pools := func() int {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.conns)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = e.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	testenv.EventuallyTrue(t, 5*time.Second, "pools of the awake engine", func() bool { return pools() == len(members) })
+	dormant.Store(true)
+	testenv.EventuallyTrue(t, 5*time.Second, "no pools once dormant", func() bool { return pools() == 0 })
+	n := cycles.Load()
+	time.Sleep(200 * time.Millisecond)
+	if cycles.Load() != n || pools() != 0 {
+		t.Fatalf("dormant: %d more cycles, %d pools; want none", cycles.Load()-n, pools())
+	}
 }

@@ -377,7 +377,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		if err == nil && len(d.Plan) > 0 && (d.State == StateFailover || d.State == StateSwitchover || d.State == StateBootstrap) {
 			next = 0 // a multi-step change continues at once
 		} else if e.cfg.Dormant != nil && e.cfg.Dormant() {
-			timer.Stop() // nothing runs: wait for a trigger (a pod got an address)
+			// Nothing runs: wait for a trigger (a pod got an address). The pools of
+			// instances that have no address serve nothing until then; each holds a
+			// goroutine, so a cluster that waits for its pods keeps none (docs/design/0037).
+			timer.Stop()
+			e.Close()
 			continue
 		}
 		timer.Reset(max(0, next-time.Since(started)))

@@ -1,0 +1,37 @@
+package operator
+
+import (
+	"errors"
+	"math"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
+)
+
+// DefaultMemoryLimitRatio is the share of the container's memory limit the operator gives Go
+// as its soft memory limit (GOMEMLIMIT) when the environment sets none.
+const DefaultMemoryLimitRatio = 0.9
+
+// setMemoryLimit gives the Go runtime a soft memory limit of ratio × the memory limit of the
+// operator's container (its cgroup, v1 or v2, read by provider), as production Go services do:
+// near the limit the garbage collector works harder instead of letting the kernel kill the
+// process. GOMEMLIMIT or AUTOMEMLIMIT=off in the environment win; ratio 0 turns it off; no
+// limit (none set, or not on Linux) leaves Go without one. It returns the limit in effect
+// (math.MaxInt64: none) and logs what it did. Failing to read the limit is logged, not fatal:
+// the operator runs as it would without it.
+func setMemoryLimit(ratio float64, provider memlimit.Provider, log logr.Logger) int64 {
+	if ratio <= 0 {
+		log.V(1).Info("memory limit: off (--memory-limit-ratio=0)")
+		return math.MaxInt64
+	}
+	limit, err := memlimit.Set(memlimit.WithRatio(ratio), memlimit.WithProvider(provider))
+	switch {
+	case err != nil && !errors.Is(err, memlimit.ErrNoLimit):
+		log.Error(err, "memory limit: not set from the container's limit; running without one")
+	case limit == math.MaxInt64:
+		log.Info("memory limit: none (the container has no memory limit)")
+	default:
+		log.Info("memory limit: Go's soft limit set", "goMemLimitBytes", limit, "ratio", ratio)
+	}
+	return limit
+}
