@@ -248,6 +248,28 @@ func saveHeapProfile(t *testing.T, op benchOperator, n int) {
 		t.Fatal(err)
 	}
 	t.Logf("heap profile at n=%d: %s", n, path)
+	// The runtime's own account of the memory, to set beside RSS: the live heap and garbage
+	// (HeapAlloc), the spans that hold them (HeapInuse), freed spans not yet returned to the OS
+	// (HeapIdle - HeapReleased), goroutine stacks, the collector's metadata, the next target.
+	resp, err = http.Get("http://" + op.pprof + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatalf("memory statistics: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err = io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("memory statistics: %v", err)
+	}
+	stats := map[string]float64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if name, v, ok := strings.Cut(strings.TrimPrefix(l, "# "), " = "); ok && l != name {
+			if f, err := strconv.ParseFloat(strings.Fields(v)[0], 64); err == nil {
+				stats[name] = f / (1 << 20)
+			}
+		}
+	}
+	t.Logf("%s n=%d go_mb heap_alloc=%.1f heap_inuse=%.1f heap_retained_free=%.1f stacks=%.1f gc_meta=%.1f next_gc=%.1f", op.name, n,
+		stats["HeapAlloc"], stats["HeapInuse"], stats["HeapIdle"]-stats["HeapReleased"], stats["Stack"], stats["GCSys"], stats["NextGC"])
 }
 
 // quietCPU is the most CPU an operator may use in a quietWindow for its clusters to count as

@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"slices"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,12 +30,17 @@ import (
 //
 // A cached Get of an object outside its selector answers NotFound, and no watch sees it:
 // code that must read such an object uses the APIReader.
+//
+// Each keeps only Dolphin's own managedFields entries (KeepOwnManagedFields): the no-op check
+// of applyChild reads Dolphin's; the kubelet's status entries on every pod, the controller
+// manager's on StatefulSets and claims are memory the operator never reads.
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := labels.SelectorFromSet(labels.Set{resources.LabelManagedBy: resources.ManagedBy})
-	byManaged := cache.ByObject{Label: managed}
+	byManaged := cache.ByObject{Label: managed, Transform: KeepOwnManagedFields}
 	return map[client.Object]cache.ByObject{
-		&corev1.Secret{}:                {Label: labels.SelectorFromSet(labels.Set{resources.CredentialsLabel: "true"})},
-		&corev1.PersistentVolumeClaim{}: {Label: claimSelector()},
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{resources.CredentialsLabel: "true"}),
+			Transform: KeepOwnManagedFields},
+		&corev1.PersistentVolumeClaim{}: {Label: claimSelector(), Transform: KeepOwnManagedFields},
 		&corev1.Pod{}:                   byManaged,
 		&corev1.ConfigMap{}:             byManaged,
 		&corev1.Service{}:               byManaged,
@@ -40,6 +48,29 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&appsv1.StatefulSet{}:           byManaged,
 		&policyv1.PodDisruptionBudget{}: byManaged,
 	}
+}
+
+// KeepOwnManagedFields is a cache transform that drops every managedFields entry but those of
+// Dolphin's field managers (resources.FieldManager, resources.TopologyFieldManager). Only for
+// kinds Dolphin never writes with an Update: an Update that sends a partial managedFields list
+// would replace the server's (patches and applies do not send it).
+func KeepOwnManagedFields(in any) (any, error) {
+	obj, ok := in.(metav1.Object)
+	if !ok {
+		return in, nil
+	}
+	entries := obj.GetManagedFields()
+	own := entries[:0]
+	for _, e := range entries {
+		if e.Manager == resources.FieldManager || e.Manager == resources.TopologyFieldManager {
+			own = append(own, e)
+		}
+	}
+	if len(own) < len(entries) {
+		// A new slice: the dropped entries' memory goes with the old one.
+		obj.SetManagedFields(slices.Clone(own))
+	}
+	return in, nil
 }
 
 // claimSelector selects the data volume claims of every cluster.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
@@ -259,20 +260,35 @@ func TestNewScheme(t *testing.T) {
 	}
 }
 
-// checkCacheKeepsOwnManagedFields fails when the cache drops Dolphin's managedFields entry,
-// which the reconciler's skip of no-op applies reads (controller.applyChild).
+// checkCacheKeepsOwnManagedFields fails when the cache drops Dolphin's managedFields entries,
+// which the reconciler's skip of no-op applies reads (controller.applyChild), or when a cached
+// kind keeps the entries of other managers (memory the operator never reads).
 func checkCacheKeepsOwnManagedFields(t *testing.T, mo ctrl.Options) {
 	t.Helper()
-	if mo.Cache.DefaultTransform == nil {
-		return
+	if mo.Cache.DefaultTransform != nil {
+		t.Error("a default cache transform is set: it would apply to kinds Dolphin writes with Update")
 	}
-	own := metav1.ManagedFieldsEntry{Manager: resources.FieldManager, Operation: metav1.ManagedFieldsOperationApply}
-	out, err := mo.Cache.DefaultTransform(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{own}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := out.(*corev1.Pod).ManagedFields; len(got) != 1 || got[0].Manager != resources.FieldManager {
-		t.Errorf("cached managedFields = %v, want Dolphin's apply entry kept", got)
+	for obj, by := range mo.Cache.ByObject {
+		if by.Transform == nil {
+			t.Errorf("the cache keeps every managedFields entry of %T", obj)
+			continue
+		}
+		fields := []metav1.ManagedFieldsEntry{
+			{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"},
+			{Manager: resources.FieldManager, Operation: metav1.ManagedFieldsOperationApply},
+			{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate},
+			{Manager: resources.TopologyFieldManager, Operation: metav1.ManagedFieldsOperationApply},
+		}
+		in := obj.DeepCopyObject().(client.Object)
+		in.SetManagedFields(fields)
+		out, err := by.Transform(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := out.(client.Object).GetManagedFields()
+		if len(got) != 2 || got[0].Manager != resources.FieldManager || got[1].Manager != resources.TopologyFieldManager {
+			t.Errorf("cached managedFields of %T = %v, want Dolphin's two entries only", obj, got)
+		}
 	}
 }
 

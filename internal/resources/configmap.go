@@ -5,10 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"path"
 	"strconv"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
