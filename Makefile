@@ -218,6 +218,18 @@ bench-local: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process, real 
 	    | grep --line-buffered -E 'round [0-9]+:|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
 
+LIVE_CLUSTERS ?= 1,5,10
+LIVE_WINDOW ?= 60s
+.PHONY: bench-live
+bench-live: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process): the operator's CPU and RSS with LIVE_CLUSTERS live 3-instance clusters (cumulative, real servers, default detection), per live instance; one line per count, the last `live clusters=…`.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_LIVE_CLUSTERS=$(LIVE_CLUSTERS) DOLPHIN_BENCH_LIVE_WINDOW=$(LIVE_WINDOW) DOLPHIN_BENCH_OUT=$$out $(E2E_ENV) \
+	    $(GO) test -count=1 -timeout 40m -run '^TestBenchLive$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
+	    | grep --line-buffered -E '_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
+	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
+	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
+	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; fi; exit $$rc
+
 FOOTPRINT_N ?= 10,100,300
 # FOOTPRINT_ARGS: more `dolphin operator` flags for the bench, e.g. --gc-percent=100.
 FOOTPRINT_ARGS ?=

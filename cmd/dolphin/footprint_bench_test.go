@@ -42,13 +42,9 @@ func TestBenchFootprint(t *testing.T) {
 	if spec == "" {
 		t.Skip("set DOLPHIN_BENCH_FOOTPRINT_N (make bench-footprint)")
 	}
-	var counts []int
-	for _, f := range strings.Split(spec, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 || (len(counts) > 0 && n <= counts[len(counts)-1]) {
-			t.Fatalf("DOLPHIN_BENCH_FOOTPRINT_N=%q: want increasing positive counts such as 10,100", spec)
-		}
-		counts = append(counts, n)
+	counts, err := testenv.IncreasingCounts(spec)
+	if err != nil {
+		t.Fatalf("DOLPHIN_BENCH_FOOTPRINT_N=%v", err)
 	}
 	idle := 2 * time.Minute // Go collects at least every 2 minutes: the window holds one
 	if d, err := time.ParseDuration(os.Getenv("DOLPHIN_BENCH_FOOTPRINT_IDLE")); err == nil && d > 0 {

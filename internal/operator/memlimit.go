@@ -16,13 +16,12 @@ const DefaultMemoryLimitRatio = 0.9
 // operator's container (its cgroup, v1 or v2, read by provider), as production Go services do:
 // near the limit the garbage collector works harder instead of letting the kernel kill the
 // process. GOMEMLIMIT or AUTOMEMLIMIT=off in the environment win; ratio 0 turns it off; no
-// limit (none set, or not on Linux) leaves Go without one. It returns the limit in effect
-// (math.MaxInt64: none) and logs what it did. Failing to read the limit is logged, not fatal:
+// limit (none set, or not on Linux) leaves Go without one. It logs what it did. Failing to read the limit is logged, not fatal:
 // the operator runs as it would without it.
-func setMemoryLimit(ratio float64, provider memlimit.Provider, log logr.Logger) int64 {
+func setMemoryLimit(ratio float64, provider memlimit.Provider, log logr.Logger) {
 	if ratio <= 0 {
 		log.V(1).Info("memory limit: off (--memory-limit-ratio=0)")
-		return math.MaxInt64
+		return
 	}
 	limit, err := memlimit.Set(memlimit.WithRatio(ratio), memlimit.WithProvider(provider))
 	switch {
@@ -33,5 +32,4 @@ func setMemoryLimit(ratio float64, provider memlimit.Provider, log logr.Logger) 
 	default:
 		log.Info("memory limit: Go's soft limit set", "goMemLimitBytes", limit, "ratio", ratio)
 	}
-	return limit
 }

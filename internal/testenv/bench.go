@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,4 +57,18 @@ func MBps(n int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(n) / 1e6 / d.Seconds()
+}
+
+// IncreasingCounts parses a benchmark's list of cumulative counts, such as "10,100,300":
+// positive integers, each larger than the one before.
+func IncreasingCounts(spec string) ([]int, error) {
+	var counts []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || (len(counts) > 0 && n <= counts[len(counts)-1]) {
+			return nil, fmt.Errorf("%q: want increasing positive counts such as 1,5,10", spec)
+		}
+		counts = append(counts, n)
+	}
+	return counts, nil
 }
