@@ -230,42 +230,42 @@ func saveHeapProfile(t *testing.T, op benchOperator, n int) {
 	if dir == "" || op.pprof == "" {
 		return
 	}
-	resp, err := http.Get("http://" + op.pprof + "/debug/pprof/heap?gc=1")
-	if err != nil {
-		t.Fatalf("heap profile: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("heap profile: %s, %v", resp.Status, err)
-	}
+	b := pprofGet(t, op.pprof, "heap?gc=1")
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d.heap", op.name, n))
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("heap profile at n=%d: %s", n, path)
-	// The runtime's own account of the memory, to set beside RSS: the live heap and garbage
-	// (HeapAlloc), the spans that hold them (HeapInuse), freed spans not yet returned to the OS
-	// (HeapIdle - HeapReleased), goroutine stacks, the collector's metadata, the next target.
-	resp, err = http.Get("http://" + op.pprof + "/debug/pprof/heap?debug=1")
-	if err != nil {
-		t.Fatalf("memory statistics: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err = io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("memory statistics: %v", err)
-	}
+	// The runtime's own account of the memory, to set beside RSS, right after the forced
+	// collection above: the live heap (HeapAlloc), the spans that hold it (HeapInuse), freed
+	// spans not yet returned to the OS (HeapIdle - HeapReleased), goroutine stacks, the
+	// collector's metadata, the next collection's target.
 	stats := map[string]float64{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if name, v, ok := strings.Cut(strings.TrimPrefix(l, "# "), " = "); ok && l != name {
-			if f, err := strconv.ParseFloat(strings.Fields(v)[0], 64); err == nil {
-				stats[name] = f / (1 << 20)
+	for _, l := range strings.Split(string(pprofGet(t, op.pprof, "heap?debug=1")), "\n") {
+		name, v, ok := strings.Cut(strings.TrimPrefix(l, "# "), " = ")
+		if f := strings.Fields(v); ok && len(f) > 0 && strings.HasPrefix(l, "# ") {
+			if x, err := strconv.ParseFloat(f[0], 64); err == nil {
+				stats[name] = x / (1 << 20)
 			}
 		}
 	}
 	t.Logf("%s n=%d go_mb heap_alloc=%.1f heap_inuse=%.1f heap_retained_free=%.1f stacks=%.1f gc_meta=%.1f next_gc=%.1f", op.name, n,
 		stats["HeapAlloc"], stats["HeapInuse"], stats["HeapIdle"]-stats["HeapReleased"], stats["Stack"], stats["GCSys"], stats["NextGC"])
+}
+
+// pprofGet reads /debug/pprof/<what> from addr.
+func pprofGet(t *testing.T, addr, what string) []byte {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/debug/pprof/" + what)
+	if err != nil {
+		t.Fatalf("pprof %s: %v", what, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("pprof %s: %s, %v", what, resp.Status, err)
+	}
+	return b
 }
 
 // quietCPU is the most CPU an operator may use in a quietWindow for its clusters to count as

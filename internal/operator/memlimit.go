@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"math"
+	"os"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/go-logr/logr"
@@ -19,17 +20,28 @@ const DefaultMemoryLimitRatio = 0.9
 // limit (none set, or not on Linux) leaves Go without one. It logs what it did. Failing to read the limit is logged, not fatal:
 // the operator runs as it would without it.
 func setMemoryLimit(ratio float64, provider memlimit.Provider, log logr.Logger) {
+	if v := os.Getenv("GOMEMLIMIT"); v != "" {
+		log.Info("memory limit: GOMEMLIMIT from the environment", "GOMEMLIMIT", v)
+		return
+	}
+	if v, set := os.LookupEnv("AUTOMEMLIMIT"); set && v == "off" {
+		log.Info("memory limit: none (AUTOMEMLIMIT=off)")
+		return
+	}
 	if ratio <= 0 {
-		log.V(1).Info("memory limit: off (--memory-limit-ratio=0)")
+		log.Info("memory limit: none (--memory-limit-ratio=0)")
 		return
 	}
 	limit, err := memlimit.Set(memlimit.WithRatio(ratio), memlimit.WithProvider(provider))
 	switch {
-	case err != nil && !errors.Is(err, memlimit.ErrNoLimit):
+	case errors.Is(err, memlimit.ErrCgroupsNotSupported):
+		log.Info("memory limit: none (no cgroups on this system)")
+	case err != nil:
 		log.Error(err, "memory limit: not set from the container's limit; running without one")
 	case limit == math.MaxInt64:
 		log.Info("memory limit: none (the container has no memory limit)")
 	default:
-		log.Info("memory limit: Go's soft limit set", "goMemLimitBytes", limit, "ratio", ratio)
+		// AUTOMEMLIMIT set to a ratio replaces ratio (automemlimit's own rule).
+		log.Info("memory limit: Go's soft limit set from the container's", "goMemLimitBytes", limit)
 	}
 }

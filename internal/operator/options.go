@@ -67,7 +67,8 @@ type Options struct {
 	GCPercent int
 
 	// MemoryLimitRatio is the share of the container's memory limit (its cgroup) given to Go
-	// as its soft memory limit (GOMEMLIMIT); 0 sets none. GOMEMLIMIT in the environment wins.
+	// as its soft memory limit (GOMEMLIMIT); 0 sets none. GOMEMLIMIT in the environment wins,
+	// and AUTOMEMLIMIT (a ratio, or "off").
 	MemoryLimitRatio float64
 
 	// PprofBindAddress serves Go's pprof profiles (/debug/pprof/) when set, e.g.
@@ -192,7 +193,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.GCPercent, "gc-percent", d.GCPercent,
 		"Garbage collection target (Go's GOGC): how far the heap may grow over live data before a collection. 0: Go's own setting (GOGC, or 100). Default 50 unless GOGC is set.")
 	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", d.MemoryLimitRatio,
-		"Go's soft memory limit (GOMEMLIMIT) as this share of the container's memory limit: near it the garbage collector works harder instead of the process being killed. 0: none. GOMEMLIMIT in the environment wins.")
+		"Go's soft memory limit (GOMEMLIMIT) as this share of the container's memory limit: near it the garbage collector works harder instead of the process being killed. 0: none. GOMEMLIMIT in the environment wins, and AUTOMEMLIMIT (a ratio, or off).")
 	fs.StringVar(&o.PprofBindAddress, "pprof-bind-address", d.PprofBindAddress,
 		"Serve Go's pprof profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060, to see where memory and CPU go. Empty: off.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", d.LeaderElect,
@@ -249,6 +250,8 @@ const LogTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 // Validate reports options that Run cannot start with.
 func (o *Options) Validate() error {
 	switch {
+	case !(o.MemoryLimitRatio >= 0 && o.MemoryLimitRatio <= 1):
+		return fmt.Errorf("--memory-limit-ratio must be between 0 (no limit) and 1, got %v", o.MemoryLimitRatio)
 	case o.MaxConcurrentReconciles < 1:
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.MaxConcurrentReconciles)
 	case o.GracefulShutdownTimeout < 0:

@@ -269,6 +269,12 @@ func checkCacheKeepsOwnManagedFields(t *testing.T, mo ctrl.Options) {
 		t.Error("a default cache transform is set: it would apply to kinds Dolphin writes with Update")
 	}
 	for obj, by := range mo.Cache.ByObject {
+		// Dolphin writes its own kinds with Update: a trimmed managedFields list sent in an
+		// Update would replace the server's, so they must never get the transform.
+		if strings.Contains(fmt.Sprintf("%T", obj), "v1beta1.") {
+			t.Errorf("the cache selects or transforms Dolphin's own kind %T; it is written with Update", obj)
+			continue
+		}
 		if by.Transform == nil {
 			t.Errorf("the cache keeps every managedFields entry of %T", obj)
 			continue

@@ -268,10 +268,11 @@ func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) ct
 		mo.Metrics.FilterProvider = metricsauth.WithAuthenticationAndAuthorization
 	}
 	// The cache holds only Dolphin's own objects of the kinds it watches; see
-	// controller.CacheByObject. It keeps their managedFields: the reconciler skips an apply
-	// that changes nothing by extracting Dolphin's fields from them (controller.applyChild);
-	// with cache.TransformStripManagedFields that comparison always differs and every
-	// reconcile re-applies every child (docs/design/0037).
+	// controller.CacheByObject. It keeps Dolphin's own managedFields entries and drops the
+	// others' (controller.KeepOwnManagedFields): the reconciler skips an apply that changes
+	// nothing by extracting Dolphin's fields from them (controller.applyChild); with
+	// cache.TransformStripManagedFields that comparison always differs and every reconcile
+	// re-applies every child (docs/design/0037).
 	mo.Cache = cache.Options{ByObject: controller.CacheByObject()}
 	if opts.WatchNamespace != "" {
 		mo.Cache.DefaultNamespaces = map[string]cache.Config{opts.WatchNamespace: {}}

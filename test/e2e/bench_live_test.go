@@ -109,7 +109,8 @@ func measureLive(t *testing.T, pids []int, window time.Duration) liveCost {
 
 // operatorPIDs are the host PIDs of the operator: the `dolphin local` process on the process
 // node; on the real node, the processes of the operator Deployment's containers (leader and
-// standby), found by their binary, /dolphin-operator.
+// standby), found by their binary, /dolphin-operator (one `dolphin local` runs on this host
+// at a time: the e2e suites and benches never run two stacks at once).
 func (s *stack) operatorPIDs() []int {
 	s.t.Helper()
 	if s.node != nodeReal {
