@@ -3,6 +3,7 @@ package operator
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -136,8 +137,11 @@ func TestValidate(t *testing.T) {
 		"webhooks in the election namespace": {mutate: func(o *Options) {
 			o.WebhookPort, o.LeaderElectionNamespace = 9443, "dolphin-system"
 		}},
-		"webhook port out of range": {mutate: func(o *Options) { o.WebhookPort = 70000 }, wantErr: "--webhook-port"},
-		"resync too often":          {mutate: func(o *Options) { o.SQLResyncInterval = time.Millisecond }, wantErr: "--sql-resync-interval"},
+		"webhook port out of range":          {mutate: func(o *Options) { o.WebhookPort = 70000 }, wantErr: "--webhook-port"},
+		"resync too often":                   {mutate: func(o *Options) { o.SQLResyncInterval = time.Millisecond }, wantErr: "--sql-resync-interval"},
+		"memory limit above the container's": {mutate: func(o *Options) { o.MemoryLimitRatio = 1.5 }, wantErr: "--memory-limit-ratio"},
+		"memory limit NaN":                   {mutate: func(o *Options) { o.MemoryLimitRatio = math.NaN() }, wantErr: "--memory-limit-ratio"},
+		"no memory limit":                    {mutate: func(o *Options) { o.MemoryLimitRatio = 0 }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := DefaultOptions()
