@@ -218,6 +218,17 @@ bench-local: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process, real 
 	    | grep --line-buffered -E 'round [0-9]+:|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
 
+THROUGHPUT_TIME ?= 20s
+.PHONY: bench-throughput
+bench-throughput: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process): the price of durability, sysbench oltp_write_only and oltp_read_write (8, 32 threads, THROUGHPUT_TIME each) through the primary Service: one instance vs 3 with lossless semi-sync vs the same with TLS; ends with `throughput threads=8 … ratio=… tls_ratio=…`.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_THROUGHPUT=1 DOLPHIN_BENCH_THROUGHPUT_TIME=$(THROUGHPUT_TIME) DOLPHIN_BENCH_OUT=$$out $(E2E_ENV) \
+	    $(GO) test -count=1 -timeout 40m -run '^TestBenchThroughput$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
+	    | grep --line-buffered -E '_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
+	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
+	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
+	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; fi; exit $$rc
+
 LIVE_CLUSTERS ?= 1,5,10
 LIVE_WINDOW ?= 60s
 .PHONY: bench-live
