@@ -87,19 +87,27 @@ func TestBenchThroughput(t *testing.T) {
 		s.declareSysbenchAccount(su.cluster)
 	}
 
+	netns := "" // sysbench runs as a client pod would on the real node; one namespace for every run
+	if s.node == nodeReal {
+		netns = s.clientNetns()
+	}
 	results := map[string]sysbenchResult{} // by workload/threads/setup
 	var lines []string
 	for _, workload := range []string{"oltp_read_write", "oltp_write_only"} {
 		for _, su := range setups {
-			s.sysbench(su, workload, "prepare", 0, 0)
+			s.sysbench(su, netns, workload, "prepare", 0, 0)
 			for _, threads := range []int{8, 32} {
-				r := s.sysbench(su, workload, "run", threads, runFor)
+				cpu0 := machineCPU(t)
+				st0 := s.commitStatus(su)
+				r := s.sysbench(su, netns, workload, "run", threads, runFor)
+				busy := machineCPU(t).busyPctSince(cpu0)
 				results[fmt.Sprintf("%s/%d/%s", workload, threads, su.key)] = r
-				line := fmt.Sprintf("sysbench %s threads=%d setup=%s tps=%.1f p95_ms=%.2f", workload, threads, su.key, r.tps, r.p95ms)
+				line := fmt.Sprintf("sysbench %s threads=%d setup=%s tps=%.1f p95_ms=%.2f machine_cpu_busy_pct=%.0f%s",
+					workload, threads, su.key, r.tps, r.p95ms, busy, s.commitStatus(su).since(st0))
 				t.Log(line)
 				lines = append(lines, line)
 			}
-			s.sysbench(su, workload, "cleanup", 0, 0)
+			s.sysbench(su, netns, workload, "cleanup", 0, 0)
 		}
 	}
 	for _, workload := range []string{"oltp_read_write", "oltp_write_only"} {
@@ -128,10 +136,10 @@ func ratioOf(a, b float64) float64 {
 }
 
 // sysbench runs Debian's stock sysbench workload (prepare, run or cleanup) through su's primary
-// Service as the application account: 4 tables of 10,000 rows, as a client pod would on the
-// real node (clientNetns). A run lasts runFor with threads threads; its final tps and p95
+// Service as the application account: 4 tables of 10,000 rows, in network namespace netns
+// when set (clientNetns: as a client pod would on the real node). A run lasts runFor with threads threads; its final tps and p95
 // latency are returned. Any error fails the test.
-func (s *stack) sysbench(su throughputSetup, workload, command string, threads int, runFor time.Duration) sysbenchResult {
+func (s *stack) sysbench(su throughputSetup, netns, workload, command string, threads int, runFor time.Duration) sysbenchResult {
 	s.t.Helper()
 	host, port, err := net.SplitHostPort(s.serviceAddr(su.cluster + "-primary"))
 	if err != nil {
@@ -151,8 +159,8 @@ func (s *stack) sysbench(su throughputSetup, workload, command string, threads i
 	}
 	args = append(args, command)
 	cmd := exec.Command("sysbench", args...)
-	if s.node == nodeReal {
-		cmd = exec.Command("ip", append([]string{"netns", "exec", s.clientNetns(), "sysbench"}, args...)...)
+	if netns != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", netns, "sysbench"}, args...)...)
 	}
 	cmd.Dir = dir
 	var out []byte
@@ -206,4 +214,82 @@ func (s *stack) sysbenchTLSDir(cluster string) string {
 		}
 	}
 	return dir
+}
+
+// cpuTimes is the machine's CPU time from /proc/stat, in clock ticks.
+type cpuTimes struct{ busy, total uint64 }
+
+// machineCPU reads the machine's CPU time: the question for a 2-core machine running a
+// primary, two replicas and the client is whether the cluster is short of CPU.
+func machineCPU(t *testing.T) cpuTimes {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	var c cpuTimes
+	for i, f := range strings.Fields(line)[1:] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/stat: %q: %v", line, err)
+		}
+		c.total += v
+		if i != 3 && i != 4 { // idle, iowait
+			c.busy += v
+		}
+	}
+	return c
+}
+
+// busyPctSince is the share of the machine's CPU time that was busy since c0.
+func (c cpuTimes) busyPctSince(c0 cpuTimes) float64 {
+	return 100 * ratioOf(float64(c.busy-c0.busy), float64(c.total-c0.total))
+}
+
+// commitCounters are the primary's counters of commits, group commits and semi-sync waits.
+type commitCounters map[string]float64
+
+// commitStatus reads the primary's commit counters through the primary Service as the
+// application account (nil for the TLS setup, whose sysbench connects over TLS only).
+func (s *stack) commitStatus(su throughputSetup) commitCounters {
+	s.t.Helper()
+	if su.tls {
+		return nil
+	}
+	db := s.sqlDBAs(appUser, appPassword, s.serviceAddr(su.cluster+"-primary"))
+	rows, err := db.Query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Binlog_commits', 'Binlog_group_commits', " +
+		"'Rpl_semi_sync_master_tx_wait_time', 'Rpl_semi_sync_master_tx_waits', 'Rpl_semi_sync_master_no_tx')")
+	if err != nil {
+		s.t.Fatalf("commit counters of %s: %v", su.cluster, err)
+	}
+	defer rows.Close()
+	c := commitCounters{}
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			s.t.Fatal(err)
+		}
+		c[name], _ = strconv.ParseFloat(value, 64)
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// since is what the counters say about the run between c0 and c: commits per binary log
+// group commit (each group is one fsync of the binary log and, with semi-sync, one wait for
+// a replica's acknowledgement), the mean semi-sync wait per waiting commit, and commits that
+// did not wait (no_tx: semi-sync off or timed out). Empty without counters.
+func (c commitCounters) since(c0 commitCounters) string {
+	if c == nil || c0 == nil {
+		return ""
+	}
+	d := func(k string) float64 { return c[k] - c0[k] }
+	out := fmt.Sprintf(" commits_per_group=%.1f", ratioOf(d("Binlog_commits"), d("Binlog_group_commits")))
+	if waits := d("Rpl_semi_sync_master_tx_waits"); waits > 0 {
+		out += fmt.Sprintf(" semisync_wait_ms=%.2f semisync_no_tx=%.0f", d("Rpl_semi_sync_master_tx_wait_time")/waits/1000, d("Rpl_semi_sync_master_no_tx"))
+	}
+	return out
 }
