@@ -218,6 +218,13 @@ bench-local: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process, real 
 	    | grep --line-buffered -E 'round [0-9]+:|_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
 	  $(BENCH_VERDICT)
 
+# SUMMARY_VERDICT ends a benchmark recipe that ran `{ go test …; echo $? >$rcfile; } | grep …`
+# with DOLPHIN_BENCH_OUT=$out: it prints the summary lines and exits with the test's status
+# (the grep would otherwise decide it). For benches with no lost-write count (BENCH_VERDICT).
+SUMMARY_VERDICT = rc=$$(cat $$rcfile); rm -f $$rcfile; \
+	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
+	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; fi; exit $$rc
+
 THROUGHPUT_TIME ?= 20s
 .PHONY: bench-throughput
 bench-throughput: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process): the price of durability, sysbench oltp_write_only and oltp_read_write (8, 32 threads, THROUGHPUT_TIME each) through the primary Service: one instance vs 3 with lossless semi-sync vs the same with TLS; ends with `throughput threads=8 … ratio=… tls_ratio=…`.
@@ -225,9 +232,7 @@ bench-throughput: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process):
 	  { DOLPHIN_BENCH_THROUGHPUT=1 DOLPHIN_BENCH_THROUGHPUT_TIME=$(THROUGHPUT_TIME) DOLPHIN_BENCH_OUT=$$out $(E2E_ENV) \
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchThroughput$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep --line-buffered -E '_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
-	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
-	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
-	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; fi; exit $$rc
+	  $(SUMMARY_VERDICT)
 
 LIVE_CLUSTERS ?= 1,5,10
 LIVE_WINDOW ?= 60s
@@ -237,9 +242,7 @@ bench-live: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process): the o
 	  { DOLPHIN_BENCH_LIVE_CLUSTERS=$(LIVE_CLUSTERS) DOLPHIN_BENCH_LIVE_WINDOW=$(LIVE_WINDOW) DOLPHIN_BENCH_OUT=$$out $(E2E_ENV) \
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchLive$$' -v ./test/e2e/; echo $$? >$$rcfile; } \
 	    | grep --line-buffered -E '_test.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
-	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
-	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
-	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; fi; exit $$rc
+	  $(SUMMARY_VERDICT)
 
 FOOTPRINT_N ?= 10,100,300
 # FOOTPRINT_ARGS: more `dolphin operator` flags for the bench, e.g. --gc-percent=100.
@@ -253,9 +256,7 @@ bench-footprint: control-plane moco ## The operator's RSS (mean over 2 idle minu
 	  { DOLPHIN_BENCH_FOOTPRINT_N=$(FOOTPRINT_N) DOLPHIN_BENCH_FOOTPRINT_ARGS="$(FOOTPRINT_ARGS)" DOLPHIN_BENCH_FOOTPRINT_GOMEMLIMIT=$(FOOTPRINT_GOMEMLIMIT) DOLPHIN_BENCH_OUT=$$out KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_MOCO=$(MOCO) \
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchFootprint$$' -v ./cmd/dolphin/; echo $$? >$$rcfile; } \
 	    | grep -E '_test.go:[0-9]+:|--- |^ok|FAIL|^panic:'; \
-	  rc=$$(cat $$rcfile); rm -f $$rcfile; \
-	  if [ -s $$out ]; then cat $$out; else echo "bench: no summary written (the test stopped before the end)"; fi; rm -f $$out; \
-	  exit $$rc
+	  $(SUMMARY_VERDICT)
 
 CHAOS_ROUNDS ?= 20
 CHAOS_FAULTS ?=

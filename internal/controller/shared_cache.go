@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"slices"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -60,15 +58,14 @@ func KeepOwnManagedFields(in any) (any, error) {
 		return in, nil
 	}
 	entries := obj.GetManagedFields()
-	own := entries[:0]
+	var own []metav1.ManagedFieldsEntry
 	for _, e := range entries {
 		if e.Manager == resources.FieldManager || e.Manager == resources.TopologyFieldManager {
 			own = append(own, e)
 		}
 	}
 	if len(own) < len(entries) {
-		// A new slice: the dropped entries' memory goes with the old one.
-		obj.SetManagedFields(slices.Clone(own))
+		obj.SetManagedFields(own) // a new slice: the dropped entries' memory goes with the old one
 	}
 	return in, nil
 }

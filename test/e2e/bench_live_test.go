@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,13 +145,8 @@ func (s *stack) waitAllReady(names []string, timeout time.Duration) {
 	s.t.Helper()
 	testenv.Eventually(s.t, timeout, fmt.Sprintf("%d clusters Ready", len(names)), func() error {
 		for _, name := range names {
-			var c dolphinv1.MySQLCluster
-			if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name}, &c); err != nil {
-				return err
-			}
-			tp := c.Status.Topology
-			if !meta.IsStatusConditionTrue(c.Status.Conditions, "Ready") || tp == nil || tp.State != "Healthy" || len(tp.ErrantInstances) > 0 {
-				return fmt.Errorf("%s: phase %s topology %+v", name, c.Status.Phase, tp)
+			if err := s.chaosHealthy(client.ObjectKey{Namespace: s.ns, Name: name}); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
 			}
 		}
 		return nil
