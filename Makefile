@@ -310,7 +310,7 @@ BACKUP_GIB ?= 1
 # failed or wrote no summary line "backup bytes=… backup_ratio=…".
 BACKUP_VERDICT = rc=$$(cat $$rcfile); rm -f $$rcfile; \
 	  if [ -s $$out ]; then cat $$out; else echo "bench: no figures written (the test stopped before the end)"; fi; \
-	  summary=$$(grep -E '^backup bytes=[0-9]+ backup_ratio=' $$out | tail -n 1); rm -f $$out; \
+	  summary=$$(grep -E '^backup bytes=[0-9]+ backup_ratio=[0-9.]+ restore_ratio=[0-9.]+ pipeline_backup_ratio=[0-9.]+ pipeline_restore_ratio=[0-9.]+ ' $$out | tail -n 1); rm -f $$out; \
 	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; exit $$rc; fi; \
 	  if [ -z "$$summary" ]; then echo "bench: FAIL: no summary line 'backup bytes=… backup_ratio=…'"; exit 1; fi
 METRICS_SCRAPES ?= 200
@@ -327,7 +327,8 @@ bench-instance-metrics: mariadb mysqld-exporter ## A replica's own metrics serve
 	  if [ -z "$$summary" ]; then echo "bench: FAIL: no summary line 'instance-metrics … same_series=true'"; exit 1; fi
 
 .PHONY: bench-backup
-bench-backup: mariadb versitygw ## Backup (real agent → versitygw), restore and clone of a generated BACKUP_GIB GiB dataset: ratios to mariadb-backup, agent peak RSS; fails on a failed or mismatching restore.
+bench-backup: mariadb versitygw ## Backup (real agent → versitygw), restore and clone of a generated BACKUP_GIB GiB dataset: ratios to mariadb-backup and to the hand pipeline (| zstd | aws s3 cp), agent peak RSS; fails on a failed or mismatching restore.
+	hack/install-pipeline-tools.sh
 	@out=$$(mktemp); rcfile=$$(mktemp); \
 	  { DOLPHIN_BENCH_BACKUP_GIB=$(BACKUP_GIB) DOLPHIN_BENCH_OUT=$$out DOLPHIN_VERSITYGW=$(VERSITYGW) \
 	    $(GO) test -count=1 -timeout 40m -run '^TestBenchBackup$$' -v ./internal/backup/; echo $$? >$$rcfile; } \

@@ -87,21 +87,28 @@ const benchRow = `seq, RANDOM_BYTES(256), SHA2(CONCAT('dolphin-', seq), 512),
 		REPEAT('the quick brown fox jumps over the lazy dog; ', 8))`
 
 // TestBenchBackup measures backup and restore throughput on a generated dataset of
-// DOLPHIN_BENCH_BACKUP_GIB GiB, against mariadb-backup itself in the same run: `make
-// bench-backup` runs it. On one real mariadbd (dbtest) it generates the data (not timed),
-// then measures
-//  1. the baseline: mariadb-backup --backup --stream=mbstream with Take's options, its
+// DOLPHIN_BENCH_BACKUP_GIB GiB against two baselines in the same run, mariadb-backup itself
+// and the pipeline a team would write by hand: `make bench-backup` runs it. On one real
+// mariadbd (dbtest) it generates the data (not timed), then measures
+//  1. the raw tool: mariadb-backup --backup --stream=mbstream with Take's options, its
 //     output read and thrown away (as `| cat > /dev/null`);
 //  2. Dolphin's backup through the real agent process (`dolphin agent`, built here) into a
 //     real S3 server (versitygw), with the agent's RSS sampled every 100 ms and its VmHWM;
-//  3. backup.Restore from that bucket into a fresh directory (extract, then --prepare);
-//  4. a clone through the agent (restore.FromPeer) into a fresh data directory, unless the
+//  3. the hand pipeline's backup with the same compression (mariadb-backup --stream | zstd
+//     -1 -T0 | aws s3 cp -, the CLI's defaults) into the same bucket
+//     (bench_pipeline_server_test.go);
+//  4. backup.Restore from that bucket into a fresh directory (extract, then --prepare), and
+//     the hand pipeline's restore (aws s3 cp … - | zstd -d | mbstream -x, then --prepare);
+//  5. a clone through the agent (restore.FromPeer) into a fresh data directory, unless the
 //     agent answers that clone is not built (then clone_s=not-built).
 //
 // It fails when a backup or restore fails or the restored table's CHECKSUM TABLE (on a
 // server started on the restored directory) or GTID position differs from the source's. The
 // figures and the summary line `backup bytes=… backup_ratio=… restore_ratio=…
-// agent_peak_rss_mb=… clone_s=…` go to the test log and to DOLPHIN_BENCH_OUT when set.
+// pipeline_backup_ratio=… pipeline_restore_ratio=… agent_peak_rss_mb=… clone_s=…` go to the
+// test log and to DOLPHIN_BENCH_OUT when set. backup_ratio and restore_ratio are the raw
+// tool's backup time divided by Dolphin's backup and restore times; the pipeline ratios are
+// the hand pipeline's time divided by Dolphin's (≥ 1: Dolphin as fast or faster).
 func TestBenchBackup(t *testing.T) {
 	v := os.Getenv(benchGiBEnv)
 	if v == "" {
@@ -113,6 +120,7 @@ func TestBenchBackup(t *testing.T) {
 	}
 	dbtest.RequireMariaDB(t)
 	s3test.RequireVersitygw(t)
+	hand := requireHandTools(t)
 	rep := testenv.NewBenchReport(t)
 	ctx := t.Context()
 
@@ -183,12 +191,20 @@ func TestBenchBackup(t *testing.T) {
 	if ok, err := backup.SameGTID(m.GTIDPosition, srcGTID); err != nil || !ok {
 		t.Fatalf("the manifest's GTID position %q is not the source's gtid_binlog_pos %q (%v)", m.GTIDPosition, srcGTID, err)
 	}
-
-	// 3. Restore from the bucket into a fresh directory: the spare's, which then serves it.
 	store, err := objectstore.New(ctx, objectstore.Config{S3: &cfg})
 	if err != nil {
 		t.Fatalf("opening the store: %v", err)
 	}
+
+	// 3. The pipeline a team would write by hand, into the same bucket.
+	step(t, "hand pipeline: mariadb-backup --stream | zstd %s -T0 | aws s3 cp - (%s)", handZstdLevel, hand.awsVersion)
+	hb := handBackup(t, hand, backup.TakeOptions{
+		Socket: socket, User: benchUser, Password: benchPassword, DataDir: src.DataDir, TmpDir: t.TempDir(),
+	}, cfg, store)
+	rep.Add("hand pipeline backup (mariadb-backup | zstd %s -T0 | aws s3 cp -, %s): stored_bytes=%d seconds=%.2f MB/s=%.1f compression=%.2f cpu_s=%.2f: %s",
+		handZstdLevel, hand.awsVersion, hb.stored, hb.took.Seconds(), testenv.MBps(raw, hb.took), float64(raw)/float64(hb.stored), hb.cpu().Seconds(), stageFigures(hb.pipelineRun))
+
+	// 4. Restore from the bucket into a fresh directory: the spare's, which then serves it.
 	spare.Stop(t)
 	if err := os.RemoveAll(spare.DataDir); err != nil {
 		t.Fatal(err)
@@ -202,6 +218,10 @@ func TestBenchBackup(t *testing.T) {
 	if ok, err := backup.SameGTID(rs.manifest.GTIDPosition, srcGTID); err != nil || !ok {
 		t.Fatalf("restored GTID position %q, the source's %q (%v)", rs.manifest.GTIDPosition, srcGTID, err)
 	}
+	step(t, "hand pipeline: aws s3 cp - | zstd -d | mbstream -x, mariadb-backup --prepare")
+	hr := handRestore(t, hand, cfg)
+	rep.Add("hand pipeline restore (aws s3 cp … - | zstd -d | mbstream -x, --prepare --use-memory=%s): seconds=%.2f MB/s=%.1f extract_s=%.2f prepare_s=%.2f cpu_s=%.2f: %s",
+		benchUseMemory, hr.total.Seconds(), testenv.MBps(raw, hr.total), hr.extract.took.Seconds(), hr.prepare.Seconds(), hr.extract.cpu().Seconds(), stageFigures(hr.extract))
 	step(t, "starting a server on the restored directory, CHECKSUM TABLE")
 	spare.Start(t)
 	rdb := openDB(t, spare)
@@ -213,7 +233,7 @@ func TestBenchBackup(t *testing.T) {
 		t.Fatalf("the restored table differs: checksum %s (source %s), %s rows (source %d)", restoredSum, srcSum, restoredRows, ds.rows)
 	}
 
-	// 4. Clone through the agent into a fresh data directory: the spare's again.
+	// 5. Clone through the agent into a fresh data directory: the spare's again.
 	step(t, "clone through the agent into a fresh %s (restore.FromPeer)", spare.DataDir)
 	cloneS, cloneKB := cloneFigure(t, ag, spare, ds.rows, srcSum, srcGTID, raw, base.took, rep)
 
@@ -228,8 +248,12 @@ func TestBenchBackup(t *testing.T) {
 		rep.Add("estimate without the tool's final wait (%.2fs, assumed equal in both runs): backup_ratio=%.2f",
 			wait.Seconds(), base.bulk.Seconds()/(bk.took-wait).Seconds())
 	}
-	rep.Summary = fmt.Sprintf("backup bytes=%d backup_ratio=%.2f restore_ratio=%.2f agent_peak_rss_mb=%d clone_s=%s",
-		raw, backupRatio, restoreRatio, max(bk.mem.hwmKB, bk.mem.peakKB, cloneKB)/1024, cloneS)
+	pipelineBackupRatio := hb.took.Seconds() / bk.took.Seconds()
+	pipelineRestoreRatio := hr.total.Seconds() / rs.total.Seconds()
+	rep.Add("ratios to the hand pipeline (its time / Dolphin's; ≥ 1 is as fast or faster): backup=%.2f restore_total=%.2f restore_extract=%.2f",
+		pipelineBackupRatio, pipelineRestoreRatio, hr.extract.took.Seconds()/rs.extract.Seconds())
+	rep.Summary = fmt.Sprintf("backup bytes=%d backup_ratio=%.2f restore_ratio=%.2f pipeline_backup_ratio=%.2f pipeline_restore_ratio=%.2f agent_peak_rss_mb=%d clone_s=%s",
+		raw, backupRatio, restoreRatio, pipelineBackupRatio, pipelineRestoreRatio, max(bk.mem.hwmKB, bk.mem.peakKB, cloneKB)/1024, cloneS)
 }
 
 // step logs a progress line (the Makefile shows them while the benchmark runs).
