@@ -43,6 +43,10 @@ const (
 	// ./cmd/dolphin (e.g. one built from a clean checkout while the working tree does not
 	// compile).
 	benchBinEnv = "DOLPHIN_BENCH_DOLPHIN_BIN"
+	// benchKeepStreamEnv, when set, is a file the raw tool's stream is copied to (the raw
+	// baseline then also writes it to disk: its figures are not comparable), the input of
+	// BenchmarkBackupPipeline.
+	benchKeepStreamEnv = "DOLPHIN_BENCH_BACKUP_KEEP_STREAM"
 )
 
 // Settings of the benchmark's servers and runs.
@@ -475,6 +479,13 @@ func runBaseline(t *testing.T, o backup.TakeOptions) baseline {
 	var n int64
 	buf := make([]byte, 128<<10) // cat's buffer size
 	var readErr error
+	var keep *os.File // DOLPHIN_BENCH_BACKUP_KEEP_STREAM: a copy of the stream, for profiling
+	if path := os.Getenv(benchKeepStreamEnv); path != "" {
+		if keep, err = os.Create(path); err != nil {
+			t.Fatal(err)
+		}
+		defer keep.Close()
+	}
 	type mark struct {
 		n  int64
 		at time.Duration
@@ -483,6 +494,11 @@ func runBaseline(t *testing.T, o backup.TakeOptions) baseline {
 	for {
 		k, err := stdout.Read(buf)
 		n += int64(k)
+		if keep != nil && k > 0 {
+			if _, werr := keep.Write(buf[:k]); werr != nil {
+				t.Fatalf("keeping the stream: %v", werr)
+			}
+		}
 		if k > 0 {
 			marks = append(marks, mark{n, time.Since(began)})
 		}

@@ -32,12 +32,18 @@ const (
 // newEncoder returns the encoder of backup streams: fastest level, content checksum (the
 // frame's xxhash, checked on decoding), concurrent sections.
 func newEncoder(w io.Writer) (*zstd.Encoder, error) {
-	return zstd.NewWriter(w,
+	return zstd.NewWriter(w, encoderOptions()...)
+}
+
+// encoderOptions are newEncoder's settings (BenchmarkBackupPipeline prices alternatives).
+func encoderOptions() []zstd.EOption {
+	return []zstd.EOption{
 		zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithEncoderConcurrency(zstdConcurrency),
 		zstd.WithWindowSize(zstdWindow),
 		zstd.WithConcurrentBlocks(true),
-		zstd.WithEncoderCRC(true))
+		zstd.WithEncoderCRC(true),
+	}
 }
 
 // newDecoder decodes synchronously (concurrency 1): it reads r only from the goroutine that
