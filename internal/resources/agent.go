@@ -140,14 +140,14 @@ func agentToolsContainer(o BuildOptions) *corev1ac.ContainerApplyConfiguration {
 // generation 4 it holds its stop like the server's container (holdForSwitchoverCommand): the
 // operator releases the server's hold through it, so it must still answer while that lasts.
 func agentContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.ContainerApplyConfiguration {
-	ctr := agentContainerBase(c)
+	ctr := agentContainerBase(c, probesAt(generation))
 	if holdsForSwitchover(c, generation) {
 		ctr.WithLifecycle(holdForSwitchoverLifecycle())
 	}
 	return ctr
 }
 
-func agentContainerBase(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
+func agentContainerBase(c *dolphinv1.MySQLCluster, probes probeTimings) *corev1ac.ContainerApplyConfiguration {
 	secret := func(key string) string { return path.Join(AgentSecretDir, key) }
 	return corev1ac.Container().
 		WithName(ContainerAgent).
@@ -164,7 +164,7 @@ func agentContainerBase(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfi
 		WithEnv(podIdentityEnv()...).
 		WithSecurityContext(containerSecurityContext()).
 		WithReadinessProbe(corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString("agent"))).
-			WithPeriodSeconds(5).WithFailureThreshold(3)).
+			WithPeriodSeconds(probes.agentReadyPeriod).WithFailureThreshold(probes.agentReadyFailures)).
 		WithVolumeMounts(append(volumeMounts(),
 			corev1ac.VolumeMount().WithName(volumeDolphinBin).WithMountPath(path.Dir(AgentBinary)).WithReadOnly(true),
 			corev1ac.VolumeMount().WithName(volumeAgentSecret).WithMountPath(AgentSecretDir).WithReadOnly(true))...)

@@ -169,6 +169,7 @@ func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.Contai
 	probe := func() *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString("mysql")))
 	}
+	probes := probesAt(generation)
 	ctr := corev1ac.Container().
 		WithName(ContainerMySQLD).
 		WithImage(Image(c)).
@@ -178,10 +179,8 @@ func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.Contai
 		WithSecurityContext(containerSecurityContext()).
 		WithVolumeMounts(volumeMounts()...).
 		WithVolumeMounts(tlsMounts(c)...).
-		// Crash recovery of a large buffer pool can take minutes: the startup probe allows
-		// 30 minutes before liveness takes over.
-		WithStartupProbe(probe().WithPeriodSeconds(2).WithFailureThreshold(900)).
-		WithReadinessProbe(probe().WithPeriodSeconds(2).WithFailureThreshold(3)).
+		WithStartupProbe(probe().WithPeriodSeconds(probes.serverStartupPeriod).WithFailureThreshold(probes.serverStartupFailures)).
+		WithReadinessProbe(probe().WithPeriodSeconds(probes.serverReadyPeriod).WithFailureThreshold(probes.serverReadyFailures)).
 		WithLivenessProbe(probe().WithPeriodSeconds(10).WithFailureThreshold(6))
 	if holdsForSwitchover(c, generation) {
 		ctr.WithLifecycle(holdForSwitchoverLifecycle())

@@ -209,6 +209,12 @@ func TestTemplateGenerationsAreFrozen(t *testing.T) {
 		{"customised (mysql)", customised(), 4, "1ae6de607fe528e6"},
 		{"restored", restored(), 4, "9c666cf0783afb66"},
 		{"tls", tls, 4, "360f1a1ce9306188"},
+		// Generation 5 changes every cluster (the probes' timings).
+		{"single instance", single, 5, "163490aaa9b10c3e"},
+		{"minimal", minimal(), 5, "29b17d1504d54e4e"},
+		{"customised (mysql)", customised(), 5, "ef0876c2d2244d02"},
+		{"restored", restored(), 5, "384a112eb6928a8f"},
+		{"tls", tls, 5, "6581084ecccc36f0"},
 	} {
 		got, err := SpecTemplateHash(tc.c, tc.generation)
 		if err != nil {
@@ -216,6 +222,38 @@ func TestTemplateGenerationsAreFrozen(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s at generation %d: hash %s, want %s", tc.name, tc.generation, got, tc.want)
+		}
+	}
+}
+
+// TestQuickProbesKeepTheirLimits: generation 5 probes every second, but a server or agent
+// that stops answering leaves Ready after as long as before, and a recovering server is given
+// as long before liveness takes over.
+func TestQuickProbesKeepTheirLimits(t *testing.T) {
+	old, quick := probesAt(generationHoldForSwitchover), probesAt(generationQuickProbes)
+	for _, p := range []struct {
+		name             string
+		oldTotal, newTot int32
+	}{
+		{"server startup", old.serverStartupPeriod * old.serverStartupFailures, quick.serverStartupPeriod * quick.serverStartupFailures},
+		{"server readiness", old.serverReadyPeriod * old.serverReadyFailures, quick.serverReadyPeriod * quick.serverReadyFailures},
+		{"agent readiness", old.agentReadyPeriod * old.agentReadyFailures, quick.agentReadyPeriod * quick.agentReadyFailures},
+	} {
+		if p.oldTotal != p.newTot {
+			t.Errorf("%s: %d s to fail at generation 5, %d s before", p.name, p.newTot, p.oldTotal)
+		}
+	}
+	if quick.serverReadyPeriod != 1 || quick.agentReadyPeriod != 1 || quick.serverStartupPeriod != 1 {
+		t.Errorf("generation 5 probes every %d/%d/%d s, want 1", quick.serverStartupPeriod, quick.serverReadyPeriod, quick.agentReadyPeriod)
+	}
+	// The StatefulSet built at generation 5 carries them.
+	sts, err := StatefulSet(minimal(), BuildOptions{AgentImage: "agent", TemplateGeneration: generationQuickProbes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		if c.ReadinessProbe == nil || c.ReadinessProbe.PeriodSeconds == nil || *c.ReadinessProbe.PeriodSeconds != 1 {
+			t.Errorf("container %s: readiness probe %+v, want every second", *c.Name, c.ReadinessProbe)
 		}
 	}
 }
