@@ -68,6 +68,12 @@ func (s *stack) applyToReady(name string) readyRound {
 		}
 		mark("pods", len(pods) == 3)
 		mark("scheduled", all(func(p *corev1.Pod) bool { return podCondition(p, corev1.PodScheduled) }))
+		if _, ok := seen["volumes_bound"]; !ok {
+			claims := s.clusterClaims(name)
+			mark("volumes_bound", len(claims) == 3 && !slices.ContainsFunc(claims, func(c corev1.PersistentVolumeClaim) bool {
+				return c.Status.Phase != corev1.ClaimBound
+			}))
+		}
 		if len(pods) == 3 {
 			for _, ic := range pods[0].Spec.InitContainers {
 				mark("init:"+ic.Name, all(func(p *corev1.Pod) bool { return initDone(p, ic.Name) }))
@@ -92,19 +98,49 @@ func (s *stack) applyToReady(name string) readyRound {
 	return round
 }
 
-// deleteCluster deletes the cluster and waits until its pods are gone.
+// deleteCluster deletes the cluster and waits until its pods, its claims and their volumes
+// are gone, so that the next round measures a creation on a node that is not still removing
+// the previous cluster (the bench's clusters delete their volumes).
 func (s *stack) deleteCluster(name string) {
 	s.t.Helper()
 	c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}
+	volumes := map[string]bool{}
+	for _, claim := range s.clusterClaims(name) {
+		if claim.Spec.VolumeName != "" {
+			volumes[claim.Spec.VolumeName] = true
+		}
+	}
 	if err := s.c.Delete(s.ctx, c); client.IgnoreNotFound(err) != nil {
 		s.t.Fatal(err)
 	}
-	testenv.Eventually(s.t, 180*time.Second, "cluster "+name+"'s pods gone", func() error {
+	testenv.Eventually(s.t, 180*time.Second, "cluster "+name+"'s pods, claims and volumes gone", func() error {
 		if n := len(s.clusterPods(name)); n > 0 {
 			return fmt.Errorf("%d pods left", n)
 		}
+		if n := len(s.clusterClaims(name)); n > 0 {
+			return fmt.Errorf("%d claims left", n)
+		}
+		for v := range volumes {
+			err := s.c.Get(s.ctx, client.ObjectKey{Name: v}, &corev1.PersistentVolume{})
+			if err == nil {
+				return fmt.Errorf("volume %s left", v)
+			}
+			if client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
 		return nil
 	})
+}
+
+// clusterClaims are the cluster's PersistentVolumeClaims (its data volumes).
+func (s *stack) clusterClaims(name string) []corev1.PersistentVolumeClaim {
+	s.t.Helper()
+	var claims corev1.PersistentVolumeClaimList
+	if err := s.c.List(s.ctx, &claims, client.InNamespace(s.ns), client.MatchingLabels{"app.kubernetes.io/instance": name}); err != nil {
+		s.t.Fatal(err)
+	}
+	return claims.Items
 }
 
 // podCondition reports whether p's condition typ is True.
