@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -98,6 +99,9 @@ type s3Store struct {
 	concurrency int
 	// listPageSize is ListObjectsV2's MaxKeys; 0 lets the server choose (1000).
 	listPageSize int32
+	// md5Parts is set once the server has shown it does not take CRC32C part checksums
+	// (s3checksum.go): multipart uploads then send Content-MD5 without asking again.
+	md5Parts atomic.Bool
 }
 
 // NewS3 returns a Store on cfg.Bucket under cfg.Prefix. It checks the configuration but does

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/objectstore/s3test"
@@ -159,4 +160,35 @@ func TestServerVerifiesContentMD5(t *testing.T) {
 		t.Errorf("UploadPart with a wrong Content-MD5: %v, want BadDigest", err)
 	}
 	_, _ = c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &srv.Bucket, Key: aws.String("md5-mp"), UploadId: mp.UploadId})
+}
+
+// TestServerVerifiesPartCRC32C: the S3 server of the tests refuses a part whose
+// x-amz-checksum-crc32c does not match its body, in an upload that asked for CRC32C — what
+// makes CRC32C a check of the parts as Content-MD5 is (s3checksum.go).
+func TestServerVerifiesPartCRC32C(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	c := srv.Client()
+	ctx := context.Background()
+	mp, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: &srv.Bucket, Key: aws.String("crc-mp"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &srv.Bucket, Key: aws.String("crc-mp"), UploadId: mp.UploadId})
+	}()
+	if mp.ChecksumAlgorithm != types.ChecksumAlgorithmCrc32c {
+		t.Fatalf("CreateMultipartUpload answered checksum algorithm %q, want CRC32C", mp.ChecksumAlgorithm)
+	}
+	wrong := "AAAAAA==" // the CRC32C of nothing
+	_, err = c.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket: &srv.Bucket, Key: aws.String("crc-mp"), UploadId: mp.UploadId, PartNumber: aws.Int32(1),
+		Body: strings.NewReader("data"), ChecksumCRC32C: &wrong,
+	})
+	if err == nil {
+		t.Fatal("UploadPart with a wrong x-amz-checksum-crc32c succeeded")
+	}
+	t.Logf("UploadPart with a wrong CRC32C: %v", err)
 }

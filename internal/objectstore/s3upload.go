@@ -48,6 +48,7 @@ type s3Upload struct {
 
 	mu         sync.Mutex
 	uploadID   string
+	crc32c     bool // the server took CRC32C for this upload's parts (see createMultipart)
 	parts      []types.CompletedPart
 	err        error         // first failure
 	failed     chan struct{} // closed at the first failure
@@ -189,13 +190,10 @@ func (u *s3Upload) createMultipart() error {
 		defer u.inflight.Done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), createTimeout)
 		defer cancel()
-		out, err := u.s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
-			Bucket: &u.s.bucket,
-			Key:    &u.full,
-		})
+		id, crc, err := u.s.createMultipart(ctx, u.full)
 		if err == nil {
 			u.mu.Lock()
-			u.uploadID = aws.ToString(out.UploadId)
+			u.uploadID, u.crc32c = id, crc
 			u.mu.Unlock()
 		}
 		done <- err
@@ -233,25 +231,37 @@ func (u *s3Upload) nextBuffer(size int64) ([]byte, error) {
 	}
 }
 
+// uploadPart sends part n. The server checks what it receives against a checksum of the
+// part: CRC32C when it took that algorithm for the upload, else Content-MD5 (see
+// createMultipart).
 func (u *s3Upload) uploadPart(n int32, b []byte) {
 	defer u.inflight.Done()
-	sum := md5.Sum(b)
-	out, err := u.s.client.UploadPart(u.ctx, &s3.UploadPartInput{
+	in := &s3.UploadPartInput{
 		Bucket:        &u.s.bucket,
 		Key:           &u.full,
 		UploadId:      &u.uploadID,
 		PartNumber:    aws.Int32(n),
 		Body:          bytes.NewReader(b),
 		ContentLength: aws.Int64(int64(len(b))),
-		ContentMD5:    aws.String(base64.StdEncoding.EncodeToString(sum[:])),
-	}, withUnsignedPayload)
+	}
+	if u.crc32c {
+		in.ChecksumCRC32C = aws.String(crc32cBase64(b))
+	} else {
+		sum := md5.Sum(b)
+		in.ContentMD5 = aws.String(base64.StdEncoding.EncodeToString(sum[:]))
+	}
+	out, err := u.s.client.UploadPart(u.ctx, in, withUnsignedPayload)
 	u.free <- b[:0] // never blocks: the channel holds every buffer
 	if err != nil {
 		u.fail(u.s.classify(u.parent, fmt.Sprintf("upload %s part %d", u.key, n), err))
 		return
 	}
+	part := types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)}
+	if u.crc32c {
+		part.ChecksumCRC32C = in.ChecksumCRC32C
+	}
 	u.mu.Lock()
-	u.parts = append(u.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
+	u.parts = append(u.parts, part)
 	u.mu.Unlock()
 }
 
