@@ -321,11 +321,12 @@ const installScriptMariaDB = `#!/bin/sh
 set -eu
 if [ ! -e /var/lib/mysql/.dolphin-initialized ]; then
   echo "dolphin-install: initialising the data directory /var/lib/mysql"
-  mariadb-install-db --defaults-file=/etc/mysql/dolphin/my.cnf --auth-root-authentication-method=normal --skip-test-db
   pw=$(printf '%s.' "$DOLPHIN_OPERATOR_PASSWORD" | sed -e ':a' -e '$!N' -e '$!ba' -e 's/\\/\\\\/g' -e "s/'/''/g" -e 's/\n/\\n/g')
   pw=${pw%.}
-  printf "FLUSH PRIVILEGES;\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\n" \
-    "$DOLPHIN_OPERATOR_USER" "$pw" "$DOLPHIN_OPERATOR_USER" | mariadbd --defaults-file=/etc/mysql/dolphin/my.cnf --bootstrap
+  (umask 077 && printf "FLUSH PRIVILEGES;\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\n" \
+    "$DOLPHIN_OPERATOR_USER" "$pw" "$DOLPHIN_OPERATOR_USER" > /tmp/dolphin-install.sql)
+  mariadb-install-db --defaults-file=/etc/mysql/dolphin/my.cnf --auth-root-authentication-method=normal --skip-test-db --extra-file=/tmp/dolphin-install.sql || { rm -f /tmp/dolphin-install.sql; exit 1; }
+  rm -f /tmp/dolphin-install.sql
   touch /var/lib/mysql/.dolphin-initialized
 fi
 `
