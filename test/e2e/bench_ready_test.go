@@ -95,7 +95,41 @@ func (s *stack) applyToReady(name string) readyRound {
 	for _, p := range order {
 		round.phases = append(round.phases, readyPhase{p, seen[p]})
 	}
+	if seen["init:dolphin-tools"]-seen["volumes_bound"] > slowToolsInit {
+		s.logPodEvents(name, applied)
+	}
 	return round
+}
+
+// slowToolsInit is how long the tools init container may take after the volumes are bound
+// before a round logs its pods' events (it takes ~2 s; some rounds under load took 12 s).
+const slowToolsInit = 6 * time.Second
+
+// logPodEvents logs the events of cluster name's pods, in order, with their time after
+// applied (the kubelet's events have whole seconds).
+func (s *stack) logPodEvents(name string, applied time.Time) {
+	s.t.Helper()
+	var events corev1.EventList
+	if err := s.c.List(s.ctx, &events, client.InNamespace(s.ns)); err != nil {
+		s.t.Logf("listing events: %v", err)
+		return
+	}
+	at := func(e corev1.Event) time.Time {
+		if !e.EventTime.IsZero() {
+			return e.EventTime.Time
+		}
+		return e.FirstTimestamp.Time
+	}
+	var lines []corev1.Event
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "Pod" && strings.HasPrefix(e.InvolvedObject.Name, name+"-") && !at(e).Before(applied.Add(-time.Second)) {
+			lines = append(lines, e)
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b corev1.Event) int { return at(a).Compare(at(b)) })
+	for _, e := range lines {
+		s.t.Logf("  event +%.0fs %s %s %s: %s", at(e).Sub(applied).Seconds(), e.InvolvedObject.Name, e.Source.Component, e.Reason, e.Message)
+	}
 }
 
 // deleteCluster deletes the cluster and waits until its pods, its claims and their volumes
