@@ -38,7 +38,11 @@ const (
 
 // handTools are the programs of the hand pipeline besides mariadb-backup
 // (hack/install-pipeline-tools.sh installs aws and zstd; mbstream comes with mariadb-backup).
-type handTools struct{ aws, awsVersion, zstd, mbstream string }
+type handTools struct {
+	aws, awsVersion, zstd, mbstream string
+	// awsStart is how long `aws --version` took: the CLI's start-up, part of each of its runs.
+	awsStart time.Duration
+}
 
 // requireHandTools finds aws, zstd and mbstream on PATH or fails the test saying how to
 // install them.
@@ -52,17 +56,20 @@ func requireHandTools(t *testing.T) handTools {
 		}
 		*p = path
 	}
+	began := time.Now()
 	out, err := exec.CommandContext(t.Context(), h.aws, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s --version: %v: %s", h.aws, err, out)
 	}
+	h.awsStart = time.Since(began)
 	h.awsVersion = strings.Fields(string(out) + " ?")[0]
 	return h
 }
 
 // awsCmd is `aws s3 <args>` against the store cfg with its credentials, reading no
 // configuration of this machine's (the AWS SDK settings of the machine are not the
-// server's: AWS_CA_BUNDLE, AWS_PROFILE, a config file).
+// server's: AWS_CA_BUNDLE, AWS_PROFILE, a config file); the server's CA, when it has one, is
+// its CA bundle.
 func awsCmd(t *testing.T, h handTools, cfg objectstore.S3Config, args ...string) *exec.Cmd {
 	t.Helper()
 	empty := filepath.Join(t.TempDir(), "aws-config")
@@ -70,6 +77,13 @@ func awsCmd(t *testing.T, h handTools, cfg objectstore.S3Config, args ...string)
 		t.Fatal(err)
 	}
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "AWS_") })
+	if len(cfg.CACertPEM) > 0 {
+		ca := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(ca, cfg.CACertPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "AWS_CA_BUNDLE="+ca)
+	}
 	env = append(env,
 		"AWS_CONFIG_FILE="+empty, "AWS_SHARED_CREDENTIALS_FILE="+empty,
 		"AWS_ACCESS_KEY_ID="+cfg.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+cfg.SecretAccessKey,

@@ -99,6 +99,9 @@ type s3Store struct {
 	concurrency int
 	// listPageSize is ListObjectsV2's MaxKeys; 0 lets the server choose (1000).
 	listPageSize int32
+	// https: the endpoint is reached over TLS (Amazon S3's own, or an https:// endpoint); only
+	// then may parts carry CRC32C instead of Content-MD5 (s3checksum.go).
+	https bool
 	// md5Parts is set once the server has shown it does not take CRC32C part checksums
 	// (s3checksum.go): multipart uploads then send Content-MD5 without asking again.
 	md5Parts atomic.Bool
@@ -164,7 +167,9 @@ func newS3(ctx context.Context, cfg S3Config, optFns ...func(*s3.Options)) (*s3S
 		UsePathStyle: cfg.PathStyle,
 		HTTPClient:   hc,
 		// S3-compatible servers do not all know the flexible checksums (CRC32 by default
-		// since 2025); integrity comes from Content-MD5 on every PUT and part instead.
+		// since 2025); the SDK adds none of its own. Every PUT and part carries a checksum
+		// the server checks: Content-MD5, or CRC32C for the parts of a multipart upload over
+		// https when the server takes it (s3checksum.go).
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
@@ -202,6 +207,7 @@ func newS3(ctx context.Context, cfg S3Config, optFns ...func(*s3.Options)) (*s3S
 		endpoint:    shown,
 		parts:       newS3PartRule(partSize),
 		concurrency: conc,
+		https:       endpoint == "" || strings.HasPrefix(endpoint, "https://"),
 	}, nil
 }
 
@@ -396,13 +402,16 @@ func withContentMD5(o *s3.Options) {
 	})
 }
 
-// withUnsignedPayload signs a PutObject or UploadPart that carries Content-MD5 without
-// hashing its body: X-Amz-Content-Sha256 is UNSIGNED-PAYLOAD, as the SDK already does over
-// https. Over http the SDK would otherwise read every part once more for a SHA-256 and the
-// server once more to check it. Integrity is unchanged: the server checks the body against
-// Content-MD5 (and refuses a mismatch with BadDigest), and Content-MD5 is one of the signed
-// headers, so it cannot be altered in transit without breaking the signature. The data
-// object's own SHA-256 is in the manifest and checked on restore.
+// withUnsignedPayload signs a PutObject or UploadPart that carries a checksum of its body
+// (Content-MD5, or CRC32C over https) without hashing the body: X-Amz-Content-Sha256 is
+// UNSIGNED-PAYLOAD, as the SDK already does over https. Over http the SDK would otherwise read
+// every part once more for a SHA-256 and the server once more to check it. Integrity is
+// unchanged: the server checks the body against the checksum (and refuses a mismatch with
+// BadDigest), and the checksum header is one of the signed headers, so it cannot be altered in
+// transit without breaking the signature. Over plain http that takes a checksum nobody can
+// match with another body, so there it is always Content-MD5; over https TLS keeps the body
+// as sent, and CRC32C catches what goes wrong on either end. The data object's own SHA-256 is
+// in the manifest and checked on restore.
 func withUnsignedPayload(o *s3.Options) {
 	o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 }

@@ -91,20 +91,40 @@ func (r *bodyRecorder) create(req *http.Request) (*http.Response, error) {
 
 // TestServerUnsignedPayloadWithContentMD5: over plain http, PutObject and UploadPart are sent
 // with X-Amz-Content-Sha256: UNSIGNED-PAYLOAD (no SHA-256 of the body on either side) and
-// always with a checksum of the body the signature covers and the server checks
-// (TestServerVerifiesContentMD5, TestServerVerifiesPartCRC32C): the parts a CRC32C, since
-// versitygw takes the algorithm, the single PutObject Content-MD5; the objects read back
-// intact.
+// always with the body's Content-MD5, which the signature covers and the server checks
+// (TestServerVerifiesContentMD5) — never CRC32C, which anyone on the path could match with
+// another body; the objects read back intact.
 func TestServerUnsignedPayloadWithContentMD5(t *testing.T) {
 	t.Parallel()
-	rec, _ := uploadThreeAndOne(t, &bodyRecorder{})
+	rec, _ := uploadThreeAndOne(t, &bodyRecorder{}, false)
 	for i, p := range rec.puts {
 		checkSigned(t, i, p)
-		header, want := "x-amz-checksum-crc32c", p.crc32c == p.bodyCRC32C && p.contentMD5 == ""
-		if i == len(rec.puts)-1 { // the PutObject
-			header, want = "content-md5", p.contentMD5 == p.bodyMD5 && p.crc32c == ""
+		if p.contentMD5 == "" || p.contentMD5 != p.bodyMD5 || p.crc32c != "" {
+			t.Errorf("PUT %d: Content-MD5 %q (the body's %q), x-amz-checksum-crc32c %q: want Content-MD5 only", i, p.contentMD5, p.bodyMD5, p.crc32c)
 		}
-		if !want || p.crc32c == "" && p.contentMD5 == "" {
+		if !strings.Contains(";"+p.signedHeaders+";", ";content-md5;") {
+			t.Errorf("PUT %d: the signature does not cover Content-MD5 (SignedHeaders=%s)", i, p.signedHeaders)
+		}
+	}
+	if rec.createsWithAlgorithm != 0 {
+		t.Errorf("%d CreateMultipartUpload requests asked for CRC32C over http, want none", rec.createsWithAlgorithm)
+	}
+}
+
+// TestServerTLSPartsCarryCRC32C: over https, against a server that takes CRC32C (versitygw),
+// the parts carry their CRC32C instead of Content-MD5 (signed, checked by the server:
+// TestServerVerifiesPartCRC32C), the single PutObject Content-MD5; the objects read back
+// intact.
+func TestServerTLSPartsCarryCRC32C(t *testing.T) {
+	t.Parallel()
+	rec, _ := uploadThreeAndOne(t, &bodyRecorder{}, true)
+	for i, p := range rec.puts {
+		checkSigned(t, i, p)
+		header, ok := "x-amz-checksum-crc32c", p.crc32c != "" && p.crc32c == p.bodyCRC32C && p.contentMD5 == ""
+		if i == len(rec.puts)-1 { // the PutObject
+			header, ok = "content-md5", p.contentMD5 != "" && p.contentMD5 == p.bodyMD5 && p.crc32c == ""
+		}
+		if !ok {
 			t.Errorf("PUT %d: Content-MD5 %q, x-amz-checksum-crc32c %q; the body's MD5 %q, CRC32C %q; want only %s",
 				i, p.contentMD5, p.crc32c, p.bodyMD5, p.bodyCRC32C, header)
 		}
@@ -114,7 +134,7 @@ func TestServerUnsignedPayloadWithContentMD5(t *testing.T) {
 	}
 }
 
-// TestServerWithoutFlexibleChecksumsGetsContentMD5: a server that ignores
+// TestServerWithoutFlexibleChecksumsGetsContentMD5: over https, a server that ignores
 // x-amz-checksum-algorithm, and one that refuses it, get every part with Content-MD5, the
 // uploads succeed, and the store asks once only.
 func TestServerWithoutFlexibleChecksumsGetsContentMD5(t *testing.T) {
@@ -128,7 +148,7 @@ func TestServerWithoutFlexibleChecksumsGetsContentMD5(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rec, srv := uploadThreeAndOne(t, tc.rec, "second")
+			rec, srv := uploadThreeAndOne(t, tc.rec, true, "second")
 			// The upload made with the header and not confirmed was aborted.
 			left, err := srv.Client().ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: &srv.Bucket})
 			if err != nil {
@@ -154,12 +174,16 @@ func TestServerWithoutFlexibleChecksumsGetsContentMD5(t *testing.T) {
 }
 
 // uploadThreeAndOne writes an object of three parts (5 MiB parts) and one of a single
-// PutObject through a store whose HTTP client is rec, plus, for each of more, another object
+// PutObject through a store whose HTTP client is rec (over https when tls), plus, for each of more, another object
 // of three parts; it checks that each reads back intact and returns rec with the PUTs of the
 // first two objects, the PutObject last, and the server.
-func uploadThreeAndOne(t *testing.T, rec *bodyRecorder, more ...string) (*bodyRecorder, *s3test.Server) {
+func uploadThreeAndOne(t *testing.T, rec *bodyRecorder, tls bool, more ...string) (*bodyRecorder, *s3test.Server) {
 	t.Helper()
-	srv := s3test.Start(t)
+	start := s3test.Start
+	if tls {
+		start = s3test.StartTLS
+	}
+	srv := start(t)
 	cfg := srv.Config("payload")
 	cfg.PartSize = objectstore.MinS3PartSize
 	st, err := objectstore.NewS3WithHTTPClient(context.Background(), cfg, func(c s3.HTTPClient) s3.HTTPClient {
