@@ -27,7 +27,7 @@ import (
 // script has only its exact-text test: no MySQL server can be installed here.)
 func TestServerInitScriptOperatorAccount(t *testing.T) {
 	dbtest.RequireMariaDB(t)
-	const password = "it's a \\ back\\slash; then\na new line, '' two quotes, %s, $HOME, `id` and a trailing \\\n"
+	const password = "🐬 (4 bytes in UTF-8), it's a \\ back\\slash; then\na new line, '' two quotes, %s, $HOME, `id` and a trailing \\\n"
 	dir := t.TempDir()
 	for _, d := range []string{"data", "run", "tmp"} {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
@@ -55,6 +55,7 @@ func TestServerInitScriptOperatorAccount(t *testing.T) {
 		mycnf.InstanceConfigFile, instanceCnf,
 		filepath.Join(mycnf.ConfigDir, MyCnfKey), myCnf,
 		mycnf.DataDir, filepath.Join(dir, "data"),
+		"/tmp/", filepath.Join(dir, "tmp")+"/", // the pod's emptyDir (the account's SQL file)
 	)
 	files := map[string]string{myCnf: cnf,
 		filepath.Join(dir, InitShKey): paths.Replace(cm.Data[InitShKey]), filepath.Join(dir, InstallShKey): paths.Replace(cm.Data[InstallShKey])}
