@@ -97,15 +97,7 @@ func (r *bodyRecorder) create(req *http.Request) (*http.Response, error) {
 func TestServerUnsignedPayloadWithContentMD5(t *testing.T) {
 	t.Parallel()
 	rec, _ := uploadThreeAndOne(t, &bodyRecorder{}, false)
-	for i, p := range rec.puts {
-		checkSigned(t, i, p)
-		if p.contentMD5 == "" || p.contentMD5 != p.bodyMD5 || p.crc32c != "" {
-			t.Errorf("PUT %d: Content-MD5 %q (the body's %q), x-amz-checksum-crc32c %q: want Content-MD5 only", i, p.contentMD5, p.bodyMD5, p.crc32c)
-		}
-		if !strings.Contains(";"+p.signedHeaders+";", ";content-md5;") {
-			t.Errorf("PUT %d: the signature does not cover Content-MD5 (SignedHeaders=%s)", i, p.signedHeaders)
-		}
-	}
+	checkContentMD5Only(t, rec)
 	if rec.createsWithAlgorithm != 0 {
 		t.Errorf("%d CreateMultipartUpload requests asked for CRC32C over http, want none", rec.createsWithAlgorithm)
 	}
@@ -119,7 +111,7 @@ func TestServerTLSPartsCarryCRC32C(t *testing.T) {
 	t.Parallel()
 	rec, _ := uploadThreeAndOne(t, &bodyRecorder{}, true)
 	for i, p := range rec.puts {
-		checkSigned(t, i, p)
+		checkUnsignedPayload(t, i, p)
 		header, ok := "x-amz-checksum-crc32c", p.crc32c != "" && p.crc32c == p.bodyCRC32C && p.contentMD5 == ""
 		if i == len(rec.puts)-1 { // the PutObject
 			header, ok = "content-md5", p.contentMD5 != "" && p.contentMD5 == p.bodyMD5 && p.crc32c == ""
@@ -157,15 +149,7 @@ func TestServerWithoutFlexibleChecksumsGetsContentMD5(t *testing.T) {
 			if len(left.Uploads) != 0 {
 				t.Errorf("%d multipart uploads left behind, want none", len(left.Uploads))
 			}
-			for i, p := range rec.puts {
-				checkSigned(t, i, p)
-				if p.contentMD5 == "" || p.contentMD5 != p.bodyMD5 || p.crc32c != "" {
-					t.Errorf("PUT %d: Content-MD5 %q (the body's %q), x-amz-checksum-crc32c %q: want Content-MD5 only", i, p.contentMD5, p.bodyMD5, p.crc32c)
-				}
-				if !strings.Contains(";"+p.signedHeaders+";", ";content-md5;") {
-					t.Errorf("PUT %d: the signature does not cover Content-MD5 (SignedHeaders=%s)", i, p.signedHeaders)
-				}
-			}
+			checkContentMD5Only(t, rec)
 			if rec.createsWithAlgorithm != 1 {
 				t.Errorf("%d CreateMultipartUpload requests asked for CRC32C, want 1 (the store remembers the answer)", rec.createsWithAlgorithm)
 			}
@@ -233,8 +217,23 @@ func uploadThreeAndOne(t *testing.T, rec *bodyRecorder, tls bool, more ...string
 	return rec, srv
 }
 
-// checkSigned checks that PUT i was sent with an unsigned payload.
-func checkSigned(t *testing.T, i int, p recordedPut) {
+// checkContentMD5Only checks that every recorded PUT was sent with an unsigned payload and the
+// body's Content-MD5, covered by the signature, and no CRC32C.
+func checkContentMD5Only(t *testing.T, rec *bodyRecorder) {
+	t.Helper()
+	for i, p := range rec.puts {
+		checkUnsignedPayload(t, i, p)
+		if p.contentMD5 == "" || p.contentMD5 != p.bodyMD5 || p.crc32c != "" {
+			t.Errorf("PUT %d: Content-MD5 %q (the body's %q), x-amz-checksum-crc32c %q: want Content-MD5 only", i, p.contentMD5, p.bodyMD5, p.crc32c)
+		}
+		if !strings.Contains(";"+p.signedHeaders+";", ";content-md5;") {
+			t.Errorf("PUT %d: the signature does not cover Content-MD5 (SignedHeaders=%s)", i, p.signedHeaders)
+		}
+	}
+}
+
+// checkUnsignedPayload checks that PUT i was sent with an unsigned payload.
+func checkUnsignedPayload(t *testing.T, i int, p recordedPut) {
 	t.Helper()
 	if p.payloadHash != "UNSIGNED-PAYLOAD" {
 		t.Errorf("PUT %d: X-Amz-Content-Sha256 %q, want UNSIGNED-PAYLOAD", i, p.payloadHash)
