@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,7 +235,18 @@ func (s *stack) serviceAddrWithin(svc string, within time.Duration) string {
 		}
 		return errors.New("no ready endpoint")
 	})
-	return ip + ":3306"
+	// A ready endpoint in the EndpointSlice is not yet a route: kube-proxy programs it on its
+	// next sync, and until then the ClusterIP refuses connections (a busy CI run wrote to a
+	// restored cluster's primary Service in that gap: "connect: connection refused").
+	addr := net.JoinHostPort(ip, "3306")
+	testenv.Eventually(s.t, within, "kube-proxy routing Service "+svc, func() error {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	})
+	return addr
 }
 
 // servicePort is the host port `dolphin local` forwards a Service to.
