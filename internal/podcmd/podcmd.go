@@ -11,6 +11,7 @@
 //	restore.go        `dolphin restore`         internal/restore
 //	verify.go         `dolphin verify`          internal/restore (verification)
 //	copy_binary.go    `dolphin copy-binary`     (copies this binary into a shared volume)
+//	nosync.go         `dolphin nosync`          internal/nosync (the install script's flushes skipped)
 //	storeserver.go    `dolphin store-server`    internal/objectstore (a PVC as a store)
 //	binlogarchive.go  `dolphin binlog-archive`  internal/binlog
 //	kept.go           `dolphin kept`            internal/binlog (kept copies)
@@ -25,6 +26,6 @@ import "github.com/spf13/cobra"
 func Commands() []*cobra.Command {
 	return []*cobra.Command{
 		newAgentCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(),
-		newStoreServerCmd(), newBinlogArchiveCmd(), newKeptCmd(),
+		newStoreServerCmd(), newBinlogArchiveCmd(), newKeptCmd(), newNosyncCmd(),
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
+	"github.com/dolphin-operator/dolphin/internal/nosync"
 	"github.com/dolphin-operator/dolphin/internal/restore"
 	"github.com/dolphin-operator/dolphin/internal/seed"
 	"github.com/dolphin-operator/dolphin/internal/termination"
@@ -76,6 +77,19 @@ func newSeedCmd() *cobra.Command {
 	return cmd
 }
 
+// nosyncBinary is this executable's path when it can skip the install's flushes (`dolphin
+// nosync`), else empty.
+func nosyncBinary() string {
+	if !nosync.Supported() {
+		return ""
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe
+}
+
 // run seeds this instance (seed.Run) with the flags and the environment, logging to w.
 func (f *seedFlags) run(ctx context.Context, w io.Writer) error {
 	r := &f.restore
@@ -86,7 +100,7 @@ func (f *seedFlags) run(ctx context.Context, w io.Writer) error {
 	}
 	return seed.Run(ctx, seed.Options{
 		Listen: f.listen, TokenFile: f.tokenFile, CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.caFile,
-		InstallScript: f.installScript, DataDir: r.dataDir, Flavor: r.flavor,
+		InstallScript: f.installScript, Nosync: nosyncBinary(), DataDir: r.dataDir, Flavor: r.flavor,
 		Backup:        func() (restore.Options, error) { return r.options(os.Getenv, os.ReadFile) },
 		Peer:          peer,
 		PasswordsFrom: envOperatorPassword + " and " + envRootPassword,

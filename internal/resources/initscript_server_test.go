@@ -65,14 +65,27 @@ func TestServerInitScriptOperatorAccount(t *testing.T) {
 		}
 	}
 	// As in the pod: the init container writes the instance config, then the seed container
-	// runs the install script (the operator said "empty").
+	// runs the install script (the operator said "empty"), naming in $DOLPHIN_NOSYNC a binary
+	// that offers `nosync` (this test binary: TestMain), through which the script runs
+	// mariadb-install-db with its flushes skipped.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, script := range []string{InitShKey, InstallShKey} {
 		cmd := exec.Command("sh", filepath.Join(dir, script))
 		cmd.Env = append(os.Environ(), "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "POD_NAME=orders-0", "POD_NAMESPACE=shop",
-			"DOLPHIN_OPERATOR_USER="+OperatorUser, "DOLPHIN_OPERATOR_PASSWORD="+password)
-		if out, err := cmd.CombinedOutput(); err != nil {
+			"DOLPHIN_OPERATOR_USER="+OperatorUser, "DOLPHIN_OPERATOR_PASSWORD="+password, "DOLPHIN_NOSYNC="+self)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
 			t.Fatalf("%s: %v\n%s", script, err, out)
 		}
+		if strings.Contains(string(out), "flushes not skipped") {
+			t.Fatalf("%s ran mariadb-install-db with its flushes: %s", script, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", ".dolphin-initialized")); err != nil {
+		t.Fatalf("the install script left no marker: %v", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -325,9 +325,13 @@ if [ ! -e /var/lib/mysql/.dolphin-initialized ]; then
   pw=${pw%.}
   (umask 077 && printf "FLUSH PRIVILEGES;\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\n" \
     "$DOLPHIN_OPERATOR_USER" "$pw" "$DOLPHIN_OPERATOR_USER" > /tmp/dolphin-install.sql)
-  mariadb-install-db --defaults-file=/etc/mysql/dolphin/my.cnf --auth-root-authentication-method=normal --skip-test-db --extra-file=/tmp/dolphin-install.sql || { rm -f /tmp/dolphin-install.sql; exit 1; }
+  ${DOLPHIN_NOSYNC:+"$DOLPHIN_NOSYNC" nosync --} mariadb-install-db --defaults-file=/etc/mysql/dolphin/my.cnf --auth-root-authentication-method=normal --skip-test-db --extra-file=/tmp/dolphin-install.sql || { rm -f /tmp/dolphin-install.sql; exit 1; }
   rm -f /tmp/dolphin-install.sql
+  # Durable before the marker says so (the initialisation may have skipped its flushes); a
+  # crash before this leaves no marker, and the seed clears the directory and starts again.
+  sync -f /var/lib/mysql 2>/dev/null || sync
   touch /var/lib/mysql/.dolphin-initialized
+  sync /var/lib/mysql/.dolphin-initialized /var/lib/mysql 2>/dev/null || sync
 fi
 `
 
@@ -341,9 +345,13 @@ if [ ! -e /var/lib/mysql/.dolphin-initialized ]; then
   pw=${pw%.}
   (umask 077 && printf "SET SESSION sql_log_bin = 0;\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\n" \
     "$DOLPHIN_OPERATOR_USER" "$pw" "$DOLPHIN_OPERATOR_USER" > /tmp/dolphin-init.sql)
-  mysqld --defaults-file=/etc/mysql/dolphin/my.cnf --initialize-insecure --init-file=/tmp/dolphin-init.sql || { rm -f /tmp/dolphin-init.sql; exit 1; }
+  ${DOLPHIN_NOSYNC:+"$DOLPHIN_NOSYNC" nosync --} mysqld --defaults-file=/etc/mysql/dolphin/my.cnf --initialize-insecure --init-file=/tmp/dolphin-init.sql || { rm -f /tmp/dolphin-init.sql; exit 1; }
   rm -f /tmp/dolphin-init.sql
+  # Durable before the marker says so (the initialisation may have skipped its flushes); a
+  # crash before this leaves no marker, and the seed clears the directory and starts again.
+  sync -f /var/lib/mysql 2>/dev/null || sync
   touch /var/lib/mysql/.dolphin-initialized
+  sync /var/lib/mysql/.dolphin-initialized /var/lib/mysql 2>/dev/null || sync
 fi
 `
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,10 @@ type Options struct {
 	Listen, TokenFile, CertFile, KeyFile, CAFile string
 	// InstallScript initialises an empty data directory (mode empty), run with /bin/sh.
 	InstallScript string
+	// Nosync is a dolphin binary offering `dolphin nosync` (internal/nosync), given to the
+	// install script as $DOLPHIN_NOSYNC: it runs the engine's initialisation through it with
+	// the flushes skipped, then syncs the data directory once. Empty: flushes as usual.
+	Nosync string
 	// DataDir is the server's data directory; Flavor the database flavor.
 	DataDir, Flavor string
 	// Backup returns how to restore this instance's backup (mode backup), or why it has none.
@@ -227,6 +232,7 @@ func (o Options) peerOptions(req agent.SeedRequest) (restore.PeerOptions, error)
 func (o Options) install(ctx context.Context, w io.Writer) error {
 	cmd := exec.CommandContext(ctx, "/bin/sh", o.InstallScript)
 	cmd.Stdout, cmd.Stderr = w, w
+	cmd.Env = installEnv(os.Environ(), o.Nosync)
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("the install script %s failed: %w", o.InstallScript, err)
@@ -237,6 +243,20 @@ func (o Options) install(ctx context.Context, w io.Writer) error {
 	}
 	return nil
 }
+
+// installEnv is the install script's environment: this process's, with DOLPHIN_NOSYNC set
+// to nosync (removed when nosync is empty).
+func installEnv(environ []string, nosync string) []string {
+	env := slices.DeleteFunc(slices.Clone(environ), func(kv string) bool { return strings.HasPrefix(kv, NosyncEnv+"=") })
+	if nosync != "" {
+		env = append(env, NosyncEnv+"="+nosync)
+	}
+	return env
+}
+
+// NosyncEnv names the dolphin binary the install script runs the engine's initialisation
+// through (`$DOLPHIN_NOSYNC nosync -- …`); resources.InstallScript reads it.
+const NosyncEnv = "DOLPHIN_NOSYNC"
 
 // passwordHint adds where the passwords come from (PasswordsFrom) to err when one is missing.
 func (o Options) passwordHint(err error, passwords ...string) error {
