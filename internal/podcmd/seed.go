@@ -34,19 +34,21 @@ var seedExit = os.Exit
 // seedFlags are the flags of `dolphin seed`: the agent's server flags, the install script,
 // and `dolphin restore`'s flags (data directory, server, backup store).
 type seedFlags struct {
-	listen, tokenFile, tlsCert, tlsKey, caFile, installScript string
-	restore                                                   restoreFlags
+	listen, tokenFile, tlsCert, tlsKey, caFile, initScript, installScript string
+	restore                                                               restoreFlags
 }
 
 // newSeedCmd returns `dolphin seed`, the init container of every instance pod (in the
-// database image, after the init container that writes the per-instance config): it fills
-// an uninitialised data directory the way the operator says, over the agent's HTTPS API.
+// database image): it writes the per-instance config (--init-script; before template
+// generation 6 an init container of its own did), then fills an uninitialised data
+// directory the way the operator says, over the agent's HTTPS API.
 func newSeedCmd() *cobra.Command {
 	var f seedFlags
 	cmd := &cobra.Command{
 		Use:   "seed",
 		Short: "Fill this instance's uninitialised data directory the way the operator says (init container)",
-		Long: "Exit at once when the data directory holds .dolphin-initialized. Otherwise serve the\n" +
+		Long: "Run --init-script first when it is set (the per-instance config). Then exit at once when\n" +
+			"the data directory holds .dolphin-initialized. Otherwise serve the\n" +
 			"agent's HTTPS API (the same token and certificate as `dolphin agent`) and wait for the\n" +
 			"operator's instruction, POST /v1/seed: \"empty\" runs the install script, \"backup\"\n" +
 			"restores the backup of --path (as `dolphin restore`), \"clone\" clones a peer's agent.\n" +
@@ -71,6 +73,8 @@ func newSeedCmd() *cobra.Command {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM server certificate (required)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM server key (required)")
 	fs.StringVar(&f.caFile, "ca-file", "", "PEM CA a peer's agent certificate must chain to (default: ca.crt beside --tls-cert)")
+	fs.StringVar(&f.initScript, "init-script", "",
+		"script that writes the per-instance config, run with /bin/sh first on every start (empty: none)")
 	fs.StringVar(&f.installScript, "install-script", path.Join(mycnf.ConfigDir, "install.sh"),
 		"script that initialises an empty data directory (mode empty), run with /bin/sh")
 	f.restore.addFlags(fs)
@@ -100,7 +104,7 @@ func (f *seedFlags) run(ctx context.Context, w io.Writer) error {
 	}
 	return seed.Run(ctx, seed.Options{
 		Listen: f.listen, TokenFile: f.tokenFile, CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.caFile,
-		InstallScript: f.installScript, Nosync: nosyncBinary(), DataDir: r.dataDir, Flavor: r.flavor,
+		InitScript: f.initScript, InstallScript: f.installScript, Nosync: nosyncBinary(), DataDir: r.dataDir, Flavor: r.flavor,
 		Backup:        func() (restore.Options, error) { return r.options(os.Getenv, os.ReadFile) },
 		Peer:          peer,
 		PasswordsFrom: envOperatorPassword + " and " + envRootPassword,

@@ -41,8 +41,8 @@ func ConfigMap(c *dolphinv1.MySQLCluster) (*corev1ac.ConfigMapApplyConfiguration
 		WithData(map[string]string{MyCnfKey: cnf, InitShKey: InitScript(c), InstallShKey: InstallScript(c)}), nil
 }
 
-// InitScript is run by the init container of every instance before the server starts. It
-// writes the per-instance config (server_id from the pod ordinal, report_host). It never
+// InitScript is run by the seed init container of every instance (template generation 6 on;
+// an init container of its own before) before the server starts. It writes the per-instance config (server_id from the pod ordinal, report_host). It never
 // touches the data directory: the seed init container, which runs next, fills an empty one
 // the way the operator tells it (InstallScript, a backup, or a clone of a peer).
 func InitScript(c *dolphinv1.MySQLCluster) string {

@@ -15,8 +15,8 @@ import (
 // ContainerSeed is the init container that fills an empty data directory the way the operator
 // tells it (`dolphin seed`, run in the database image, which has mbstream and
 // mariadb-backup): empty (InstallScript), from the backup of spec.bootstrap, or cloned from a
-// healthy peer's agent. It runs after the init container, which writes the per-instance
-// config, and serves the agent's HTTPS port (same certificate and token) until the operator's
+// healthy peer's agent. It writes the per-instance config first (before template generation
+// 6, an init container of its own did), and serves the agent's HTTPS port (same certificate and token) until the operator's
 // instruction is done; on an initialised data directory it exits at once.
 const ContainerSeed = "seed"
 
@@ -46,7 +46,9 @@ func restoring(c *dolphinv1.MySQLCluster) bool {
 // seedContainer runs `dolphin seed`. For a cluster restored from a backup it carries the
 // backup's location from c.Status.RestoredFrom — from status, never from a MySQLBackup looked
 // up again, so the pod template does not change when that MySQLBackup is deleted.
-func seedContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {
+// With configuresInstance (template generation 6 on) it first runs the init script, which an
+// init container of its own ran before.
+func seedContainer(c *dolphinv1.MySQLCluster, configuresInstance bool) *corev1ac.ContainerApplyConfiguration {
 	secret := func(key string) string { return path.Join(AgentSecretDir, key) }
 	args := []string{"seed",
 		"--listen", ":" + strconv.Itoa(AgentPort),
@@ -58,6 +60,9 @@ func seedContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfigurat
 		"--install-script", path.Join(mycnf.ConfigDir, InstallShKey),
 		"--tmp-dir", "/tmp",
 		"--flavor", string(c.Spec.Engine.Flavor),
+	}
+	if configuresInstance {
+		args = append(args, "--init-script", path.Join(mycnf.ConfigDir, InitShKey))
 	}
 	secretEnv := func(name, secret, key string) *corev1ac.EnvVarApplyConfiguration {
 		return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().

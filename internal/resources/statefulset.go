@@ -91,7 +91,7 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 		WithEnableServiceLinks(false).
 		WithTerminationGracePeriodSeconds(terminationGracePeriod).
 		WithSecurityContext(podSecurityContext(c, ptr.To(corev1.FSGroupChangeOnRootMismatch))).
-		WithInitContainers(agentToolsContainer(bo), initContainer(c), seedContainer(c)).
+		WithInitContainers(instanceInitContainers(c, bo)...).
 		WithContainers(mysqldContainer(c, bo.generation()), agentContainer(c, bo.generation())).
 		WithVolumes(agentVolumes(c)...).
 		WithVolumes(
@@ -153,6 +153,16 @@ func defaultAffinity(c *dolphinv1.MySQLCluster) *corev1.Affinity {
 			},
 		}},
 	}}
+}
+
+// instanceInitContainers are the init containers of an instance pod: the agent's binary copied
+// into the pod, then (before generation 6) the per-instance config written by a container of
+// its own, then the seed — which, from generation 6, writes that config itself first.
+func instanceInitContainers(c *dolphinv1.MySQLCluster, bo BuildOptions) []*corev1ac.ContainerApplyConfiguration {
+	if bo.generation() >= generationSeedConfiguresInstance {
+		return []*corev1ac.ContainerApplyConfiguration{agentToolsContainer(bo), seedContainer(c, true)}
+	}
+	return []*corev1ac.ContainerApplyConfiguration{agentToolsContainer(bo), initContainer(c), seedContainer(c, false)}
 }
 
 func initContainer(c *dolphinv1.MySQLCluster) *corev1ac.ContainerApplyConfiguration {

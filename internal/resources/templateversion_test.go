@@ -215,6 +215,12 @@ func TestTemplateGenerationsAreFrozen(t *testing.T) {
 		{"customised (mysql)", customised(), 5, "ef0876c2d2244d02"},
 		{"restored", restored(), 5, "384a112eb6928a8f"},
 		{"tls", tls, 5, "6581084ecccc36f0"},
+		// Generation 6 changes every cluster (the seed writes the per-instance config).
+		{"single instance", single, 6, "8b046aec5387555d"},
+		{"minimal", minimal(), 6, "fdb440c8e451453f"},
+		{"customised (mysql)", customised(), 6, "6a429e088c889183"},
+		{"restored", restored(), 6, "49d7af6bafad36ad"},
+		{"tls", tls, 6, "77bc0f798eb6a507"},
 	} {
 		got, err := SpecTemplateHash(tc.c, tc.generation)
 		if err != nil {

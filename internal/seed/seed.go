@@ -32,6 +32,10 @@ type Options struct {
 	// token and certificate, CAFile the CA a peer's agent must chain to (default: ca.crt
 	// beside CertFile).
 	Listen, TokenFile, CertFile, KeyFile, CAFile string
+	// InitScript, when set, is run with /bin/sh before anything else, on every start: it
+	// writes the per-instance config (resources.InitScript), which a separate init container
+	// wrote before template generation 6.
+	InitScript string
 	// InstallScript initialises an empty data directory (mode empty), run with /bin/sh.
 	InstallScript string
 	// Nosync is a dolphin binary offering `dolphin nosync` (internal/nosync), given to the
@@ -67,6 +71,14 @@ func Run(ctx context.Context, o Options, output io.Writer) error {
 		o.WaitLogEvery = 30 * time.Second
 	}
 	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(w, termination.SeedPrefix+format+"\n", args...) }
+	if o.InitScript != "" {
+		cmd := exec.CommandContext(ctx, "/bin/sh", o.InitScript)
+		cmd.Stdout, cmd.Stderr = w, w
+		cmd.WaitDelay = 10 * time.Second
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("the init script %s failed: %w", o.InitScript, err)
+		}
+	}
 	marker := filepath.Join(o.DataDir, restore.InitializedMarker)
 	if err := HonourReseed(ctx, o.DataDir, logf); err != nil {
 		return err
