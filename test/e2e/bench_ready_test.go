@@ -229,3 +229,77 @@ func readySummary(rounds []readyRound) string {
 	}
 	return strings.TrimSpace(b.String())
 }
+
+// scaleUpOne adds one instance to cluster name and times the new instance's way to Ready, as
+// applyToReady does for a new cluster: created, scheduled, its volume bound, past each init
+// container (the seed clones a healthy peer), running, Ready, and the cluster Ready and
+// Healthy with every instance. It then removes the instance again (and waits until the
+// cluster is healthy without it), so that what follows runs on the cluster it had.
+func (s *stack) scaleUpOne(name string) readyRound {
+	s.t.Helper()
+	key := client.ObjectKey{Namespace: s.ns, Name: name}
+	var cluster dolphinv1.MySQLCluster
+	if err := s.c.Get(s.ctx, key, &cluster); err != nil {
+		s.t.Fatal(err)
+	}
+	before := cluster.Spec.Instances
+	pod := fmt.Sprintf("%s-%d", name, before)
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Instances = before + 1
+	asked := time.Now()
+	if err := s.c.Patch(s.ctx, &cluster, patch); err != nil {
+		s.t.Fatal(err)
+	}
+	seen := map[string]time.Duration{}
+	var order []string
+	mark := func(phase string, reached bool) {
+		if _, ok := seen[phase]; reached && !ok {
+			seen[phase] = time.Since(asked)
+			order = append(order, phase)
+		}
+	}
+	var round readyRound
+	testenv.Eventually(s.t, 240*time.Second, fmt.Sprintf("%s Ready with %d instances", name, before+1), func() error {
+		var p corev1.Pod
+		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err == nil {
+			mark("pod", true)
+			mark("scheduled", podCondition(&p, corev1.PodScheduled))
+			for _, ic := range p.Spec.InitContainers {
+				mark("init:"+ic.Name, initDone(&p, ic.Name))
+			}
+			mark("running", containersRunning(&p))
+			mark("pod_ready", podReady(&p))
+		} else if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		if _, ok := seen["volume_bound"]; !ok {
+			var claim corev1.PersistentVolumeClaim
+			if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: "data-" + pod}, &claim); err == nil {
+				mark("volume_bound", claim.Status.Phase == corev1.ClaimBound)
+			}
+		}
+		if err := s.c.Get(s.ctx, key, &cluster); err != nil {
+			return err
+		}
+		tp := cluster.Status.Topology
+		if !meta.IsStatusConditionTrue(cluster.Status.Conditions, "Ready") || cluster.Status.ReadyInstances != before+1 ||
+			tp == nil || tp.State != "Healthy" || len(tp.ErrantInstances) > 0 {
+			return fmt.Errorf("%d ready, phase %s, topology %+v", cluster.Status.ReadyInstances, cluster.Status.Phase, tp)
+		}
+		round.total = time.Since(asked)
+		return nil
+	})
+	for _, p := range order {
+		round.phases = append(round.phases, readyPhase{p, seen[p]})
+	}
+	if err := s.c.Get(s.ctx, key, &cluster); err != nil {
+		s.t.Fatal(err)
+	}
+	patch = client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Instances = before
+	if err := s.c.Patch(s.ctx, &cluster, patch); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitHealthyN(key, int(before))
+	return round
+}

@@ -53,6 +53,10 @@ func TestBenchLocal(t *testing.T) {
 			s.deleteCluster(name)
 		}
 	}
+	// One more instance for the kept cluster (cloned from a peer), timed the same way, then
+	// removed again: the failover rounds run on three.
+	scaleUp := s.scaleUpOne("bench")
+	t.Logf("scale-up: %s", scaleUp)
 	totals := make([]time.Duration, len(readies))
 	for i, r := range readies {
 		totals[i] = r.total
@@ -155,11 +159,13 @@ func TestBenchLocal(t *testing.T) {
 		pctl(totals, 50), pctl(totals, 99), len(totals), pctl(outages["hung"], 50), pctl(outages["hung"], 99), pctl(outages["killed"], 50), pctl(outages["killed"], 99), rounds, lost)
 	sysbenchLine := fmt.Sprintf("sysbench oltp_read_write threads=4 recovered=%d/%d recovery_p50=%.0fs recovery_max=%.0fs",
 		len(recoveries), 2*rounds, pctl(recoveries, 50), pctl(recoveries, 100))
+	scaleLine := "scale_up " + scaleUp.String()
 	t.Log(readyLine)
+	t.Log(scaleLine)
 	t.Log(sysbenchLine)
 	t.Log(line)
 	if out := os.Getenv("DOLPHIN_BENCH_OUT"); out != "" {
-		if err := os.WriteFile(out, []byte(readyLine+"\n"+sysbenchLine+"\n"+line+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(out, []byte(readyLine+"\n"+scaleLine+"\n"+sysbenchLine+"\n"+line+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
