@@ -40,7 +40,7 @@ func program(t syscallTable) ([]unix.SockFilter, error) {
 		offNr   = 0 // struct seccomp_data: int nr; __u32 arch; ...
 		offArch = 4
 	)
-	skip := bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | 0} // errno 0: the call "succeeds"
+	skip := bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO} // with errno 0 in its data: the call "succeeds"
 	allow := bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW}
 	n := len(t.flushes)
 	insns := []bpf.Instruction{
