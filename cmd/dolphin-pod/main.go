@@ -1,7 +1,7 @@
 // Command dolphin-pod is the binary inside Dolphin's pods: the `/dolphin` of Dolphin's image,
 // which the agent's init container copies into every database pod. It offers the in-pod
 // subcommands alone (internal/podcmd: agent, seed, restore, verify, copy-binary, store-server,
-// binlog-archive, kept) and `version`, and links neither the operator nor
+// binlog-archive, kept, nosync) and `version`, and links neither the operator nor
 // the local stack (docs/design/0061).
 package main
 

@@ -14,24 +14,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syscallTable holds the audit architecture and the flush system calls of one architecture.
+// syscallTable holds the audit architecture and the flush system calls of one architecture
+// (nosync_linux_amd64.go, nosync_linux_arm64.go; nil elsewhere).
 type syscallTable struct {
 	arch    uint32
 	flushes []uint32
 }
 
-// tables are the architectures Dolphin's images are built for. fsync is 74 on amd64 and 82 on
-// arm64 (x/sys/unix has no SYS_FSYNC constant on every architecture under one name).
-var tables = map[string]syscallTable{
-	"amd64": {arch: unix.AUDIT_ARCH_X86_64, flushes: []uint32{74, unix.SYS_FDATASYNC, unix.SYS_SYNC_FILE_RANGE, unix.SYS_SYNCFS, unix.SYS_SYNC}},
-	"arm64": {arch: unix.AUDIT_ARCH_AARCH64, flushes: []uint32{82, unix.SYS_FDATASYNC, unix.SYS_SYNC_FILE_RANGE, unix.SYS_SYNCFS, unix.SYS_SYNC}},
-}
-
 // Supported reports whether Suppress can work on this platform (the kernel may still refuse).
-func Supported() bool {
-	_, ok := tables[runtime.GOARCH]
-	return ok
-}
+func Supported() bool { return table != nil }
 
 // program is the filter: on this architecture, a flush returns 0 at once; anything else (and
 // every call of another architecture's ABI) runs.
@@ -68,11 +59,10 @@ func program(t syscallTable) ([]unix.SockFilter, error) {
 // inherit it. It sets no_new_privs, which the kernel requires of an unprivileged filter (a
 // pod with allowPrivilegeEscalation: false has it already).
 func Suppress() error {
-	t, ok := tables[runtime.GOARCH]
-	if !ok {
+	if table == nil {
 		return ErrUnsupported
 	}
-	filter, err := program(t)
+	filter, err := program(*table)
 	if err != nil {
 		return err
 	}
@@ -82,8 +72,13 @@ func Suppress() error {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+	tid, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
 		return fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER): %w", errno)
+	}
+	if tid != 0 {
+		// TSYNC could not move thread tid onto the filter, and then installs it nowhere.
+		return fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER): thread %d could not be synchronised", tid)
 	}
 	runtime.KeepAlive(filter)
 	return nil

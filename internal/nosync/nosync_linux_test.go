@@ -117,53 +117,50 @@ func TestExecPassesTheFilterOn(t *testing.T) {
 
 // The filter's jumps, run in x/net/bpf's VM (which loads words big-endian, so the test's
 // seccomp_data is written big-endian; the kernel reads it in the machine's order): every
-// flush of the table's architecture is skipped, any other call runs, and so does a flush
-// made through another architecture's ABI (whose numbers mean other calls).
+// flush of this architecture is skipped, any other call runs, and so does a flush made
+// through another architecture's ABI (whose numbers mean other calls).
 func TestProgramJumps(t *testing.T) {
-	for name, table := range tables {
-		insns, err := program(table)
+	if table == nil {
+		t.Skipf("no filter for %s", runtime.GOARCH)
+	}
+	insns, err := program(*table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]bpf.RawInstruction, len(insns))
+	for i, in := range insns {
+		raw[i] = bpf.RawInstruction{Op: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	prog, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatal("the filter does not disassemble")
+	}
+	vm, err := bpf.NewVM(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(nr, arch uint32) uint32 {
+		data := make([]byte, 64) // struct seccomp_data: nr, arch, instruction_pointer, args[6]
+		binary.BigEndian.PutUint32(data[0:], nr)
+		binary.BigEndian.PutUint32(data[4:], arch)
+		n, err := vm.Run(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw := make([]bpf.RawInstruction, len(insns))
-		for i, in := range insns {
-			raw[i] = bpf.RawInstruction{Op: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K}
+		return uint32(n)
+	}
+	skipped := uint32(unix.SECCOMP_RET_ERRNO) // errno 0
+	for _, nr := range table.flushes {
+		if got := run(nr, table.arch); got != skipped {
+			t.Errorf("call %d returned action %#x, want skipped (%#x)", nr, got, skipped)
 		}
-		prog, ok := bpf.Disassemble(raw)
-		if !ok {
-			t.Fatalf("%s: the filter does not disassemble", name)
+		if got := run(nr, table.arch^1); got != unix.SECCOMP_RET_ALLOW {
+			t.Errorf("call %d of another architecture returned action %#x, want allowed", nr, got)
 		}
-		vm, err := bpf.NewVM(prog)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		run := func(nr, arch uint32) uint32 {
-			data := make([]byte, 64) // struct seccomp_data: nr, arch, instruction_pointer, args[6]
-			binary.BigEndian.PutUint32(data[0:], nr)
-			binary.BigEndian.PutUint32(data[4:], arch)
-			n, err := vm.Run(data)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			return uint32(n)
-		}
-		skipped := uint32(unix.SECCOMP_RET_ERRNO) // errno 0
-		for _, nr := range table.flushes {
-			if got := run(nr, table.arch); got != skipped {
-				t.Errorf("%s: call %d returned action %#x, want skipped (%#x)", name, nr, got, skipped)
-			}
-			if got := run(nr, table.arch^1); got != unix.SECCOMP_RET_ALLOW {
-				t.Errorf("%s: call %d of another architecture returned action %#x, want allowed", name, nr, got)
-			}
-		}
-		for _, nr := range []uint32{0, 1, 2, 3, 59, 63, 64, 221, 257} { // read, write, open, close, execve, …
-			flush := false
-			for _, f := range table.flushes {
-				flush = flush || f == nr
-			}
-			if got := run(nr, table.arch); !flush && got != unix.SECCOMP_RET_ALLOW {
-				t.Errorf("%s: call %d returned action %#x, want allowed", name, nr, got)
-			}
+	}
+	for _, nr := range []uint32{unix.SYS_READ, unix.SYS_WRITE, unix.SYS_CLOSE, unix.SYS_EXECVE, unix.SYS_OPENAT, unix.SYS_RENAMEAT} {
+		if got := run(uint32(nr), table.arch); got != unix.SECCOMP_RET_ALLOW {
+			t.Errorf("call %d returned action %#x, want allowed", nr, got)
 		}
 	}
 }

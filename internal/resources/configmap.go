@@ -94,12 +94,13 @@ func InstallScript(c *dolphinv1.MySQLCluster) string {
 	return r.Replace(installScriptTemplate)
 }
 
-// withoutFlushes prefixes the engine's initialisation: through `dolphin nosync` when the seed
-// names the binary in $DOLPHIN_NOSYNC (internal/nosync; seed.NosyncEnv), with its flushes
-// otherwise. The script then makes the data directory durable in one syncfs before it writes
-// the marker (installScriptTemplate). Three mariadb-install-db at once on a 2-core node: ~3.9 s
-// with their ~1,000 flushes each, ~1.5 s without and one syncfs (docs/design/0065).
-const withoutFlushes = `${DOLPHIN_NOSYNC:+"$DOLPHIN_NOSYNC" nosync --} `
+// withoutFlushes runs the engine's initialisation through `dolphin nosync` when the seed
+// names the binary in $DOLPHIN_NOSYNC (internal/nosync; seed.NosyncEnv) and the template's
+// probe found it working, with its flushes otherwise. The script then makes the data directory
+// durable in one syncfs before it writes the marker (installScriptTemplate). Three
+// mariadb-install-db at once on a 2-core node: ~3.9 s with their ~1,000 flushes each, ~1.5 s
+// without and one syncfs (docs/design/0065).
+const withoutFlushes = "initialise "
 
 // escapeOperatorPassword sets $pw to $DOLPHIN_OPERATOR_PASSWORD as the content of an SQL
 // string literal: backslashes and quotes doubled, newlines written \n so that no statement
@@ -136,10 +137,21 @@ const installScriptTemplate = `#!/bin/sh
 set -eu
 if [ ! -e @DATADIR@/.dolphin-initialized ]; then
   echo "dolphin-install: initialising the data directory @DATADIR@"
+  # The initialisation skips its flushes when the seed offers "$DOLPHIN_NOSYNC" nosync and
+  # both it and this image's sync -f (syncfs) work here; otherwise it flushes as usual.
+  nosync=
+  if [ -n "${DOLPHIN_NOSYNC:-}" ] && "$DOLPHIN_NOSYNC" nosync -- sync -f @DATADIR@ 2>/dev/null; then
+    nosync=1
+  fi
+  initialise() {
+    if [ -n "$nosync" ]; then "$DOLPHIN_NOSYNC" nosync -- "$@"; else "$@"; fi
+  }
   @INSTALL@
-  # Durable before the marker says so (the initialisation may have skipped its flushes); a
-  # crash before this leaves no marker, and the seed clears the directory and starts again.
-  sync -f @DATADIR@ 2>/dev/null || sync
+  if [ -n "$nosync" ]; then
+    # Durable before the marker says so; an error stops here. A crash before this leaves no
+    # marker, and the seed clears the directory and starts again.
+    sync -f @DATADIR@
+  fi
   touch @DATADIR@/.dolphin-initialized
   sync @DATADIR@/.dolphin-initialized @DATADIR@ 2>/dev/null || sync
 fi

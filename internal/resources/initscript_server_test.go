@@ -72,10 +72,11 @@ func TestServerInitScriptOperatorAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nosyncLog := filepath.Join(dir, "nosync.log")
 	for _, script := range []string{InitShKey, InstallShKey} {
 		cmd := exec.Command("sh", filepath.Join(dir, script))
 		cmd.Env = append(os.Environ(), "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "POD_NAME=orders-0", "POD_NAMESPACE=shop",
-			"DOLPHIN_OPERATOR_USER="+OperatorUser, "DOLPHIN_OPERATOR_PASSWORD="+password, "DOLPHIN_NOSYNC="+self)
+			"DOLPHIN_OPERATOR_USER="+OperatorUser, "DOLPHIN_OPERATOR_PASSWORD="+password, "DOLPHIN_NOSYNC="+self, "DOLPHIN_TEST_NOSYNC_LOG="+nosyncLog)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", script, err, out)
@@ -83,6 +84,9 @@ func TestServerInitScriptOperatorAccount(t *testing.T) {
 		if strings.Contains(string(out), "flushes not skipped") {
 			t.Fatalf("%s ran mariadb-install-db with its flushes: %s", script, out)
 		}
+	}
+	if b, err := os.ReadFile(nosyncLog); err != nil || string(b) != "sync\nmariadb-install-db\n" {
+		t.Fatalf("the programs run through nosync: %q (%v), want the probe's sync, then mariadb-install-db", b, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", ".dolphin-initialized")); err != nil {
 		t.Fatalf("the install script left no marker: %v", err)

@@ -321,15 +321,26 @@ const installScriptMariaDB = `#!/bin/sh
 set -eu
 if [ ! -e /var/lib/mysql/.dolphin-initialized ]; then
   echo "dolphin-install: initialising the data directory /var/lib/mysql"
+  # The initialisation skips its flushes when the seed offers "$DOLPHIN_NOSYNC" nosync and
+  # both it and this image's sync -f (syncfs) work here; otherwise it flushes as usual.
+  nosync=
+  if [ -n "${DOLPHIN_NOSYNC:-}" ] && "$DOLPHIN_NOSYNC" nosync -- sync -f /var/lib/mysql 2>/dev/null; then
+    nosync=1
+  fi
+  initialise() {
+    if [ -n "$nosync" ]; then "$DOLPHIN_NOSYNC" nosync -- "$@"; else "$@"; fi
+  }
   pw=$(printf '%s.' "$DOLPHIN_OPERATOR_PASSWORD" | sed -e ':a' -e '$!N' -e '$!ba' -e 's/\\/\\\\/g' -e "s/'/''/g" -e 's/\n/\\n/g')
   pw=${pw%.}
   (umask 077 && printf "FLUSH PRIVILEGES;\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\n" \
     "$DOLPHIN_OPERATOR_USER" "$pw" "$DOLPHIN_OPERATOR_USER" > /tmp/dolphin-install.sql)
-  ${DOLPHIN_NOSYNC:+"$DOLPHIN_NOSYNC" nosync --} mariadb-install-db --defaults-file=/etc/mysql/dolphin/my.cnf --auth-root-authentication-method=normal --skip-test-db --extra-file=/tmp/dolphin-install.sql || { rm -f /tmp/dolphin-install.sql; exit 1; }
+  initialise mariadb-install-db --defaults-file=/etc/mysql/dolphin/my.cnf --auth-root-authentication-method=normal --skip-test-db --extra-file=/tmp/dolphin-install.sql || { rm -f /tmp/dolphin-install.sql; exit 1; }
   rm -f /tmp/dolphin-install.sql
-  # Durable before the marker says so (the initialisation may have skipped its flushes); a
-  # crash before this leaves no marker, and the seed clears the directory and starts again.
-  sync -f /var/lib/mysql 2>/dev/null || sync
+  if [ -n "$nosync" ]; then
+    # Durable before the marker says so; an error stops here. A crash before this leaves no
+    # marker, and the seed clears the directory and starts again.
+    sync -f /var/lib/mysql
+  fi
   touch /var/lib/mysql/.dolphin-initialized
   sync /var/lib/mysql/.dolphin-initialized /var/lib/mysql 2>/dev/null || sync
 fi
@@ -341,15 +352,26 @@ const installScriptMySQL = `#!/bin/sh
 set -eu
 if [ ! -e /var/lib/mysql/.dolphin-initialized ]; then
   echo "dolphin-install: initialising the data directory /var/lib/mysql"
+  # The initialisation skips its flushes when the seed offers "$DOLPHIN_NOSYNC" nosync and
+  # both it and this image's sync -f (syncfs) work here; otherwise it flushes as usual.
+  nosync=
+  if [ -n "${DOLPHIN_NOSYNC:-}" ] && "$DOLPHIN_NOSYNC" nosync -- sync -f /var/lib/mysql 2>/dev/null; then
+    nosync=1
+  fi
+  initialise() {
+    if [ -n "$nosync" ]; then "$DOLPHIN_NOSYNC" nosync -- "$@"; else "$@"; fi
+  }
   pw=$(printf '%s.' "$DOLPHIN_OPERATOR_PASSWORD" | sed -e ':a' -e '$!N' -e '$!ba' -e 's/\\/\\\\/g' -e "s/'/''/g" -e 's/\n/\\n/g')
   pw=${pw%.}
   (umask 077 && printf "SET SESSION sql_log_bin = 0;\nCREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;\n" \
     "$DOLPHIN_OPERATOR_USER" "$pw" "$DOLPHIN_OPERATOR_USER" > /tmp/dolphin-init.sql)
-  ${DOLPHIN_NOSYNC:+"$DOLPHIN_NOSYNC" nosync --} mysqld --defaults-file=/etc/mysql/dolphin/my.cnf --initialize-insecure --init-file=/tmp/dolphin-init.sql || { rm -f /tmp/dolphin-init.sql; exit 1; }
+  initialise mysqld --defaults-file=/etc/mysql/dolphin/my.cnf --initialize-insecure --init-file=/tmp/dolphin-init.sql || { rm -f /tmp/dolphin-init.sql; exit 1; }
   rm -f /tmp/dolphin-init.sql
-  # Durable before the marker says so (the initialisation may have skipped its flushes); a
-  # crash before this leaves no marker, and the seed clears the directory and starts again.
-  sync -f /var/lib/mysql 2>/dev/null || sync
+  if [ -n "$nosync" ]; then
+    # Durable before the marker says so; an error stops here. A crash before this leaves no
+    # marker, and the seed clears the directory and starts again.
+    sync -f /var/lib/mysql
+  fi
   touch /var/lib/mysql/.dolphin-initialized
   sync /var/lib/mysql/.dolphin-initialized /var/lib/mysql 2>/dev/null || sync
 fi

@@ -215,6 +215,7 @@ func (s *stack) serviceAddrWithin(svc string, within time.Duration) string {
 	if s.node != nodeReal {
 		return "127.0.0.1:" + strconv.Itoa(s.servicePortWithin(svc, within))
 	}
+	deadline := time.Now().Add(within) // one budget for the endpoint and the route
 	var ip string
 	testenv.Eventually(s.t, within, "Service "+svc+" with a ready endpoint", func() error {
 		var svcObj corev1.Service
@@ -237,9 +238,10 @@ func (s *stack) serviceAddrWithin(svc string, within time.Duration) string {
 	})
 	// A ready endpoint in the EndpointSlice is not yet a route: kube-proxy programs it on its
 	// next sync, and until then the ClusterIP refuses connections (a busy CI run wrote to a
-	// restored cluster's primary Service in that gap: "connect: connection refused").
+	// restored cluster's primary Service in that gap: "connect: connection refused"). A
+	// connection proves a route, not that it leads to the newest endpoint.
 	addr := net.JoinHostPort(ip, "3306")
-	testenv.Eventually(s.t, within, "kube-proxy routing Service "+svc, func() error {
+	testenv.Eventually(s.t, max(time.Until(deadline), 5*time.Second), "kube-proxy routing Service "+svc, func() error {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return err
