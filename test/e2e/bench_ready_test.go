@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -258,7 +259,14 @@ func (s *stack) scaleUpOne(name string) readyRound {
 			order = append(order, phase)
 		}
 	}
-	var round readyRound
+	type waitReason struct {
+		at  time.Duration
+		why string
+	}
+	var (
+		round readyRound
+		waits []waitReason
+	)
 	testenv.Eventually(s.t, 240*time.Second, fmt.Sprintf("%s Ready with %d instances", name, before+1), func() error {
 		var p corev1.Pod
 		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err == nil {
@@ -282,15 +290,35 @@ func (s *stack) scaleUpOne(name string) readyRound {
 			return err
 		}
 		tp := cluster.Status.Topology
+		mark("counted_ready", cluster.Status.ReadyInstances == before+1)
 		if !meta.IsStatusConditionTrue(cluster.Status.Conditions, "Ready") || cluster.Status.ReadyInstances != before+1 ||
 			tp == nil || tp.State != "Healthy" || len(tp.ErrantInstances) > 0 {
-			return fmt.Errorf("%d ready, phase %s, topology %+v", cluster.Status.ReadyInstances, cluster.Status.Phase, tp)
+			// What the cluster waits for, each time it changes: where the time after the pod is
+			// Ready goes.
+			why := fmt.Sprintf("%d ready", cluster.Status.ReadyInstances)
+			if c := meta.FindStatusCondition(cluster.Status.Conditions, "Ready"); c != nil {
+				why += fmt.Sprintf(", Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+			}
+			if tp != nil {
+				why += fmt.Sprintf(", topology %s: %s", tp.State, tp.Message)
+			}
+			if len(waits) == 0 || waits[len(waits)-1].why != why {
+				waits = append(waits, waitReason{time.Since(asked), why})
+			}
+			return errors.New(why)
 		}
 		round.total = time.Since(asked)
 		return nil
 	})
 	for _, p := range order {
 		round.phases = append(round.phases, readyPhase{p, seen[p]})
+	}
+	for _, w := range waits {
+		s.t.Logf("  scale-up +%.2fs waiting: %s", w.at.Seconds(), w.why)
+	}
+	if podReadyAt, ok := seen["pod_ready"]; ok && round.total-podReadyAt > 3*time.Second {
+		s.t.Logf("the cluster counted the new pod Ready %.2fs after it was: logs kept with DOLPHIN_E2E_KEEP", (round.total - podReadyAt).Seconds())
+		s.keepLogs = true
 	}
 	if err := s.c.Get(s.ctx, key, &cluster); err != nil {
 		s.t.Fatal(err)
