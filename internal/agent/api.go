@@ -61,6 +61,12 @@ const (
 	CloneErrorTrailer = "Dolphin-Clone-Error"
 	// CloneBytesTrailer is the number of body bytes the server wrote (decimal).
 	CloneBytesTrailer = "Dolphin-Clone-Bytes"
+	// CloneUpgradeRecordTrailer is the source's mariadb-upgrade record
+	// (engineupgrade.Record.Encode), sent when the data directory held the same one before and
+	// after the stream: the clone's system tables are as upgraded as that record says.
+	// Absent from agents before it existed; the clone then records nothing and the engine
+	// upgrade checks every table, as before.
+	CloneUpgradeRecordTrailer = "Dolphin-Clone-Upgrade-Record"
 )
 
 // ErrUnknownBackup is wrapped by the client's errors when the agent does not know a backup ID

@@ -178,7 +178,7 @@ func (c *Client) Healthy(ctx context.Context) error {
 // returns an error wrapping ErrCloneFailed at its end, instead of io.EOF, when the agent
 // reported a failure or the outcome is missing; a broken connection is an error too. So a
 // reader that reached io.EOF has the complete stream. ctx bounds the whole stream.
-func (c *Client) Clone(ctx context.Context, req CloneRequest) (io.ReadCloser, error) {
+func (c *Client) Clone(ctx context.Context, req CloneRequest) (*CloneStream, error) {
 	op := "POST /v1/clone"
 	resp, err := c.do(ctx, http.MethodPost, "/v1/clone", req)
 	if err != nil {
@@ -188,7 +188,7 @@ func (c *Client) Clone(ctx context.Context, req CloneRequest) (io.ReadCloser, er
 		defer func() { _ = resp.Body.Close() }()
 		return nil, c.statusError(op, resp)
 	}
-	return &cloneReader{agent: c.Agent(), resp: resp}, nil
+	return &CloneStream{agent: c.Agent(), resp: resp}, nil
 }
 
 // call sends a JSON request and decodes the JSON answer into out (unless nil), within the
@@ -275,15 +275,15 @@ func (c *Client) statusError(op string, resp *http.Response) *StatusError {
 	return e
 }
 
-// cloneReader is a clone's body that checks the trailers at its end.
-type cloneReader struct {
+// CloneStream is a clone's body that checks the trailers at its end.
+type CloneStream struct {
 	agent string
 	resp  *http.Response
 	n     int64
 	err   error // sticky once the stream ended
 }
 
-func (r *cloneReader) Read(p []byte) (int, error) {
+func (r *CloneStream) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
@@ -299,7 +299,7 @@ func (r *cloneReader) Read(p []byte) (int, error) {
 }
 
 // outcome is io.EOF when the trailers say the stream is complete, or the failure.
-func (r *cloneReader) outcome() error {
+func (r *CloneStream) outcome() error {
 	t := r.resp.Trailer
 	switch status := t.Get(CloneStatusTrailer); status {
 	case "ok":
@@ -319,7 +319,17 @@ func (r *cloneReader) outcome() error {
 }
 
 // Close ends the stream (early, when it is not read to its end).
-func (r *cloneReader) Close() error { return r.resp.Body.Close() }
+func (r *CloneStream) Close() error { return r.resp.Body.Close() }
+
+// UpgradeRecord is the source's mariadb-upgrade record (CloneUpgradeRecordTrailer) once the
+// stream was read to its end and complete; "" before, after a failure, or when the source sent
+// none.
+func (r *CloneStream) UpgradeRecord() string {
+	if !errors.Is(r.err, io.EOF) {
+		return ""
+	}
+	return r.resp.Trailer.Get(CloneUpgradeRecordTrailer)
+}
 
 // ClientTLSConfig is the TLS configuration of a client of an agent (or of a server that
 // presents the agents' certificate): it trusts only caPEM and verifies serverName.

@@ -21,7 +21,8 @@ func (s *Server) clone(w http.ResponseWriter, r *http.Request) {
 	log := s.log.WithValues("client", r.RemoteAddr)
 	log.Info("Clone started", "db", req.DB)
 	start := time.Now()
-	w.Header().Set("Trailer", strings.Join([]string{CloneStatusTrailer, CloneErrorTrailer, CloneBytesTrailer}, ", "))
+	w.Header().Set("Trailer", strings.Join([]string{CloneStatusTrailer, CloneErrorTrailer, CloneBytesTrailer, CloneUpgradeRecordTrailer}, ", "))
+	record := s.cloneUpgradeRecord() // before the copy: an upgrade running meanwhile makes the two differ
 	cw := &cloneWriter{w: w}
 	err := func() (err error) {
 		defer func() {
@@ -47,7 +48,18 @@ func (s *Server) clone(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log.Info("Clone sent", "bytes", cw.n, "duration", time.Since(start).String())
+	if record != "" && record == s.cloneUpgradeRecord() {
+		h.Set(CloneUpgradeRecordTrailer, headerSafe(record))
+	}
 	h.Set(CloneStatusTrailer, "ok")
+}
+
+// cloneUpgradeRecord is the data directory's upgrade record, "" without CloneUpgradeRecord.
+func (s *Server) cloneUpgradeRecord() string {
+	if s.opts.CloneUpgradeRecord == nil {
+		return ""
+	}
+	return s.opts.CloneUpgradeRecord()
 }
 
 // cloneWriter sends the 200 header before the first byte and counts the bytes.

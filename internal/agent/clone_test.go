@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -167,5 +168,59 @@ func TestAgentCloneMissingTrailer(t *testing.T) {
 				t.Log(err)
 			}
 		})
+	}
+}
+
+// The source's mariadb-upgrade record reaches the client in a trailer when the data directory
+// held the same record before and after the stream, and only then; the client gives it only
+// for a complete stream.
+func TestAgentCloneUpgradeRecord(t *testing.T) {
+	data := pattern(1 << 20)
+	a := startAgent(t, nil, func(_ context.Context, _ CloneRequest, w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	var (
+		mu      sync.Mutex
+		records []string
+	)
+	setRecords := func(r ...string) { mu.Lock(); records = r; mu.Unlock() }
+	a.restartWith(func(o *ServerOptions) {
+		o.CloneUpgradeRecord = func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			r := records[0]
+			records = records[1:]
+			return r
+		}
+	})
+	clone := func() (*CloneStream, []byte) {
+		t.Helper()
+		rc, err := a.client(testToken).Clone(context.Background(), CloneRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rc.Close() })
+		if rc.UpgradeRecord() != "" {
+			t.Error("a record before the stream was read")
+		}
+		body, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc, body
+	}
+	const rec = "mysql_upgrade_info:MTAuMTEuMTktTWFyaWFEQg=="
+	setRecords(rec, rec)
+	if rc, body := clone(); rc.UpgradeRecord() != rec || !bytes.Equal(body, data) {
+		t.Errorf("the same record before and after: got %q", rc.UpgradeRecord())
+	}
+	setRecords(rec, "mysql_upgrade_info:MTEuOC45LU1hcmlhREI=") // upgraded during the copy
+	if rc, _ := clone(); rc.UpgradeRecord() != "" {
+		t.Errorf("a record that changed during the copy was sent: %q", rc.UpgradeRecord())
+	}
+	setRecords("", "")
+	if rc, _ := clone(); rc.UpgradeRecord() != "" {
+		t.Errorf("no record, yet %q", rc.UpgradeRecord())
 	}
 }

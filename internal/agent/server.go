@@ -44,6 +44,10 @@ type ServerOptions struct {
 	Backup BackupFunc
 	// Clone serves POST /v1/clone.
 	Clone CloneFunc
+	// CloneUpgradeRecord, when set, returns the data directory's mariadb-upgrade record
+	// (engineupgrade.Record.Encode, "" for none); a clone sends it in
+	// CloneUpgradeRecordTrailer when it read the same before and after the stream.
+	CloneUpgradeRecord func() string
 	// Seed, when set, enables POST and GET /v1/seed: it carries out the operator's
 	// instruction, one at a time. Backup and Clone may then be nil (their endpoints answer 404).
 	Seed SeedFunc

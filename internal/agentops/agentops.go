@@ -152,6 +152,18 @@ func (w Config) KeepFunc() agent.KeepFunc {
 	}
 }
 
+// CloneUpgradeRecordFunc reads the data directory's mariadb-upgrade record for a clone to send
+// along (agent.ServerOptions.CloneUpgradeRecord); "" when there is none or it cannot be read.
+func (w Config) CloneUpgradeRecordFunc() func() string {
+	return func() string {
+		r, err := engineupgrade.ReadRecord(w.DataDir)
+		if err != nil {
+			return ""
+		}
+		return r.Encode()
+	}
+}
+
 // EngineUpgradeFunc runs mariadb-upgrade against the local server with the caller's account
 // (the image's tool: the server's own version).
 func (w Config) EngineUpgradeFunc() agent.EngineUpgradeFunc {

@@ -18,12 +18,15 @@ package engineupgrade
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,18 +114,100 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // RecordedVersion is the version the upgrade tool last recorded in dataDir, e.g.
 // "11.8.9-MariaDB" ("" when it recorded none).
 func RecordedVersion(dataDir string) (string, error) {
+	r, err := ReadRecord(dataDir)
+	return r.Version(), err
+}
+
+// Record is what the upgrade tool left in a data directory: the file (one of infoFiles) and
+// its bytes. The zero Record means none.
+type Record struct {
+	File    string
+	Content []byte
+}
+
+// maxRecordBytes bounds a record: the tool writes a version string.
+const maxRecordBytes = 256
+
+// recordVersion is what a record's version looks like: "10.11.19-MariaDB", "11.8.9-MariaDB-log".
+var recordVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+~_-]*$`)
+
+// ReadRecord reads the upgrade tool's record in dataDir (the zero Record when it wrote none).
+func ReadRecord(dataDir string) (Record, error) {
 	for _, name := range infoFiles {
 		b, err := os.ReadFile(filepath.Join(dataDir, name))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
 		case err != nil:
-			return "", fmt.Errorf("reading the upgrade record: %w", err)
+			return Record{}, fmt.Errorf("reading the upgrade record: %w", err)
 		}
-		// The file holds the version and, from some releases on, a NUL or newline after it.
-		return strings.TrimRight(string(b), "\x00\n\r "), nil
+		return Record{File: name, Content: b}, nil
 	}
-	return "", nil
+	return Record{}, nil
+}
+
+// Version is the version the record names ("" for none). The file holds the version and,
+// from some releases on, a NUL or newline after it.
+func (r Record) Version() string {
+	return strings.TrimRight(string(r.Content), "\x00\n\r ")
+}
+
+// Encode is the record as one header-safe token, "FILE:BASE64", or "" for none. A clone's
+// source sends it with the stream (agent.CloneUpgradeRecordTrailer): mariadb-backup copies
+// the tables but not this file, and without it the tool checks every table of a copy that is
+// as upgraded as its source.
+func (r Record) Encode() string {
+	if r.File == "" {
+		return ""
+	}
+	return r.File + ":" + r.encodeContent()
+}
+
+func (r Record) encodeContent() string { return base64.StdEncoding.EncodeToString(r.Content) }
+
+// DecodeRecord parses Encode's token, refusing anything but one of the tool's file names and
+// a version.
+func DecodeRecord(s string) (Record, error) {
+	file, enc, ok := strings.Cut(s, ":")
+	if !ok || !slices.Contains(infoFiles, file) {
+		return Record{}, fmt.Errorf("upgrade record %q: want one of %v, a colon and base64", s, infoFiles)
+	}
+	b, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return Record{}, fmt.Errorf("upgrade record %q: %w", s, err)
+	}
+	r := Record{File: file, Content: b}
+	if len(b) > maxRecordBytes || !recordVersion.MatchString(r.Version()) {
+		return Record{}, fmt.Errorf("upgrade record %q does not hold a version", s)
+	}
+	return r, nil
+}
+
+// WriteRecord writes r into dataDir as the tool would have, durably, unless the directory
+// has a record already (which it keeps: the tool's own word wins).
+func WriteRecord(dataDir string, r Record) error {
+	if r.File == "" {
+		return nil
+	}
+	if have, err := ReadRecord(dataDir); err != nil || have.File != "" {
+		return err
+	}
+	path := filepath.Join(dataDir, r.File)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
+	if err != nil {
+		return fmt.Errorf("writing the upgrade record: %w", err)
+	}
+	_, err = f.Write(r.Content)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing the upgrade record %s: %w", path, err)
+	}
+	return nil
 }
 
 // lastLines is the last n lines of s, on one line each separated by " | ".

@@ -80,7 +80,7 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	backupFn, cloneFn := o.wiring.Functions(log)
 	opts := agent.ServerOptions{
 		TokenFile: o.tokenFile, CertFile: o.tlsCert, KeyFile: o.tlsKey,
-		Backup: backupFn, Clone: cloneFn, Reseed: o.wiring.ReseedFunc(), Keep: o.wiring.KeepFunc(), GTIDState: o.wiring.GTIDStateFunc(), EngineUpgrade: o.wiring.EngineUpgradeFunc(), StopReleasedFile: o.wiring.StopReleasedFile(), Logger: log, ShutdownTimeout: o.shutdownTimeout,
+		Backup: backupFn, Clone: cloneFn, CloneUpgradeRecord: o.wiring.CloneUpgradeRecordFunc(), Reseed: o.wiring.ReseedFunc(), Keep: o.wiring.KeepFunc(), GTIDState: o.wiring.GTIDStateFunc(), EngineUpgrade: o.wiring.EngineUpgradeFunc(), StopReleasedFile: o.wiring.StopReleasedFile(), Logger: log, ShutdownTimeout: o.shutdownTimeout,
 	}
 	if o.wiring.Socket != "" {
 		metrics, err := instancemetrics.Handler(instancemetrics.Options{Socket: o.wiring.Socket, User: o.monitorUser,

@@ -18,6 +18,7 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/agentops"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/restore"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
@@ -52,9 +53,13 @@ func TestServerSeedCmdClone(t *testing.T) {
 	backupFn, cloneFn := wiring.Functions(testr.New(t))
 	srv, err := agent.NewServer(agent.ServerOptions{TokenFile: filepath.Join(pki.dir, "token"),
 		CertFile: filepath.Join(pki.dir, "tls.crt"), KeyFile: filepath.Join(pki.dir, "tls.key"),
-		Backup: backupFn, Clone: cloneFn, Logger: testr.New(t)})
+		Backup: backupFn, Clone: cloneFn, CloneUpgradeRecord: wiring.CloneUpgradeRecordFunc(), Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	srcRecord, err := engineupgrade.ReadRecord(src.DataDir)
+	if err != nil || srcRecord.Version() == "" {
+		t.Fatalf("the source's data directory has no mariadb-upgrade record to pass on: %+v, %v", srcRecord, err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -151,4 +156,16 @@ func TestServerSeedCmdClone(t *testing.T) {
 	if err != nil || !bytes.Contains(b, []byte(`"source": "clone from https://`+l.Addr().String()+`"`)) {
 		t.Errorf("%s: %s (%v)", restore.RestoredMarker, b, err)
 	}
+
+	// The clone carries the source's mariadb-upgrade record (which mariadb-backup does not
+	// copy), byte for byte, and the tool takes it: on the clone it has nothing to do.
+	dstRecord, err := engineupgrade.ReadRecord(dst.DataDir)
+	if err != nil || dstRecord.File != srcRecord.File || !bytes.Equal(dstRecord.Content, srcRecord.Content) {
+		t.Fatalf("the clone's upgrade record: %+v (%v), want the source's %+v", dstRecord, err, srcRecord)
+	}
+	res, err := engineupgrade.Run(t.Context(), engineupgrade.Options{DataDir: dst.DataDir, Socket: dst.SocketPath(), User: "root", Password: rootPw})
+	if err != nil || res.Ran || res.From != srcRecord.Version() {
+		t.Errorf("mariadb-upgrade on the clone: %+v, %v; want nothing to do at %s", res, err, srcRecord.Version())
+	}
+	t.Logf("mariadb-upgrade on the clone: %+v", res)
 }

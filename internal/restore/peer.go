@@ -13,6 +13,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 )
 
 // PeerOptions configures FromPeer: the peer's agent to clone, and the same data directory,
@@ -141,6 +142,20 @@ func (o *Options) cloneOnce(ctx context.Context, p *PeerOptions) (Marker, error)
 		time.Since(began).Round(time.Millisecond), bi.GTID, bi.File, bi.Position)
 	if err := moveUp(staging, o.DataDir); err != nil {
 		return Marker{}, fmt.Errorf("clone: moving the cloned files from %s into %s: %w; the next attempt starts over", staging, o.DataDir, err)
+	}
+	// The source's mariadb-upgrade record, which mariadb-backup does not copy: the system
+	// tables are as upgraded as the source's, and without the record the engine upgrade would
+	// check every table of the new instance (9 s under load) before the operator counts it.
+	if enc := rc.UpgradeRecord(); enc != "" {
+		rec, err := engineupgrade.DecodeRecord(enc)
+		if err == nil {
+			err = engineupgrade.WriteRecord(o.DataDir, rec)
+		}
+		if err != nil {
+			log("not recording the source's upgrade record (the engine upgrade checks every table instead): %v", err)
+		} else {
+			log("recorded the source's mariadb-upgrade record: %s", rec.Version())
+		}
 	}
 	return Marker{Source: "clone from " + c.Agent(), GTIDPosition: bi.GTID}, nil
 }
