@@ -325,7 +325,7 @@ func (r *CloneStream) Close() error { return r.resp.Body.Close() }
 // stream was read to its end and complete; "" before, after a failure, or when the source sent
 // none.
 func (r *CloneStream) UpgradeRecord() string {
-	if !errors.Is(r.err, io.EOF) {
+	if r.err != io.EOF { //nolint:errorlint // exactly the complete stream's end, never a wrapped error
 		return ""
 	}
 	return r.resp.Trailer.Get(CloneUpgradeRecordTrailer)

@@ -51,7 +51,7 @@ func TestAgentCloneStream(t *testing.T) {
 	if got.DB.Password != "p" || got.DB.Port != 3306 {
 		t.Errorf("the Clone function got %+v", got)
 	}
-	if _, err := rc.Read(make([]byte, 1)); err != io.EOF {
+	if _, err := rc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("Read after the end = %v, want io.EOF", err)
 	}
 }
@@ -87,7 +87,7 @@ func TestAgentCloneFailsAfterPartialBytes(t *testing.T) {
 	if !errors.Is(err, ErrCloneFailed) || !strings.Contains(err.Error(), "mariadb-backup: error reading ibdata1") || !strings.Contains(err.Error(), a.addr) {
 		t.Errorf("reading a failed clone = %v, want ErrCloneFailed with the agent's message", err)
 	}
-	if _, again := rc.Read(make([]byte, 1)); again == nil || again == io.EOF {
+	if _, again := rc.Read(make([]byte, 1)); again == nil || errors.Is(again, io.EOF) {
 		t.Errorf("Read after the failure = %v, want the failure again", again)
 	}
 }
@@ -125,10 +125,18 @@ func TestAgentCloneMissingTrailer(t *testing.T) {
 	for name, handler := range map[string]http.HandlerFunc{
 		"no trailer": func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("data")) },
 		"wrong byte count": func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Trailer", CloneStatusTrailer+", "+CloneBytesTrailer)
+			w.Header().Set("Trailer", CloneStatusTrailer+", "+CloneBytesTrailer+", "+CloneUpgradeRecordTrailer)
 			_, _ = w.Write([]byte("data"))
 			w.Header().Set(CloneStatusTrailer, "ok")
 			w.Header().Set(CloneBytesTrailer, "5")
+			w.Header().Set(CloneUpgradeRecordTrailer, testRecord)
+		},
+		"error status": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Trailer", CloneStatusTrailer+", "+CloneBytesTrailer+", "+CloneUpgradeRecordTrailer)
+			_, _ = w.Write([]byte("data"))
+			w.Header().Set(CloneStatusTrailer, "error")
+			w.Header().Set(CloneBytesTrailer, "4")
+			w.Header().Set(CloneUpgradeRecordTrailer, testRecord)
 		},
 		"broken connection": func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Trailer", CloneStatusTrailer)
@@ -167,34 +175,55 @@ func TestAgentCloneMissingTrailer(t *testing.T) {
 			} else {
 				t.Log(err)
 			}
+			// A failed stream's upgrade record is not taken, whatever its trailers say.
+			if r := rc.UpgradeRecord(); r != "" {
+				t.Errorf("a failed stream gave the upgrade record %q", r)
+			}
 		})
 	}
 }
 
+// testRecord is an upgrade record as a source sends it (engineupgrade.Record.Encode).
+const testRecord = "mysql_upgrade_info:MTAuMTEuMTktTWFyaWFEQg=="
+
 // The source's mariadb-upgrade record reaches the client in a trailer when the data directory
-// held the same record before and after the stream, and only then; the client gives it only
-// for a complete stream.
+// held the same record before and after the stream — read before the first byte and after the
+// last, so a record that changes while the stream runs is not sent — and only for a complete
+// stream; a clone that fails after its first bytes sends none.
 func TestAgentCloneUpgradeRecord(t *testing.T) {
 	data := pattern(1 << 20)
+	var (
+		mu                    sync.Mutex
+		record, duringTheCopy string
+		failAfterFirstBytes   bool
+	)
 	a := startAgent(t, nil, func(_ context.Context, _ CloneRequest, w io.Writer) error {
-		_, err := w.Write(data)
+		if _, err := w.Write(data[:1024]); err != nil {
+			return err
+		}
+		mu.Lock()
+		record = duringTheCopy // what an upgrade finishing during the copy does
+		fail := failAfterFirstBytes
+		mu.Unlock()
+		if fail {
+			return errors.New("the tool failed")
+		}
+		_, err := w.Write(data[1024:])
 		return err
 	})
-	var (
-		mu      sync.Mutex
-		records []string
-	)
-	setRecords := func(r ...string) { mu.Lock(); records = r; mu.Unlock() }
 	a.restartWith(func(o *ServerOptions) {
 		o.CloneUpgradeRecord = func() string {
 			mu.Lock()
 			defer mu.Unlock()
-			r := records[0]
-			records = records[1:]
-			return r
+			return record
 		}
 	})
-	clone := func() (*CloneStream, []byte) {
+	set := func(before, during string, fail bool) {
+		mu.Lock()
+		record, duringTheCopy, failAfterFirstBytes = before, during, fail
+		mu.Unlock()
+	}
+	clone := func() (*CloneStream, []byte, error) {
 		t.Helper()
 		rc, err := a.client(testToken).Clone(context.Background(), CloneRequest{})
 		if err != nil {
@@ -205,22 +234,26 @@ func TestAgentCloneUpgradeRecord(t *testing.T) {
 			t.Error("a record before the stream was read")
 		}
 		body, err := io.ReadAll(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rc, body
+		return rc, body, err
 	}
-	const rec = "mysql_upgrade_info:MTAuMTEuMTktTWFyaWFEQg=="
-	setRecords(rec, rec)
-	if rc, body := clone(); rc.UpgradeRecord() != rec || !bytes.Equal(body, data) {
-		t.Errorf("the same record before and after: got %q", rc.UpgradeRecord())
+	set(testRecord, testRecord, false)
+	if rc, body, err := clone(); err != nil || rc.UpgradeRecord() != testRecord || !bytes.Equal(body, data) {
+		t.Errorf("the same record before and after: got %q (%v)", rc.UpgradeRecord(), err)
 	}
-	setRecords(rec, "mysql_upgrade_info:MTEuOC45LU1hcmlhREI=") // upgraded during the copy
-	if rc, _ := clone(); rc.UpgradeRecord() != "" {
-		t.Errorf("a record that changed during the copy was sent: %q", rc.UpgradeRecord())
+	set(testRecord, "mysql_upgrade_info:MTEuOC45LU1hcmlhREI=", false)
+	if rc, _, err := clone(); err != nil || rc.UpgradeRecord() != "" {
+		t.Errorf("a record that changed during the copy was sent: %q (%v)", rc.UpgradeRecord(), err)
 	}
-	setRecords("", "")
-	if rc, _ := clone(); rc.UpgradeRecord() != "" {
-		t.Errorf("no record, yet %q", rc.UpgradeRecord())
+	set("", "", false)
+	if rc, _, err := clone(); err != nil || rc.UpgradeRecord() != "" {
+		t.Errorf("no record, yet %q (%v)", rc.UpgradeRecord(), err)
+	}
+	set(testRecord, testRecord, true)
+	rc, _, err := clone()
+	if err == nil {
+		t.Fatal("a failed clone read as complete")
+	}
+	if got := rc.resp.Trailer.Get(CloneUpgradeRecordTrailer); got != "" {
+		t.Errorf("a failed clone sent the upgrade record %q", got)
 	}
 }

@@ -160,6 +160,11 @@ func (w Config) CloneUpgradeRecordFunc() func() string {
 		if err != nil {
 			return ""
 		}
+		// Only a record a receiver takes: the 11.x tool leaves an empty file behind a run that
+		// did not finish.
+		if _, err := engineupgrade.DecodeRecord(r.Encode()); err != nil {
+			return ""
+		}
 		return r.Encode()
 	}
 }

@@ -183,8 +183,9 @@ func DecodeRecord(s string) (Record, error) {
 	return r, nil
 }
 
-// WriteRecord writes r into dataDir as the tool would have, durably, unless the directory
-// has a record already (which it keeps: the tool's own word wins).
+// WriteRecord writes r into dataDir as the tool would have (the file synced; the caller syncs
+// the directory, as the restore does before its markers), unless the directory has a record
+// already (which it keeps: the tool's own word wins).
 func WriteRecord(dataDir string, r Record) error {
 	if r.File == "" {
 		return nil
