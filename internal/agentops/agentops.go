@@ -155,18 +155,7 @@ func (w Config) KeepFunc() agent.KeepFunc {
 // CloneUpgradeRecordFunc reads the data directory's mariadb-upgrade record for a clone to send
 // along (agent.ServerOptions.CloneUpgradeRecord); "" when there is none or it cannot be read.
 func (w Config) CloneUpgradeRecordFunc() func() string {
-	return func() string {
-		r, err := engineupgrade.ReadRecord(w.DataDir)
-		if err != nil {
-			return ""
-		}
-		// Only a record a receiver takes: the 11.x tool leaves an empty file behind a run that
-		// did not finish.
-		if _, err := engineupgrade.DecodeRecord(r.Encode()); err != nil {
-			return ""
-		}
-		return r.Encode()
-	}
+	return func() string { return engineupgrade.TransferableRecord(w.DataDir) }
 }
 
 // EngineUpgradeFunc runs mariadb-upgrade against the local server with the caller's account

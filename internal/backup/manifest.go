@@ -45,6 +45,12 @@ type Manifest struct {
 	// file name means nothing on another server).
 	BinlogFile     string `json:"binlogFile,omitempty"`
 	BinlogPosition uint64 `json:"binlogPosition,omitempty"`
+	// UpgradeRecord is the source's mariadb-upgrade record (engineupgrade.Record.Encode:
+	// "FILE:BASE64"), read the same before and after the copy; empty when it had none.
+	// mariadb-backup does not copy that file: a restore writes it, so that the engine upgrade
+	// finds the restored system tables as upgraded as the source's instead of checking every
+	// table of every restored instance.
+	UpgradeRecord string `json:"upgradeRecord,omitempty"`
 	// Compression of the data objects: "zstd".
 	Compression string `json:"compression"`
 	// Objects of the backup besides the manifest, in the order a restore reads them.

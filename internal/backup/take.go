@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
 
@@ -111,6 +112,8 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 		return nil, fmt.Errorf("backup %s: %w", where, err)
 	}
 
+	// Read before the copy and again after it: an upgrade running meanwhile makes the two differ.
+	record := engineupgrade.TransferableRecord(opts.DataDir)
 	var obj Object
 	var report toolReport
 	for attempt := 1; ; attempt++ {
@@ -126,6 +129,9 @@ func Take(ctx context.Context, opts TakeOptions, store objectstore.Store) (*Mani
 	m.GTIDPosition, m.ReplicaGTIDPosition = report.GTID, report.ReplicaGTID
 	m.BinlogFile, m.BinlogPosition = report.BinlogFile, report.BinlogPosition
 	m.Objects = []Object{obj}
+	if record != "" && record == engineupgrade.TransferableRecord(opts.DataDir) {
+		m.UpgradeRecord = record
+	}
 	// Asked after the tool, so that a connection problem is reported by the tool, in its words.
 	so := opts.streamOptions()
 	m.ServerVersion, err = so.serverVersion(ctx)

@@ -183,6 +183,22 @@ func DecodeRecord(s string) (Record, error) {
 	return r, nil
 }
 
+// TransferableRecord is dataDir's record encoded (Encode) for a copy of the data directory to
+// carry — a clone's stream, a backup's manifest — or "" when there is none, it cannot be read,
+// or it is not one a receiver takes (DecodeRecord: the 11.x tool leaves an empty file behind
+// a run that did not finish).
+func TransferableRecord(dataDir string) string {
+	r, err := ReadRecord(dataDir)
+	if err != nil {
+		return ""
+	}
+	enc := r.Encode()
+	if _, err := DecodeRecord(enc); err != nil {
+		return ""
+	}
+	return enc
+}
+
 // WriteRecord writes r into dataDir as the tool would have (the file synced; the caller syncs
 // the directory, as the restore does before its markers), unless the directory has a record
 // already (which it keeps: the tool's own word wins).

@@ -100,6 +100,7 @@ func (o *Options) extract(ctx context.Context) (*backup.Manifest, string, error)
 	if err := moveUp(staging, o.DataDir); err != nil {
 		return nil, where, fmt.Errorf("restore: moving the restored files from %s into %s: %w; the next attempt starts over", staging, o.DataDir, err)
 	}
+	o.keepUpgradeRecord(rm.UpgradeRecord)
 	return rm, where, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 )
 
@@ -87,6 +88,11 @@ func takeSource(t *testing.T) *source {
 	}, store)
 	if err != nil {
 		t.Fatalf("Take: %v", err)
+	}
+	// The source's mariadb-upgrade record travels in the manifest (mariadb-backup does not
+	// copy the file); testIntoEmptyDataDir checks that the restore writes it.
+	if want := engineupgrade.TransferableRecord(inst.DataDir); want == "" || m.UpgradeRecord != want {
+		t.Fatalf("manifest upgrade record %q, want the source's %q (the source must have one)", m.UpgradeRecord, want)
 	}
 	if !strings.Contains(m.GTIDPosition, "0-1-") || !strings.Contains(m.GTIDPosition, "1-1-") {
 		t.Fatalf("backup position %q: want GTIDs in domains 0 and 1", m.GTIDPosition)

@@ -143,19 +143,27 @@ func (o *Options) cloneOnce(ctx context.Context, p *PeerOptions) (Marker, error)
 	if err := moveUp(staging, o.DataDir); err != nil {
 		return Marker{}, fmt.Errorf("clone: moving the cloned files from %s into %s: %w; the next attempt starts over", staging, o.DataDir, err)
 	}
-	// The source's mariadb-upgrade record, which mariadb-backup does not copy: the system
-	// tables are as upgraded as the source's, and without the record the engine upgrade would
-	// check every table of the new instance (9 s under load) before the operator counts it.
-	if enc := rc.UpgradeRecord(); enc != "" {
-		rec, err := engineupgrade.DecodeRecord(enc)
-		if err == nil {
-			err = engineupgrade.WriteRecord(o.DataDir, rec)
-		}
-		if err != nil {
-			log("not recording the source's upgrade record (the engine upgrade checks every table instead): %v", err)
-		} else {
-			log("recorded the source's mariadb-upgrade record: %s", rec.Version())
-		}
-	}
+	o.keepUpgradeRecord(rc.UpgradeRecord())
 	return Marker{Source: "clone from " + c.Agent(), GTIDPosition: bi.GTID}, nil
+}
+
+// keepUpgradeRecord writes the source's mariadb-upgrade record (enc, from a clone's stream or
+// a backup's manifest; "" for none) into the data directory: mariadb-backup does not copy it,
+// the system tables are as upgraded as the source's, and without the record the engine
+// upgrade would check every table of the new instance (9 s under load) before the operator
+// counts it. A record that cannot be written is logged, not an error: the tool then checks
+// every table, as it would without one.
+func (o *Options) keepUpgradeRecord(enc string) {
+	if enc == "" {
+		return
+	}
+	rec, err := engineupgrade.DecodeRecord(enc)
+	if err == nil {
+		err = engineupgrade.WriteRecord(o.DataDir, rec)
+	}
+	if err != nil {
+		o.logf()("not recording the source's upgrade record (the engine upgrade checks every table instead): %v", err)
+		return
+	}
+	o.logf()("recorded the source's mariadb-upgrade record: %s", rec.Version())
 }

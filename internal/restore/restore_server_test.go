@@ -13,6 +13,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
@@ -68,6 +69,10 @@ func testIntoEmptyDataDir(t *testing.T, src *source) {
 	}
 	if left := dirEntries(t, opts.TmpDir); len(left) != 0 {
 		t.Errorf("the temporary server left %q in TmpDir", left)
+	}
+	// The source's mariadb-upgrade record, byte for byte, from the manifest.
+	if got := engineupgrade.TransferableRecord(inst.DataDir); got != src.manifest.UpgradeRecord {
+		t.Errorf("restored upgrade record %q, want the manifest's %q", got, src.manifest.UpgradeRecord)
 	}
 
 	// Again on the initialised directory, even without a store: nothing happens.

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/objectstore/s3test"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -46,8 +47,15 @@ func (r readyRound) String() string {
 // Ready, and when the topology became Healthy.
 func (s *stack) applyToReady(name string) readyRound {
 	s.t.Helper()
-	cluster := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
-		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete}}}
+	return s.createToReady(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete}}})
+}
+
+// createToReady creates cluster (of 3 instances) and times its way to Ready as applyToReady
+// describes.
+func (s *stack) createToReady(cluster *dolphinv1.MySQLCluster) readyRound {
+	s.t.Helper()
+	name := cluster.Name
 	applied := time.Now()
 	if err := s.c.Create(s.ctx, cluster); err != nil {
 		s.t.Fatal(err)
@@ -62,6 +70,7 @@ func (s *stack) applyToReady(name string) readyRound {
 		}
 	}
 	var round readyRound
+	waits := &clusterWaits{start: applied}
 	testenv.Eventually(s.t, 180*time.Second, "cluster "+name+" Ready", func() error {
 		pods := s.clusterPods(name)
 		all := func(ok func(*corev1.Pod) bool) bool {
@@ -88,7 +97,7 @@ func (s *stack) applyToReady(name string) readyRound {
 		tp := cluster.Status.Topology
 		mark("healthy", tp != nil && tp.State == "Healthy" && len(tp.ErrantInstances) == 0)
 		if !meta.IsStatusConditionTrue(cluster.Status.Conditions, "Ready") || tp == nil || tp.State != "Healthy" || len(tp.ErrantInstances) > 0 {
-			return fmt.Errorf("phase %s topology %+v", cluster.Status.Phase, tp)
+			return waits.note(cluster)
 		}
 		round.total = time.Since(applied)
 		return nil
@@ -96,10 +105,53 @@ func (s *stack) applyToReady(name string) readyRound {
 	for _, p := range order {
 		round.phases = append(round.phases, readyPhase{p, seen[p]})
 	}
+	podsReady, ok := seen["pods_ready"]
+	s.logIfLate(name, waits, podsReady, round.total, ok)
 	if seen["init:dolphin-tools"]-seen["volumes_bound"] > slowToolsInit {
 		s.logPodEvents(name, applied)
 	}
 	return round
+}
+
+// clusterWaits records, each time it changes, what a cluster on its way to Ready waits for
+// (its Ready condition and topology): where the time after its pods are Ready goes.
+type clusterWaits struct {
+	start time.Time
+	waits []clusterWait
+}
+
+type clusterWait struct {
+	at  time.Duration
+	why string
+}
+
+// note records why, if it differs from the last reason, and returns it as an error.
+func (w *clusterWaits) note(c *dolphinv1.MySQLCluster) error {
+	why := fmt.Sprintf("%d ready", c.Status.ReadyInstances)
+	if cond := meta.FindStatusCondition(c.Status.Conditions, "Ready"); cond != nil {
+		why += fmt.Sprintf(", Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+	}
+	if tp := c.Status.Topology; tp != nil {
+		why += fmt.Sprintf(", topology %s: %s", tp.State, tp.Message)
+	}
+	if len(w.waits) == 0 || w.waits[len(w.waits)-1].why != why {
+		w.waits = append(w.waits, clusterWait{time.Since(w.start), why})
+	}
+	return errors.New(why)
+}
+
+// logIfLate logs the reasons and keeps the run's logs (DOLPHIN_E2E_KEEP) when the cluster
+// was counted Ready more than 3 s after its pods were.
+func (s *stack) logIfLate(what string, w *clusterWaits, podsReady, total time.Duration, ok bool) {
+	s.t.Helper()
+	if !ok || total-podsReady <= 3*time.Second {
+		return
+	}
+	for _, x := range w.waits {
+		s.t.Logf("  %s +%.2fs waiting: %s", what, x.at.Seconds(), x.why)
+	}
+	s.t.Logf("%s: the cluster was Ready %.2fs after its pods were: logs kept with DOLPHIN_E2E_KEEP", what, (total - podsReady).Seconds())
+	s.keepLogs = true
 }
 
 // slowToolsInit is how long the tools init container may take after the volumes are bound
@@ -259,14 +311,8 @@ func (s *stack) scaleUpOne(name string) readyRound {
 			order = append(order, phase)
 		}
 	}
-	type waitReason struct {
-		at  time.Duration
-		why string
-	}
-	var (
-		round readyRound
-		waits []waitReason
-	)
+	var round readyRound
+	waits := &clusterWaits{start: asked}
 	testenv.Eventually(s.t, 240*time.Second, fmt.Sprintf("%s Ready with %d instances", name, before+1), func() error {
 		var p corev1.Pod
 		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: pod}, &p); err == nil {
@@ -293,19 +339,7 @@ func (s *stack) scaleUpOne(name string) readyRound {
 		mark("counted_ready", cluster.Status.ReadyInstances == before+1)
 		if !meta.IsStatusConditionTrue(cluster.Status.Conditions, "Ready") || cluster.Status.ReadyInstances != before+1 ||
 			tp == nil || tp.State != "Healthy" || len(tp.ErrantInstances) > 0 {
-			// What the cluster waits for, each time it changes: where the time after the pod is
-			// Ready goes.
-			why := fmt.Sprintf("%d ready", cluster.Status.ReadyInstances)
-			if c := meta.FindStatusCondition(cluster.Status.Conditions, "Ready"); c != nil {
-				why += fmt.Sprintf(", Ready=%s %s: %s", c.Status, c.Reason, c.Message)
-			}
-			if tp != nil {
-				why += fmt.Sprintf(", topology %s: %s", tp.State, tp.Message)
-			}
-			if len(waits) == 0 || waits[len(waits)-1].why != why {
-				waits = append(waits, waitReason{time.Since(asked), why})
-			}
-			return errors.New(why)
+			return waits.note(&cluster)
 		}
 		round.total = time.Since(asked)
 		return nil
@@ -313,13 +347,8 @@ func (s *stack) scaleUpOne(name string) readyRound {
 	for _, p := range order {
 		round.phases = append(round.phases, readyPhase{p, seen[p]})
 	}
-	for _, w := range waits {
-		s.t.Logf("  scale-up +%.2fs waiting: %s", w.at.Seconds(), w.why)
-	}
-	if podReadyAt, ok := seen["pod_ready"]; ok && round.total-podReadyAt > 3*time.Second {
-		s.t.Logf("the cluster counted the new pod Ready %.2fs after it was: logs kept with DOLPHIN_E2E_KEEP", (round.total - podReadyAt).Seconds())
-		s.keepLogs = true
-	}
+	podReady, ok := seen["pod_ready"]
+	s.logIfLate("scale-up", waits, podReady, round.total, ok)
 	if err := s.c.Get(s.ctx, key, &cluster); err != nil {
 		s.t.Fatal(err)
 	}
@@ -330,4 +359,21 @@ func (s *stack) scaleUpOne(name string) readyRound {
 	}
 	s.waitHealthyN(key, int(before))
 	return round
+}
+
+// restoreToReady backs cluster src up to an S3 server started on the node's network, then
+// creates a new 3-instance cluster from that backup and times its way to Ready as applyToReady
+// does (the seed init container downloads, verifies and prepares the backup), and deletes it
+// again. The round's line carries the backup's own time and size.
+func (s *stack) restoreToReady(src string) (readyRound, string) {
+	s.t.Helper()
+	srv := s3test.StartOn(s.t, s.gateway())
+	s.createS3Secret("s3", srv.AccessKey, srv.SecretKey)
+	s.setBackupStore(client.ObjectKey{Namespace: s.ns, Name: src}, srv)
+	b := s.backupAndWait(src+"-bench-backup", src, dolphinv1.BackupSucceeded)
+	round := s.createToReady(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "restored"},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 3, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+			Bootstrap: &dolphinv1.BootstrapSpec{Backup: &dolphinv1.BackupReference{Name: b.Name}}}})
+	s.deleteCluster("restored")
+	return round, fmt.Sprintf("backup_duration=%s backup_stored=%s", b.Status.Duration, b.Status.StoredSize)
 }

@@ -57,6 +57,9 @@ func TestBenchLocal(t *testing.T) {
 	// removed again: the failover rounds run on three.
 	scaleUp := s.scaleUpOne("bench")
 	t.Logf("scale-up: %s", scaleUp)
+	// A new cluster from a backup of the kept one, timed the same way, then deleted.
+	restored, backup := s.restoreToReady("bench")
+	t.Logf("restore: %s (%s)", restored, backup)
 	totals := make([]time.Duration, len(readies))
 	for i, r := range readies {
 		totals[i] = r.total
@@ -160,12 +163,14 @@ func TestBenchLocal(t *testing.T) {
 	sysbenchLine := fmt.Sprintf("sysbench oltp_read_write threads=4 recovered=%d/%d recovery_p50=%.0fs recovery_max=%.0fs",
 		len(recoveries), 2*rounds, pctl(recoveries, 50), pctl(recoveries, 100))
 	scaleLine := "scale_up " + scaleUp.String()
+	restoreLine := "restore " + restored.String() + " " + backup
 	t.Log(readyLine)
 	t.Log(scaleLine)
+	t.Log(restoreLine)
 	t.Log(sysbenchLine)
 	t.Log(line)
 	if out := os.Getenv("DOLPHIN_BENCH_OUT"); out != "" {
-		if err := os.WriteFile(out, []byte(readyLine+"\n"+scaleLine+"\n"+sysbenchLine+"\n"+line+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(out, []byte(readyLine+"\n"+scaleLine+"\n"+restoreLine+"\n"+sysbenchLine+"\n"+line+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
