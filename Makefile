@@ -211,7 +211,7 @@ LOCAL_ROUNDS ?= 3
 # READY_ROUNDS: clusters created one after the other for apply→Ready (p50/p99 and each phase).
 READY_ROUNDS ?= 5
 .PHONY: bench-local
-bench-local: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process, real by default: through kube-proxy): apply→Ready over READY_ROUNDS clusters (each phase timed) and client-view failover over LOCAL_ROUNDS rounds; fails on a lost write.
+bench-local: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process, real by default: through kube-proxy): apply→Ready over READY_ROUNDS clusters, scale-up of one instance and restore from a backup (each phase timed) and client-view failover over LOCAL_ROUNDS rounds; fails on a lost write.
 	@out=$$(mktemp); rcfile=$$(mktemp); \
 	  { DOLPHIN_BENCH_LOCAL_ROUNDS=$(LOCAL_ROUNDS) DOLPHIN_BENCH_READY_ROUNDS=$(READY_ROUNDS) DOLPHIN_BENCH_OUT=$$out $(E2E_ENV) \
 	    $(GO) test -count=1 -timeout 30m -run '^TestBenchLocal$$' -v ./test/e2e/; echo $$? >$$rcfile; } \

@@ -56,7 +56,7 @@ func (cp *ControlPlane) EnsureAddOn(ctx context.Context, a AddOn) (started bool,
 		}
 		cp.remove(a.Name)
 	}
-	p, err := startProcess(a.Name, a.Args, a.Env, cp.logPath(a.Name), cp.Dir)
+	p, err := startProcess(a.Name, a.Args, a.Env, cp.logPath(a.Name), cp.Dir, 0)
 	if err != nil {
 		return false, err
 	}

@@ -350,7 +350,7 @@ func (cp *ControlPlane) startGroup(ctx context.Context, opts Options, names []st
 	procs := make([]*Process, 0, len(names))
 	for _, name := range names {
 		spec := cp.spec(name)
-		p, err := startProcess(name, spec.Args, nil, cp.logPath(name), cp.Dir)
+		p, err := startProcess(name, spec.Args, nil, cp.logPath(name), cp.Dir, ControlPlaneNice)
 		if err != nil {
 			return err
 		}

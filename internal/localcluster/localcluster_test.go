@@ -86,6 +86,23 @@ func TestLocalControlPlaneUpDown(t *testing.T) {
 	cp := startForTest(t, ctx, dir, binDir, nil)
 	cs := clientFor(t, filepath.Join(dir, "kubeconfig"))
 
+	// Every thread of every control-plane process runs at ControlPlaneNice (root may lower a
+	// niceness; anyone else gets the default).
+	wantNice := 0
+	if os.Geteuid() == 0 {
+		wantNice = ControlPlaneNice
+	}
+	for _, name := range []string{Etcd, APIServer, ControllerManager, Scheduler} {
+		p := cp.Process(name)
+		if p == nil {
+			t.Fatalf("no %s process recorded", name)
+		}
+		got := threadNiceness(t, p.PID)
+		if len(got) == 0 || slices.ContainsFunc(got, func(n int) bool { return n != wantNice }) {
+			t.Errorf("%s (pid %d): thread niceness %v, want all %d", name, p.PID, got, wantNice)
+		}
+	}
+
 	const ns = "localcluster-test"
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -404,4 +421,29 @@ func exited(pid int) bool {
 	}
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+}
+
+// threadNiceness is the niceness of each thread of process pid (/proc/PID/task/*/stat, the
+// 19th field).
+func threadNiceness(t *testing.T, pid int) []int {
+	t.Helper()
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nice []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		// The fields after the parenthesised command name, which may hold spaces.
+		rest := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		n, err := strconv.Atoi(rest[16]) // field 19: state is field 3, rest[0]
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		nice = append(nice, n)
+	}
+	return nice
 }

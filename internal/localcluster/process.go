@@ -38,18 +38,39 @@ type Process struct {
 	waitErr error
 }
 
+// ControlPlaneNice is the scheduling niceness the control plane's processes (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler) start with. A real cluster's control
+// plane has machines of its own; here it shares two cores with the node, its pods and whatever
+// else the machine runs, and a starved API server widens a race of Kubernetes' own (the node
+// authorizer learns of a pod's claim after the kubelet, which was told of the pod, asks for
+// it: the kubelet is refused and retries the pod only after its 10–15 s back-off; upstream
+// kubernetes/kubernetes#49880). Raising the control plane's priority gives it the CPU it needs
+// when it needs it, as its own machines would; it idles otherwise. Only root may lower a
+// niceness: for anyone else `nice` says so in the component's log and runs it unchanged.
+const ControlPlaneNice = -5
+
 // startProcess starts args detached from this process: a new session (no terminal signals, no
-// death with the parent), standard input from /dev/null and output appended to logPath. The
+// death with the parent), standard input from /dev/null and output appended to logPath, at
+// niceness nice (through nice(1), which execs args in place: the process and its command line
+// are args' own; 0 runs it as this process runs). The
 // child gets this process's environment plus env (NAME=value; never logged or recorded). The
 // child is reaped by a goroutine while this process lives; after that init adopts it.
-func startProcess(name string, args, env []string, logPath, workDir string) (*Process, error) {
+func startProcess(name string, args, env []string, logPath, workDir string, nice int) (*Process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", name, err)
 	}
 	defer f.Close()
 	fmt.Fprintf(f, runMarker+"%s dolphin local: starting %s\n", time.Now().Format(time.RFC3339), strings.Join(args, " "))
-	cmd := exec.Command(args[0], args[1:]...)
+	argv := args
+	if nice != 0 {
+		if path, err := exec.LookPath("nice"); err == nil {
+			argv = append([]string{path, "-n", strconv.Itoa(nice)}, args...)
+		} else {
+			fmt.Fprintf(f, "dolphin local: no nice(1) on PATH: %s runs at the default priority\n", name)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	// *os.File outputs are handed to the child as they are: no copying goroutine in this
 	// process that would stop when it exits.
 	cmd.Stdout, cmd.Stderr = f, f

@@ -3,6 +3,9 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -377,3 +380,24 @@ func (s *stack) restoreToReady(src string) (readyRound, string) {
 	s.deleteCluster("restored")
 	return round, fmt.Sprintf("backup_duration=%s backup_stored=%s", b.Status.Duration, b.Status.StoredSize)
 }
+
+// kubeletClaimRefusals counts, in the real node's kubelet log, the claims the API server's
+// node authorizer refused the kubelet at least once because it had not yet related the new pod
+// to the node (a race of Kubernetes' own, kubernetes/kubernetes#49880): each costs its pod the
+// kubelet's 10–15 s back-off. ok is false without a kubelet log (the process node).
+func (s *stack) kubeletClaimRefusals() (n int, ok bool) {
+	s.t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "local", "logs", "kubelet.log"))
+	if err != nil {
+		return 0, false
+	}
+	claims := map[string]bool{}
+	for _, m := range claimRefusal.FindAllStringSubmatch(string(b), -1) {
+		claims[m[1]] = true
+	}
+	return len(claims), true
+}
+
+// claimRefusal matches the node authorizer's refusal of a claim in a kubelet log line (whose
+// quotes may be escaped).
+var claimRefusal = regexp.MustCompile(`persistentvolumeclaims \\?"([^"\\]+)\\?" is forbidden: User \\?"system:node:[^"\\]+\\?" cannot get resource \\?"persistentvolumeclaims\\?".*?no relationship found`)

@@ -21,7 +21,9 @@ import (
 
 // TestBenchLocal measures, on `dolphin local` (the node DOLPHIN_E2E_NODE names: process by
 // default, or real), the time from creating a 3-instance cluster to Ready
-// (DOLPHIN_BENCH_READY_ROUNDS times, each phase of the way timed: applyToReady), and over K
+// (DOLPHIN_BENCH_READY_ROUNDS times, each phase of the way timed: applyToReady; then one
+// instance added to the last cluster, scaleUpOne, and a new cluster restored from a backup of
+// it, restoreToReady, timed the same way), and over K
 // rounds per fault kind the write outage a client sees through the primary Service: the primary's server is hung (SIGSTOP) or killed (kill -9; the node restarts it) in
 // turn while an application writer records every acknowledged write, and the outage of a
 // round is the time from the fault to the acknowledgement of the first write sent after it.
@@ -158,6 +160,9 @@ func TestBenchLocal(t *testing.T) {
 	lost := lostOn(t, primary, w.ackedIDs())
 	readyLine := fmt.Sprintf("ready rounds=%d apply_to_ready_p50=%.2fs apply_to_ready_p99=%.2fs %s",
 		len(totals), pctl(totals, 50), pctl(totals, 99), readySummary(readies))
+	if n, ok := s.kubeletClaimRefusals(); ok {
+		readyLine += fmt.Sprintf(" kubelet_claim_refusals=%d", n)
+	}
 	line := fmt.Sprintf("local node="+s.node+" apply_to_ready=%.2fs apply_to_ready_p99=%.2fs ready_rounds=%d hung_p50=%.2fs hung_p99=%.2fs killed_p50=%.2fs killed_p99=%.2fs rounds=%d lost_acked_writes=%d",
 		pctl(totals, 50), pctl(totals, 99), len(totals), pctl(outages["hung"], 50), pctl(outages["hung"], 99), pctl(outages["killed"], 50), pctl(outages["killed"], 99), rounds, lost)
 	sysbenchLine := fmt.Sprintf("sysbench oltp_read_write threads=4 recovered=%d/%d recovery_p50=%.0fs recovery_max=%.0fs",
