@@ -17,8 +17,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dolphin-operator/dolphin/internal/backup"
-	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/engineupgrade"
 )
 
 // Helpers of the tests that take a backup of a real mariadbd (internal/dbsql/dbtest) and
