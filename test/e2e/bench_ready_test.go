@@ -387,7 +387,7 @@ func (s *stack) restoreToReady(src string) (readyRound, string) {
 // kubelet's 10–15 s back-off. ok is false without a kubelet log (the process node).
 func (s *stack) kubeletClaimRefusals() (n int, ok bool) {
 	s.t.Helper()
-	b, err := os.ReadFile(filepath.Join(s.dir, "local", "logs", "kubelet.log"))
+	b, err := os.ReadFile(filepath.Join(s.dir, "logs", "kubelet.log"))
 	if err != nil {
 		return 0, false
 	}
