@@ -381,23 +381,43 @@ func (s *stack) restoreToReady(src string) (readyRound, string) {
 	return round, fmt.Sprintf("backup_duration=%s backup_stored=%s", b.Status.Duration, b.Status.StoredSize)
 }
 
-// kubeletClaimRefusals counts, in the real node's kubelet log, the claims the API server's
-// node authorizer refused the kubelet at least once because it had not yet related the new pod
-// to the node (a race of Kubernetes' own, kubernetes/kubernetes#49880): each costs its pod the
-// kubelet's 10–15 s back-off. ok is false without a kubelet log (the process node).
-func (s *stack) kubeletClaimRefusals() (n int, ok bool) {
+// kubeletVolumeBackoffs reads the real node's kubelet log for the pods the kubelet set aside
+// because it could not process a volume — each waits out the kubelet's 10–15 s pod-sync
+// back-off before it is tried again — and says why, by cause with the claim's name left out.
+// Two races of Kubernetes' own cause them here: the node authorizer refusing the claim because
+// it has not yet related the new pod to the node (kubernetes/kubernetes#49880), and a claim
+// the scheduler already counts as bound (volume name set) whose status the volume controller
+// has not yet written ("PVC is not bound"). ok is false without a kubelet log (the process
+// node).
+func (s *stack) kubeletVolumeBackoffs() (pods map[string]string, ok bool) {
 	s.t.Helper()
 	b, err := os.ReadFile(filepath.Join(s.dir, "logs", "kubelet.log"))
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
-	claims := map[string]bool{}
-	for _, m := range claimRefusal.FindAllStringSubmatch(string(b), -1) {
-		claims[m[1]] = true
-	}
-	return len(claims), true
+	return volumeBackoffs(string(b)), true
 }
 
-// claimRefusal matches the node authorizer's refusal of a claim in a kubelet log line (whose
-// quotes may be escaped).
-var claimRefusal = regexp.MustCompile(`persistentvolumeclaims \\?"([^"\\]+)\\?" is forbidden: User \\?"system:node:[^"\\]+\\?" cannot get resource \\?"persistentvolumeclaims\\?".*?no relationship found`)
+// volumeBackoffs maps each pod a kubelet log shows set aside for a volume it could not process
+// to the first such cause.
+func volumeBackoffs(log string) map[string]string {
+	pods := map[string]string{}
+	for _, m := range volumeBackoff.FindAllStringSubmatch(log, -1) {
+		if _, seen := pods[m[2]]; seen {
+			continue
+		}
+		cause := m[1]
+		switch {
+		case strings.Contains(cause, "no relationship found"):
+			cause = "the node authorizer refused the claim (pod not yet related to the node)"
+		case strings.Contains(cause, "PVC is not bound"):
+			cause = "claim not yet bound in its status"
+		}
+		pods[m[2]] = cause
+	}
+	return pods
+}
+
+// volumeBackoff matches the kubelet's "Error syncing pod, skipping" for a volume it could not
+// process: the cause and the pod.
+var volumeBackoff = regexp.MustCompile(`"Error syncing pod, skipping" err="unmounted volumes=.*?failed to process volumes=\[[^\]]*\]: (.*?)" pod="([^"]+)"`)

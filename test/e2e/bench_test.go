@@ -160,8 +160,11 @@ func TestBenchLocal(t *testing.T) {
 	lost := lostOn(t, primary, w.ackedIDs())
 	readyLine := fmt.Sprintf("ready rounds=%d apply_to_ready_p50=%.2fs apply_to_ready_p99=%.2fs %s",
 		len(totals), pctl(totals, 50), pctl(totals, 99), readySummary(readies))
-	if n, ok := s.kubeletClaimRefusals(); ok {
-		readyLine += fmt.Sprintf(" kubelet_claim_refusals=%d", n)
+	if pods, ok := s.kubeletVolumeBackoffs(); ok {
+		readyLine += fmt.Sprintf(" kubelet_volume_backoffs=%d", len(pods))
+		for pod, cause := range pods {
+			t.Logf("the kubelet set %s aside for 10-15 s: %s", pod, cause)
+		}
 	}
 	line := fmt.Sprintf("local node="+s.node+" apply_to_ready=%.2fs apply_to_ready_p99=%.2fs ready_rounds=%d hung_p50=%.2fs hung_p99=%.2fs killed_p50=%.2fs killed_p99=%.2fs rounds=%d lost_acked_writes=%d",
 		pctl(totals, 50), pctl(totals, 99), len(totals), pctl(outages["hung"], 50), pctl(outages["hung"], 99), pctl(outages["killed"], 50), pctl(outages["killed"], 99), rounds, lost)
