@@ -28,6 +28,17 @@ const (
 // disables replication).
 const serverIDBase = 1000
 
+// maxInstances is the most instances the API allows (spec.instances).
+const maxInstances = 9
+
+// ReservedServerID reports whether id is a server_id Dolphin gives its own servers: an
+// instance's (serverIDBase + ordinal, for any instance count the API allows) or the binlog
+// archiver's. A server that replicates into a cluster must use another: a replica skips the
+// events that carry its own server_id.
+func ReservedServerID(id uint64) bool {
+	return (id >= serverIDBase && id < serverIDBase+maxInstances) || id == ArchiveServerID
+}
+
 // ConfigMap holds the generated my.cnf and the init script of the cluster. It fails when
 // spec.mysqlConfig holds a key the API schema should have rejected.
 func ConfigMap(c *dolphinv1.MySQLCluster) (*corev1ac.ConfigMapApplyConfiguration, error) {
