@@ -3,7 +3,6 @@ package backup
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
 // stderrTail is how much of a tool's stderr is kept for error messages, and errorLines how
@@ -121,16 +122,8 @@ func lastLines(text []byte, n int) string {
 	return strings.Join(keep, "\n")
 }
 
-// optionFileValue quotes s for a MySQL/MariaDB option file: double quotes, with the escapes
-// the option file reader undoes (\\ \" \n \r \t \b), so that '#', quotes, leading and trailing
-// spaces and newlines survive.
-func optionFileValue(s string) (string, error) {
-	if strings.ContainsRune(s, 0) {
-		return "", errors.New("contains a NUL byte")
-	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`, "\t", `\t`, "\b", `\b`)
-	return `"` + r.Replace(s) + `"`, nil
-}
+// optionFileValue quotes s for an option file (mycnf.OptionValue).
+func optionFileValue(s string) (string, error) { return mycnf.OptionValue(s) }
 
 // WriteClientPasswordFile writes a 0600 option file in dir holding password in its [client]
 // section, for a client given it as --defaults-file (its first option), and returns its path;
