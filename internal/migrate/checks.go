@@ -68,9 +68,9 @@ var (
 	// logicalCopyPrivileges to dump every schema with its views, triggers, events and
 	// routines, and the accounts (mysql.global_priv).
 	logicalCopyPrivileges = []string{"SELECT", "SHOW VIEW", "TRIGGER", "EVENT"}
-	// cutoverPrivileges to fence the source at cutover (read_only, and ending the sessions
-	// of its clients).
-	cutoverPrivileges = []string{"READ_ONLY ADMIN", "CONNECTION ADMIN"}
+	// cutoverPrivileges to fence the source at cutover: read_only, and seeing and ending the
+	// sessions of its clients (an account without PROCESS sees only its own).
+	cutoverPrivileges = []string{"READ_ONLY ADMIN", "CONNECTION ADMIN", "PROCESS"}
 )
 
 // Check decides whether a migration from src into t can start: every failed check, blocking

@@ -11,7 +11,7 @@ func goodSource() Source {
 	return Source{
 		Version: "10.11.14-MariaDB-0+deb12u2", ServerID: 1, LogBin: true, BinlogFormat: "ROW", BinlogRowImage: "FULL",
 		GTIDStrictMode: true, GTIDBinlogPos: "0-1-42", BinlogRetentionDays: 7, Account: "migrate@%",
-		GlobalPrivileges: []string{"SELECT", "SHOW VIEW", "TRIGGER", "EVENT", "REPLICATION SLAVE", "READ_ONLY ADMIN", "CONNECTION ADMIN"},
+		GlobalPrivileges: []string{"SELECT", "SHOW VIEW", "TRIGGER", "EVENT", "REPLICATION SLAVE", "READ_ONLY ADMIN", "CONNECTION ADMIN", "PROCESS"},
 		Tables:           []Table{{Schema: "app", Name: "orders", Engine: "InnoDB", PrimaryKey: true}},
 	}
 }
@@ -80,7 +80,7 @@ func TestCheckFindings(t *testing.T) {
 // TestCheckPhysicalCopy: a physical copy needs no SELECT and takes any engine.
 func TestCheckPhysicalCopy(t *testing.T) {
 	src := goodSource()
-	src.GlobalPrivileges = []string{"REPLICATION SLAVE", "READ_ONLY ADMIN", "CONNECTION ADMIN"}
+	src.GlobalPrivileges = []string{"REPLICATION SLAVE", "READ_ONLY ADMIN", "CONNECTION ADMIN", "PROCESS"}
 	src.Tables = append(src.Tables, Table{"app", "log", "Aria", true})
 	if fs := Check(src, Target{Copy: CopyPhysical}); len(fs) != 0 {
 		t.Errorf("findings for a physical copy: %v", fs)

@@ -24,7 +24,7 @@ func TestServerObserveAndCheck(t *testing.T) {
 			"CREATE TABLE app.orders (id INT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB",
 			"CREATE VIEW app.recent AS SELECT id FROM app.orders",
 			"CREATE USER 'migrate'@'%' IDENTIFIED BY 'pw'",
-			"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, READ_ONLY ADMIN, CONNECTION ADMIN ON *.* TO 'migrate'@'%'")
+			"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'")
 		before := gtidBinlogPos(t, root)
 		src := observe(t, "migrate:pw@tcp("+inst.Addr()+")/")
 		if !strings.Contains(src.Version, "MariaDB") || src.ServerID != uint64(inst.ServerID()) || !src.LogBin ||
