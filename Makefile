@@ -326,6 +326,15 @@ bench-instance-metrics: mariadb mysqld-exporter ## A replica's own metrics serve
 	  if [ "$$rc" != 0 ]; then echo "bench: FAIL: the benchmark test failed (exit $$rc)"; exit $$rc; fi; \
 	  if [ -z "$$summary" ]; then echo "bench: FAIL: no summary line 'instance-metrics … same_series=true'"; exit 1; fi
 
+MIGRATE_GIB ?= 1
+.PHONY: bench-migrate
+bench-migrate: mariadb ## A migration's engine steps on real servers with a MIGRATE_GIB GiB dataset: logical copy vs mariadb-dump | mariadb, catch-up, verification, cutover under a writer; fails on a checksum mismatch or a lost write.
+	@out=$$(mktemp); rcfile=$$(mktemp); \
+	  { DOLPHIN_BENCH_MIGRATE_GIB=$(MIGRATE_GIB) DOLPHIN_BENCH_OUT=$$out \
+	    $(GO) test -count=1 -timeout 40m -run '^TestBenchMigrate$$' -v ./internal/migrate/; echo $$? >$$rcfile; } \
+	    | grep --line-buffered -E '_test\.go:[0-9]+: |--- |^ok|FAIL|^panic:'; \
+	  $(BENCH_VERDICT)
+
 .PHONY: bench-backup
 bench-backup: mariadb versitygw ## Backup (real agent → versitygw), restore and clone of a generated BACKUP_GIB GiB dataset: ratios to mariadb-backup and to the hand pipeline (| zstd | aws s3 cp), agent peak RSS; fails on a failed or mismatching restore.
 	hack/install-pipeline-tools.sh
