@@ -27,6 +27,8 @@ type Target struct {
 	EngineVersion string
 	// Copy is the initial copy's method.
 	Copy CopyMethod
+	// Fallback is set when the old source is to follow the new primary after the cutover.
+	Fallback bool
 }
 
 // Finding is one check the source failed.
@@ -177,6 +179,10 @@ func Check(src Source, t Target) []Finding {
 		warn("cutover-privileges", "the account %s lacks %s ON *.*, which the cutover needs to fence the source "+
 			"(read_only, ending its clients' sessions); grant it before the cutover, or fence the source yourself",
 			src.Account, strings.Join(cutover, ", "))
+	}
+	if t.Fallback && !hasPrivilege(src.GlobalPrivileges, "REPLICATION SLAVE ADMIN") {
+		warn("fallback-privileges", "the account %s lacks REPLICATION SLAVE ADMIN ON *.*, which the fallback needs "+
+			"to make the old source follow the new primary after the cutover", src.Account)
 	}
 	return fs
 }

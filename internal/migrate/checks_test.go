@@ -56,6 +56,7 @@ func TestCheckFindings(t *testing.T) {
 		{"minimal row image", func(s *Source) { s.BinlogRowImage = "MINIMAL" }, Target{}, "binlog-row-image", false, "FULL"},
 		{"strict mode off", func(s *Source) { s.GTIDStrictMode = false }, Target{}, "gtid-strict-mode", false, "gtid_strict_mode=ON"},
 		{"short retention", func(s *Source) { s.BinlogRetentionDays = 0.25 }, Target{}, "binlog-retention", false, "0.25 days"},
+		{"fallback without REPLICATION SLAVE ADMIN", func(*Source) {}, Target{Fallback: true}, "fallback-privileges", false, "REPLICATION SLAVE ADMIN"},
 		{"no fencing privilege", func(s *Source) { s.GlobalPrivileges = without(s.GlobalPrivileges, "READ_ONLY ADMIN") },
 			Target{}, "cutover-privileges", false, "READ_ONLY ADMIN"},
 	} {

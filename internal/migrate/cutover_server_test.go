@@ -36,7 +36,7 @@ func startMigration(t *testing.T) *migration {
 		"CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL) ENGINE=InnoDB",
 		"INSERT INTO app.t SELECT seq, CONCAT('row-', seq) FROM app.seq_1_to_5000",
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'pw'",
-		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
+		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS, REPLICATION SLAVE ADMIN ON *.* TO 'migrate'@'%'",
 		"CREATE USER 'app'@'%' IDENTIFIED BY 'app-pw'",
 		"GRANT INSERT, SELECT ON app.* TO 'app'@'%'")
 	m.srcMigrate = open(t, "migrate:pw@tcp("+m.src.Addr()+")/")
@@ -280,4 +280,81 @@ func slaveStatus(t *testing.T, db *sql.DB) []map[string]string {
 		out = append(out, m)
 	}
 	return out
+}
+
+// TestServerCutoverAndBack moves an application's writes to the target and back: after the
+// cutover the old source follows the new primary (Fallback), the application keeps writing to
+// the new primary, and a second cutover the other way round brings it back; every write either
+// side acknowledged is on the old source at the end, which is writable again, and the other
+// side fenced.
+func TestServerCutoverAndBack(t *testing.T) {
+	m := startMigration(t)
+	there := startSwitchingWriter(t, m, "INSERT INTO app.t VALUES (?, 'there')", 2_000_001)
+	testenv.Eventually(t, 10*time.Second, "the application writing", func() error {
+		if n := there.count(); n < 50 {
+			return fmt.Errorf("%d writes", n)
+		}
+		return nil
+	})
+	res, err := Cutover(t.Context(), m.srcMigrate, m.dstRoot, 30*time.Second)
+	if err != nil {
+		t.Fatalf("Cutover: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the application writing to the target", func() error {
+		if !there.writingTo(true) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	there.stop.Store(true)
+	there.wg.Wait()
+
+	execAll(t, m.dstRoot, "SET SESSION sql_log_bin = 0", "CREATE USER 'fallback'@'%' IDENTIFIED BY 'fb pw'",
+		"GRANT REPLICATION SLAVE ON *.* TO 'fallback'@'%'")
+	if err := Fallback(t.Context(), m.srcMigrate, Endpoint{Host: m.dst.Host, Port: m.dst.Port, User: "fallback", Password: "fb pw"}, res.Position); err != nil {
+		t.Fatalf("Fallback: %v", err)
+	}
+	// The application, on the new primary, comes back to the old source when refused there.
+	back := startSwitchingWriter(t, &migration{src: m.dst, dst: m.src}, "INSERT INTO app.t VALUES (?, 'back')", 3_000_001)
+	testenv.Eventually(t, 10*time.Second, "the application writing to the new primary", func() error {
+		if n := back.count(); n < 50 {
+			return fmt.Errorf("%d writes", n)
+		}
+		return nil
+	})
+	res2, err := Cutover(t.Context(), m.dstRoot, m.srcRoot, 30*time.Second)
+	if err != nil {
+		t.Fatalf("the cutover back: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the application writing to the old source again", func() error {
+		if !back.writingTo(true) {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	back.stop.Store(true)
+	back.wg.Wait()
+	t.Logf("there at %s (pause %v), back at %s (pause %v)", res.Position, there.pause().Round(time.Millisecond), res2.Position, back.pause().Round(time.Millisecond))
+
+	got := ids(t, m.srcRoot)
+	missing := 0
+	for _, w := range []*switchingWriter{there, back} {
+		for _, a := range w.acks {
+			if _, ok := slices.BinarySearch(got, a.id); !ok {
+				missing++
+			}
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d acknowledged writes are missing on the old source after the way back", missing)
+	}
+	if s := str(t, m.srcRoot, "SELECT @@read_only"); s != "0" {
+		t.Errorf("the old source's read_only at the end: %s, want it writable", s)
+	}
+	if s := str(t, m.dstRoot, "SELECT @@read_only"); s != "1" {
+		t.Errorf("the target's read_only at the end: %s, want it fenced", s)
+	}
+	if st := slaveStatus(t, m.srcRoot); len(st) != 0 {
+		t.Errorf("the old source still replicates: %v", st)
+	}
 }

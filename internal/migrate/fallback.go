@@ -1,0 +1,68 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Fallback makes the old source replicate from the new primary (newPrimary: its address and a
+// replication account there), from position, the cutover's final position, so that the move
+// can be undone by a second Cutover the other way round; until then the old source stays
+// read-only and follows every write made on the new primary. The old source must still be at
+// position: a write it took after the fence (ErrSourceMoved) is not on the new primary, and
+// replication from there would fail on it. The account on the old source needs REPLICATION
+// SLAVE ADMIN.
+func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, position string) error {
+	if !gtidList.MatchString(position) {
+		return fmt.Errorf("position %q is not a GTID list", position)
+	}
+	conn, err := oldSource.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connecting to the old source: %w", err)
+	}
+	defer conn.Close()
+	var at string
+	if err := conn.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&at); err != nil {
+		return fmt.Errorf("on the old source: %w", err)
+	}
+	if at != position {
+		return fmt.Errorf("%w: it is at %s, the cutover ended at %s; it cannot follow the new primary", ErrSourceMoved, at, position)
+	}
+	port := newPrimary.Port
+	if port == 0 {
+		port = 3306
+	}
+	change := "CHANGE MASTER TO MASTER_HOST = " + quoteString(newPrimary.Host) +
+		", MASTER_PORT = " + strconv.Itoa(port) +
+		", MASTER_USER = " + quoteString(newPrimary.User) +
+		", MASTER_PASSWORD = " + quoteString(newPrimary.Password) +
+		", MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1"
+	if newPrimary.CAFile != "" {
+		change += ", MASTER_SSL = 1, MASTER_SSL_CA = " + quoteString(newPrimary.CAFile) + ", MASTER_SSL_VERIFY_SERVER_CERT = 1"
+	}
+	for _, q := range []string{
+		// The quoting below assumes backslash escapes: this session's, whatever the server's.
+		"SET SESSION sql_mode = ''",
+		"SET GLOBAL gtid_slave_pos = '" + position + "'",
+		change,
+		"START SLAVE",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			what := q
+			if strings.HasPrefix(q, "CHANGE MASTER") {
+				what = "CHANGE MASTER TO " + newPrimary.Host // not the password
+			}
+			return fmt.Errorf("on the old source, %s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+// quoteString is s as a string literal for a session with backslash escapes.
+func quoteString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`, "\n", `\n`, "\r", `\r`, "\x1a", `\Z`)
+	return "'" + r.Replace(s) + "'"
+}
