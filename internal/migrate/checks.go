@@ -78,45 +78,65 @@ var (
 // Check decides whether a migration from src into t can start: every failed check, blocking
 // first, in a fixed order. No finding means nothing to change.
 func Check(src Source, t Target) []Finding {
-	var fs []Finding
-	block := func(check, format string, args ...any) {
-		fs = append(fs, Finding{Check: check, Blocking: true, Message: fmt.Sprintf(format, args...)})
-	}
-	warn := func(check, format string, args ...any) {
-		fs = append(fs, Finding{Check: check, Message: fmt.Sprintf(format, args...)})
-	}
+	var f findings
+	f.version(src, t)
+	f.binlog(src)
+	f.serverID(src)
+	f.privileges(src, t)
+	f.tables(src, t)
+	f.warnings(src, t)
+	return f.list
+}
 
+// findings collects Check's findings.
+type findings struct{ list []Finding }
+
+func (f *findings) block(check, format string, args ...any) {
+	f.list = append(f.list, Finding{Check: check, Blocking: true, Message: fmt.Sprintf(format, args...)})
+}
+
+func (f *findings) warn(check, format string, args ...any) {
+	f.list = append(f.list, Finding{Check: check, Message: fmt.Sprintf(format, args...)})
+}
+
+func (f *findings) version(src Source, t Target) {
 	srcSeries, srcOK := parseSeries(src.Version)
 	tgtSeries, tgtOK := parseSeries(t.EngineVersion)
 	switch {
 	case !strings.Contains(src.Version, "MariaDB"):
-		block("flavor", "the source runs %q: only MariaDB sources can be migrated from", src.Version)
+		f.block("flavor", "the source runs %q: only MariaDB sources can be migrated from", src.Version)
 	case !srcOK:
-		block("version", "the source's version %q is not one Dolphin can read", src.Version)
+		f.block("version", "the source's version %q is not one Dolphin can read", src.Version)
 	case srcSeries.less(minSourceSeries):
-		block("version", "the source runs MariaDB %s: upgrade it to %s or later first", srcSeries, minSourceSeries)
+		f.block("version", "the source runs MariaDB %s: upgrade it to %s or later first", srcSeries, minSourceSeries)
 	case tgtOK && tgtSeries.less(srcSeries):
-		block("version", "the source runs MariaDB %s, newer than the cluster's %s: replication goes from an older "+
+		f.block("version", "the source runs MariaDB %s, newer than the cluster's %s: replication goes from an older "+
 			"server to a newer one only; give the cluster an engine version of %s or later", srcSeries, tgtSeries, srcSeries)
 	}
+}
 
+func (f *findings) binlog(src Source) {
 	if !src.LogBin {
-		block("binlog", "the binary log is off: start the source with log_bin (and binlog_format=ROW); "+
+		f.block("binlog", "the binary log is off: start the source with log_bin (and binlog_format=ROW); "+
 			"the cluster replicates the changes made after the copy from it")
 	} else if !strings.EqualFold(src.BinlogFormat, "ROW") {
-		block("binlog-format", "binlog_format is %s: set it to ROW (SET GLOBAL binlog_format='ROW' and in the "+
+		f.block("binlog-format", "binlog_format is %s: set it to ROW (SET GLOBAL binlog_format='ROW' and in the "+
 			"configuration); statement-based events can apply differently on the cluster", src.BinlogFormat)
 	}
+}
 
+func (f *findings) serverID(src Source) {
 	switch {
 	case src.ServerID == 0:
-		block("server-id", "server_id is 0, which cannot replicate: give the source a non-zero server_id")
+		f.block("server-id", "server_id is 0, which cannot replicate: give the source a non-zero server_id")
 	case resources.ReservedServerID(src.ServerID):
-		block("server-id", "server_id %d is one Dolphin gives its own servers (1000 to 1008, 4000000000): a replica "+
+		f.block("server-id", "server_id %d is one Dolphin gives its own servers (1000 to 1008, 4000000000): a replica "+
 			"skips the events that carry its own server_id, so changes would be lost without an error; give the "+
 			"source another server_id", src.ServerID)
 	}
+}
 
+func (f *findings) privileges(src Source, t Target) {
 	var missing []string
 	need := slices.Clone(replicationPrivileges)
 	if t.Copy != CopyPhysical {
@@ -128,10 +148,12 @@ func Check(src Source, t Target) []Finding {
 		}
 	}
 	if len(missing) > 0 {
-		block("privileges", "the account %s lacks %s ON *.*: GRANT %s ON *.* TO %s (privileges through roles are not counted)",
+		f.block("privileges", "the account %s lacks %s ON *.*: GRANT %s ON *.* TO %s (privileges through roles are not counted)",
 			src.Account, strings.Join(missing, ", "), strings.Join(missing, ", "), quoteAccount(src.Account))
 	}
+}
 
+func (f *findings) tables(src Source, t Target) {
 	if t.Copy != CopyPhysical {
 		var nonTx []string
 		for _, tb := range src.Tables {
@@ -140,11 +162,10 @@ func Check(src Source, t Target) []Finding {
 			}
 		}
 		if len(nonTx) > 0 {
-			block("engines", "%s: a logical copy is consistent with its GTID position for transactional tables only; "+
+			f.block("engines", "%s: a logical copy is consistent with its GTID position for transactional tables only; "+
 				"convert them (ALTER TABLE … ENGINE=InnoDB) or use the physical copy", listSome(nonTx))
 		}
 	}
-
 	var noPK []string
 	for _, tb := range src.Tables {
 		if !tb.PrimaryKey {
@@ -152,20 +173,23 @@ func Check(src Source, t Target) []Finding {
 		}
 	}
 	if len(noPK) > 0 {
-		warn("primary-keys", "%s without a primary key: the cluster applies each changed row of such a table with a "+
+		f.warn("primary-keys", "%s without a primary key: the cluster applies each changed row of such a table with a "+
 			"full scan, so it can fall far behind under writes; add one where you can", listSome(noPK))
 	}
+}
+
+func (f *findings) warnings(src Source, t Target) {
 	if src.LogBin && !strings.EqualFold(src.BinlogRowImage, "FULL") {
-		warn("binlog-row-image", "binlog_row_image is %s: FULL is safest (a MINIMAL image names a row by its primary "+
+		f.warn("binlog-row-image", "binlog_row_image is %s: FULL is safest (a MINIMAL image names a row by its primary "+
 			"key only)", src.BinlogRowImage)
 	}
 	if !src.GTIDStrictMode {
-		warn("gtid-strict-mode", "gtid_strict_mode is off: the cluster's servers run with it on and stop replicating "+
+		f.warn("gtid-strict-mode", "gtid_strict_mode is off: the cluster's servers run with it on and stop replicating "+
 			"at an out-of-order GTID in the source's log; turn it on (SET GLOBAL gtid_strict_mode=ON, and in the "+
 			"configuration)")
 	}
 	if src.LogBin && src.BinlogRetentionDays > 0 && src.BinlogRetentionDays < 1 {
-		warn("binlog-retention", "the source keeps its binary logs %s days (expire_logs_days): the copy and the "+
+		f.warn("binlog-retention", "the source keeps its binary logs %s days (expire_logs_days): the copy and the "+
 			"catch-up must end before the copy's position leaves them; keep them a day or more",
 			strconv.FormatFloat(src.BinlogRetentionDays, 'f', -1, 64))
 	}
@@ -176,15 +200,14 @@ func Check(src Source, t Target) []Finding {
 		}
 	}
 	if len(cutover) > 0 {
-		warn("cutover-privileges", "the account %s lacks %s ON *.*, which the cutover needs to fence the source "+
+		f.warn("cutover-privileges", "the account %s lacks %s ON *.*, which the cutover needs to fence the source "+
 			"(read_only, ending its clients' sessions); grant it before the cutover, or fence the source yourself",
 			src.Account, strings.Join(cutover, ", "))
 	}
 	if t.Fallback && !hasPrivilege(src.GlobalPrivileges, "REPLICATION SLAVE ADMIN") {
-		warn("fallback-privileges", "the account %s lacks REPLICATION SLAVE ADMIN ON *.*, which the fallback needs "+
+		f.warn("fallback-privileges", "the account %s lacks REPLICATION SLAVE ADMIN ON *.*, which the fallback needs "+
 			"to make the old source follow the new primary after the cutover", src.Account)
 	}
-	return fs
 }
 
 // hasPrivilege reports whether privs holds p (information_schema spells them upper case).
