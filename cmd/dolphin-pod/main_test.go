@@ -16,7 +16,7 @@ func TestPodBinaryCommands(t *testing.T) {
 	for _, c := range newRootCmd().Commands() {
 		names = append(names, c.Name())
 	}
-	for _, want := range []string{"agent", "seed", "restore", "verify", "copy-binary", "store-server", "binlog-archive", "kept", "nosync", "version"} {
+	for _, want := range []string{"agent", "backup", "seed", "restore", "verify", "copy-binary", "store-server", "binlog-archive", "kept", "nosync", "version"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("the pod binary lacks %q (has %v)", want, names)
 		}

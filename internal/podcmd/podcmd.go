@@ -25,7 +25,7 @@ import "github.com/spf13/cobra"
 // Commands returns a new instance of every in-pod subcommand.
 func Commands() []*cobra.Command {
 	return []*cobra.Command{
-		newAgentCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(),
+		newAgentCmd(), newBackupCmd(), newCopyBinaryCmd(), newRestoreCmd(), newVerifyCmd(), newSeedCmd(),
 		newStoreServerCmd(), newBinlogArchiveCmd(), newKeptCmd(), newNosyncCmd(),
 	}
 }
