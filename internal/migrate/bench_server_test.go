@@ -62,7 +62,7 @@ func TestBenchMigrate(t *testing.T) {
 		"SET GLOBAL read_only = OFF",
 		"CREATE DATABASE bench",
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'pw'",
-		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
+		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
 		"CREATE USER 'app'@'%' IDENTIFIED BY 'app-pw'",
 		"GRANT INSERT, SELECT ON *.* TO 'app'@'%'")
 	tables := make([]string, 0, benchTables+1)

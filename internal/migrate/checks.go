@@ -65,8 +65,8 @@ var transactionalEngines = []string{"InnoDB", "ROCKSDB"}
 
 // Privileges the migration account needs ON *.*.
 var (
-	// replicationPrivileges to replicate in.
-	replicationPrivileges = []string{"REPLICATION SLAVE"}
+	// replicationPrivileges to replicate in, and to read the binary log's filters.
+	replicationPrivileges = []string{"REPLICATION SLAVE", "BINLOG MONITOR"}
 	// logicalCopyPrivileges to dump every schema with its views, triggers, events and
 	// routines, and the accounts (mysql.global_priv).
 	logicalCopyPrivileges = []string{"SELECT", "SHOW VIEW", "TRIGGER", "EVENT"}
@@ -119,9 +119,21 @@ func (f *findings) binlog(src Source) {
 	if !src.LogBin {
 		f.block("binlog", "the binary log is off: start the source with log_bin (and binlog_format=ROW); "+
 			"the cluster replicates the changes made after the copy from it")
-	} else if !strings.EqualFold(src.BinlogFormat, "ROW") {
+		return
+	}
+	if !strings.EqualFold(src.BinlogFormat, "ROW") {
 		f.block("binlog-format", "binlog_format is %s: set it to ROW (SET GLOBAL binlog_format='ROW' and in the "+
 			"configuration); statement-based events can apply differently on the cluster", src.BinlogFormat)
+	}
+	if src.BinlogDoDB != "" || src.BinlogIgnoreDB != "" {
+		f.block("binlog-filters", "the binary log leaves out some databases' changes (binlog_do_db=%q, "+
+			"binlog_ignore_db=%q): the cluster would silently miss them after the copy; remove the filters from the "+
+			"source's configuration and restart it", src.BinlogDoDB, src.BinlogIgnoreDB)
+	}
+	if src.GTIDSlavePos != "" && !src.LogReplicaUpdates {
+		f.block("log-slave-updates", "the source applies replication (gtid_slave_pos %s) without writing what it "+
+			"applies to its binary log (log_slave_updates off): the cluster would silently miss those changes; set "+
+			"log_slave_updates=ON in its configuration and restart it", src.GTIDSlavePos)
 	}
 }
 

@@ -11,7 +11,8 @@ func goodSource() Source {
 	return Source{
 		Version: "10.11.14-MariaDB-0+deb12u2", ServerID: 1, LogBin: true, BinlogFormat: "ROW", BinlogRowImage: "FULL",
 		GTIDStrictMode: true, GTIDBinlogPos: "0-1-42", BinlogRetentionDays: 7, Account: "migrate@%",
-		GlobalPrivileges: []string{"SELECT", "SHOW VIEW", "TRIGGER", "EVENT", "REPLICATION SLAVE", "READ_ONLY ADMIN", "CONNECTION ADMIN", "PROCESS"},
+		BinlogFiltersKnown: true, LogReplicaUpdates: false,
+		GlobalPrivileges: []string{"SELECT", "SHOW VIEW", "TRIGGER", "EVENT", "REPLICATION SLAVE", "BINLOG MONITOR", "READ_ONLY ADMIN", "CONNECTION ADMIN", "PROCESS"},
 		Tables:           []Table{{Schema: "app", Name: "orders", Engine: "InnoDB", PrimaryKey: true}},
 	}
 }
@@ -40,6 +41,9 @@ func TestCheckFindings(t *testing.T) {
 		{"newer than the cluster", func(s *Source) { s.Version = "11.8.9-MariaDB" }, Target{EngineVersion: "10.11.19"}, "version", true, "engine version of 11.8"},
 		{"binlog off", func(s *Source) { s.LogBin = false }, Target{}, "binlog", true, "log_bin"},
 		{"statement format", func(s *Source) { s.BinlogFormat = "MIXED" }, Target{}, "binlog-format", true, "binlog_format='ROW'"},
+		{"binlog filters", func(s *Source) { s.BinlogIgnoreDB = "scratch" }, Target{}, "binlog-filters", true, `binlog_ignore_db="scratch"`},
+		{"replica without its updates logged", func(s *Source) { s.GTIDSlavePos = "0-9-100" }, Target{}, "log-slave-updates", true, "log_slave_updates=ON"},
+		{"replica with its updates logged", func(s *Source) { s.GTIDSlavePos, s.LogReplicaUpdates = "0-9-100", true; s.BinlogIgnoreDB = "x" }, Target{}, "binlog-filters", true, "x"},
 		{"server_id 0", func(s *Source) { s.ServerID = 0 }, Target{}, "server-id", true, "non-zero"},
 		{"server_id of an instance", func(s *Source) { s.ServerID = 1002 }, Target{}, "server-id", true, "another server_id"},
 		{"server_id of the archiver", func(s *Source) { s.ServerID = 4000000000 }, Target{}, "server-id", true, "another server_id"},
@@ -81,7 +85,7 @@ func TestCheckFindings(t *testing.T) {
 // TestCheckPhysicalCopy: a physical copy needs no SELECT and takes any engine.
 func TestCheckPhysicalCopy(t *testing.T) {
 	src := goodSource()
-	src.GlobalPrivileges = []string{"REPLICATION SLAVE", "READ_ONLY ADMIN", "CONNECTION ADMIN", "PROCESS"}
+	src.GlobalPrivileges = []string{"REPLICATION SLAVE", "BINLOG MONITOR", "READ_ONLY ADMIN", "CONNECTION ADMIN", "PROCESS"}
 	src.Tables = append(src.Tables, Table{"app", "log", "Aria", true})
 	if fs := Check(src, Target{Copy: CopyPhysical}); len(fs) != 0 {
 		t.Errorf("findings for a physical copy: %v", fs)

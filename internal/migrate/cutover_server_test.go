@@ -36,7 +36,7 @@ func startMigration(t *testing.T) *migration {
 		"CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL) ENGINE=InnoDB",
 		"INSERT INTO app.t SELECT seq, CONCAT('row-', seq) FROM app.seq_1_to_5000",
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'pw'",
-		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS, REPLICATION SLAVE ADMIN ON *.* TO 'migrate'@'%'",
+		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS, REPLICATION SLAVE ADMIN ON *.* TO 'migrate'@'%'",
 		"CREATE USER 'app'@'%' IDENTIFIED BY 'app-pw'",
 		"GRANT INSERT, SELECT ON app.* TO 'app'@'%'")
 	m.srcMigrate = open(t, "migrate:pw@tcp("+m.src.Addr()+")/")

@@ -7,9 +7,12 @@ package migrate
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Source is what Observe read of a source server.
@@ -28,6 +31,14 @@ type Source struct {
 	// BinlogRetentionDays is @@expire_logs_days: how long the source keeps its binary logs
 	// (0: until removed by hand).
 	BinlogRetentionDays float64
+	// BinlogDoDB and BinlogIgnoreDB are the binary log's database filters (SHOW MASTER
+	// STATUS), BinlogFiltersKnown whether the account could read them (BINLOG MONITOR).
+	BinlogDoDB, BinlogIgnoreDB string
+	BinlogFiltersKnown         bool
+	// LogReplicaUpdates is @@log_slave_updates; GTIDSlavePos @@gtid_slave_pos, not empty
+	// when the source applies (or applied) replication from another server.
+	LogReplicaUpdates bool
+	GTIDSlavePos      string
 	// Account is CURRENT_USER(), the account the server matched, e.g. "migrate@%".
 	Account string
 	// GlobalPrivileges are the account's privileges ON *.* (information_schema's
@@ -62,19 +73,24 @@ func Observe(ctx context.Context, db *sql.DB) (Source, error) {
 	}
 	defer conn.Close()
 	var (
-		s                   Source
-		logBin, strict      int
-		retention           string
-		format, image, gtid sql.NullString
+		s                                 Source
+		logBin, strict, replicaUpdates    int
+		retention                         string
+		format, image, gtid, gtidSlavePos sql.NullString
 	)
 	err = conn.QueryRowContext(ctx, `SELECT VERSION(), @@server_id, @@log_bin, @@binlog_format, @@binlog_row_image,
-		@@gtid_strict_mode, @@gtid_binlog_pos, @@expire_logs_days, CURRENT_USER()`).
-		Scan(&s.Version, &s.ServerID, &logBin, &format, &image, &strict, &gtid, &retention, &s.Account)
+		@@gtid_strict_mode, @@gtid_binlog_pos, @@expire_logs_days, CURRENT_USER(), @@log_slave_updates, @@gtid_slave_pos`).
+		Scan(&s.Version, &s.ServerID, &logBin, &format, &image, &strict, &gtid, &retention, &s.Account, &replicaUpdates, &gtidSlavePos)
 	if err != nil {
 		return Source{}, fmt.Errorf("reading the source's settings: %w", err)
 	}
-	s.LogBin, s.GTIDStrictMode = logBin == 1, strict == 1
-	s.BinlogFormat, s.BinlogRowImage, s.GTIDBinlogPos = format.String, image.String, gtid.String
+	s.LogBin, s.GTIDStrictMode, s.LogReplicaUpdates = logBin == 1, strict == 1, replicaUpdates == 1
+	s.BinlogFormat, s.BinlogRowImage, s.GTIDBinlogPos, s.GTIDSlavePos = format.String, image.String, gtid.String, gtidSlavePos.String
+	if s.LogBin {
+		if s.BinlogDoDB, s.BinlogIgnoreDB, s.BinlogFiltersKnown, err = binlogFilters(ctx, conn); err != nil {
+			return Source{}, err
+		}
+	}
 	if s.BinlogRetentionDays, err = strconv.ParseFloat(retention, 64); err != nil {
 		return Source{}, fmt.Errorf("reading the source's expire_logs_days %q: %w", retention, err)
 	}
@@ -128,6 +144,43 @@ func Observe(ctx context.Context, db *sql.DB) (Source, error) {
 		return Source{}, fmt.Errorf("listing the source's tables: %w", err)
 	}
 	return s, nil
+}
+
+// binlogFilters reads the binary log's database filters from SHOW MASTER STATUS; known is
+// false when the account may not run it (BINLOG MONITOR), which Check reports.
+func binlogFilters(ctx context.Context, conn *sql.Conn) (doDB, ignoreDB string, known bool, err error) {
+	rows, err := conn.QueryContext(ctx, "SHOW MASTER STATUS")
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1044 || me.Number == 1045) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, fmt.Errorf("reading the source's binary log filters: %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", "", false, err
+	}
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", "", false, fmt.Errorf("reading the source's binary log filters: %w", err)
+		}
+		for i, c := range cols {
+			switch c {
+			case "Binlog_Do_DB":
+				doDB = vals[i].String
+			case "Binlog_Ignore_DB":
+				ignoreDB = vals[i].String
+			}
+		}
+	}
+	return doDB, ignoreDB, true, rows.Err()
 }
 
 // splitAccount splits CURRENT_USER()'s "user@host" at its last '@' (a user name may hold one).

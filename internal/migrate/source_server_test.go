@@ -24,7 +24,7 @@ func TestServerObserveAndCheck(t *testing.T) {
 			"CREATE TABLE app.orders (id INT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB",
 			"CREATE VIEW app.recent AS SELECT id FROM app.orders",
 			"CREATE USER 'migrate'@'%' IDENTIFIED BY 'pw'",
-			"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'")
+			"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'")
 		before := gtidBinlogPos(t, root)
 		src := observe(t, "migrate:pw@tcp("+inst.Addr()+")/")
 		if !strings.Contains(src.Version, "MariaDB") || src.ServerID != uint64(inst.ServerID()) || !src.LogBin ||
@@ -78,6 +78,24 @@ func TestServerObserveAndCheck(t *testing.T) {
 			if b, ok := got[check]; !ok || b != blocking {
 				t.Errorf("check %s: failed=%v blocking=%v, want failed, blocking=%v", check, ok, b, blocking)
 			}
+		}
+	})
+
+	t.Run("LogLeavesChangesOut", func(t *testing.T) {
+		inst := dbtest.Start(t, dbtest.Options{Instances: 1, ExtraConfig: map[string]string{
+			"binlog_ignore_db": "scratch", "log_slave_updates": "0",
+		}}).Instances[0]
+		root := open(t, inst.RootDSN(""))
+		execAll(t, root, "SET GLOBAL gtid_slave_pos = '7-99-5'") // once a replica of another server
+		src := observe(t, inst.RootDSN(""))
+		got := map[string]bool{}
+		for _, f := range Check(src, Target{EngineVersion: src.Version, Copy: CopyLogical}) {
+			got[f.Check] = f.Blocking
+			t.Logf("%s", f)
+		}
+		if !src.BinlogFiltersKnown || src.BinlogIgnoreDB != "scratch" || !got["binlog-filters"] || !got["log-slave-updates"] || len(got) != 2 {
+			t.Errorf("observed filters known=%v ignore=%q, findings %v; want binlog-filters and log-slave-updates, blocking",
+				src.BinlogFiltersKnown, src.BinlogIgnoreDB, got)
 		}
 	})
 
