@@ -84,6 +84,12 @@ type CopyResult struct {
 	Took time.Duration
 }
 
+// maxPacket is both tools' largest packet: a row of up to 1 GiB.
+const maxPacket = "--max-allowed-packet=1073741824"
+
+// toolWaitDelay bounds how long Wait waits for a killed tool's output to close.
+const toolWaitDelay = 10 * time.Second
+
 // dumpArgs are mariadb-dump's arguments after its option file: one consistent snapshot of
 // every user schema (START TRANSACTION WITH CONSISTENT SNAPSHOT: no global lock, no RELOAD
 // privilege on MariaDB), with the snapshot's GTID position as a comment, routines, events,
@@ -122,13 +128,18 @@ func LogicalCopy(ctx context.Context, o LogicalCopyOptions) (CopyResult, error) 
 	}
 	defer os.Remove(tgtFile)
 
-	ctx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	dump := exec.CommandContext(ctx, dumpTool, append([]string{"--defaults-extra-file=" + srcFile}, dumpArgs...)...)
-	load := exec.CommandContext(ctx, clientTool, "--defaults-extra-file="+tgtFile, "--binary-mode",
-		"--max-allowed-packet=1073741824", "--init-command=SET SESSION sql_log_bin=0")
+	// --max-allowed-packet on both: the host's option files ([mysqldump] on Debian) may say 16M.
+	dump := exec.CommandContext(runCtx, dumpTool, append([]string{"--defaults-extra-file=" + srcFile, maxPacket}, dumpArgs...)...)
+	// --skip-reconnect: a reconnected session would run without the init command's
+	// sql_log_bin=0 if a client ever skipped it; batch mode does not reconnect anyway.
+	load := exec.CommandContext(runCtx, clientTool, "--defaults-extra-file="+tgtFile, "--binary-mode", "--skip-reconnect",
+		maxPacket, "--init-command=SET SESSION sql_log_bin=0")
 	var dumpErr, loadErr tail
 	dump.Stderr, load.Stderr = &dumpErr, &loadErr
+	// A killed tool's children could hold its output open: Wait returns anyway after this.
+	dump.WaitDelay, load.WaitDelay = toolWaitDelay, toolWaitDelay
 	dumpOut, err := dump.StdoutPipe()
 	if err != nil {
 		return CopyResult{}, err
@@ -149,11 +160,15 @@ func LogicalCopy(ctx context.Context, o LogicalCopyOptions) (CopyResult, error) 
 	sniff := &gtidSniffer{}
 	counter := &progressWriter{progress: o.Progress}
 	n, copyErr := io.Copy(io.MultiWriter(loadIn, sniff, counter), dumpOut)
+	if copyErr != nil {
+		// The loader stopped taking the stream: stop the dump before waiting for it, which
+		// would otherwise block writing into a pipe nobody reads.
+		cancel()
+	}
 	dumpWaitErr := dump.Wait()
 	pos, found := sniff.position()
 	switch {
 	case copyErr != nil:
-		cancel() // the loader may be what failed: stop both
 	case dumpWaitErr != nil:
 		cancel()
 	case !found:
@@ -166,6 +181,9 @@ func LogicalCopy(ctx context.Context, o LogicalCopyOptions) (CopyResult, error) 
 	loadWaitErr := load.Wait()
 
 	res := CopyResult{GTIDPosition: pos, Bytes: n, Took: time.Since(began)}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("the copy was stopped: %w", err)
+	}
 	switch {
 	case copyErr != nil && loadWaitErr != nil:
 		// The loader stopped taking the stream: its error, not the dump's (killed after it).

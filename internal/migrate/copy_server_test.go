@@ -1,6 +1,7 @@
 package migrate
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"slices"
@@ -182,7 +183,11 @@ func TestServerLogicalCopyFailures(t *testing.T) {
 	c := dbtest.Start(t, dbtest.Options{Instances: 2})
 	src, dst := c.Instances[0], c.Instances[1]
 	execAll(t, open(t, src.RootDSN("")), "CREATE USER 'migrate'@'%' IDENTIFIED BY 'pw'",
-		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE ON *.* TO 'migrate'@'%'")
+		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE ON *.* TO 'migrate'@'%'",
+		// More than a pipe holds, so that a loader failing early leaves the dump writing.
+		"SET GLOBAL read_only = OFF", "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v CHAR(100) NOT NULL)",
+		"INSERT INTO app.t SELECT seq, REPEAT('x', 100) FROM app.seq_1_to_50000")
+	execAll(t, open(t, dst.RootDSN("")), "CREATE USER 'limited'@'localhost' IDENTIFIED BY 'pw'")
 	for _, tc := range []struct {
 		name   string
 		source Endpoint
@@ -193,9 +198,18 @@ func TestServerLogicalCopyFailures(t *testing.T) {
 			Endpoint{Socket: dst.SocketPath(), User: "root"}, []string{"mariadb-dump failed", "Access denied"}},
 		{"target unreachable", Endpoint{Host: src.Host, Port: src.Port, User: "migrate", Password: "pw"},
 			Endpoint{Socket: t.TempDir() + "/none.sock", User: "root"}, []string{"mariadb failed", "none.sock"}},
+		// The loader stops at its first statement while the dump has megabytes to write.
+		{"loader fails early", Endpoint{Host: src.Host, Port: src.Port, User: "migrate", Password: "pw"},
+			Endpoint{Socket: dst.SocketPath(), User: "limited", Password: "pw"}, []string{"mariadb failed", "denied"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LogicalCopy(t.Context(), LogicalCopyOptions{Source: tc.source, Target: tc.target, TmpDir: t.TempDir()})
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			began := time.Now()
+			_, err := LogicalCopy(ctx, LogicalCopyOptions{Source: tc.source, Target: tc.target, TmpDir: t.TempDir()})
+			if ctx.Err() != nil {
+				t.Fatalf("LogicalCopy returned only when its context ended (%v): %v", time.Since(began), err)
+			}
 			if err == nil {
 				t.Fatal("LogicalCopy succeeded")
 			}
