@@ -22,7 +22,8 @@ type Manifest struct {
 	// Namespace and Cluster the backup was taken from.
 	Namespace string `json:"namespace,omitempty"`
 	Cluster   string `json:"cluster,omitempty"`
-	// SourceInstance is the pod the backup was taken on; SourceRole "primary" or "replica".
+	// SourceInstance is the pod the backup was taken on (the host, for "external");
+	// SourceRole "primary", "replica", or "external" (a server Dolphin does not run).
 	SourceInstance string `json:"sourceInstance,omitempty"`
 	SourceRole     string `json:"sourceRole,omitempty"`
 	// Flavor ("mariadb" or "mysql") and ServerVersion (SELECT VERSION()) of the source.

@@ -16,7 +16,8 @@ type TakeOptions struct {
 	// trailing '/' is added when missing. Take refuses a prefix that holds a manifest already.
 	Prefix string
 
-	// Name, Namespace, Cluster, SourceInstance and SourceRole ("primary" or "replica") are
+	// Name, Namespace, Cluster, SourceInstance and SourceRole ("primary", "replica", or
+	// "external" for a server Dolphin does not run, `dolphin backup`) are
 	// copied into the manifest.
 	Name           string
 	Namespace      string

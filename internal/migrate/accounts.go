@@ -45,10 +45,13 @@ func ReservedAccount(user string) bool {
 
 // AccountsResult says what CopyAccounts did.
 type AccountsResult struct {
-	// Copied are the accounts created on the target, roles first.
+	// Copied are the accounts created on the target with all their grants, roles first.
 	Copied []Account
-	// Failed maps an account the target refused (String) to the server's reason; the other
-	// accounts were copied.
+	// Skipped are the source's accounts not copied: the reserved ones and those the caller
+	// named (an application that logs in as one of them must get another account).
+	Skipped []Account
+	// Failed maps an account that could not be copied whole (String) to the reason; it is not
+	// left behind half-granted, and the other accounts were copied.
 	Failed map[string]string
 }
 
@@ -76,12 +79,15 @@ func CopyAccounts(ctx context.Context, src, dst *sql.DB, skip func(Account) bool
 	var created []Account
 	for _, a := range accounts {
 		if ReservedAccount(a.User) || (skip != nil && skip(a)) {
+			res.Skipped = append(res.Skipped, a)
 			continue
 		}
 		create := "CREATE ROLE " + a.sql()
 		if !a.Role {
 			if create, err = showOne(ctx, src, "SHOW CREATE USER "+a.sql()); err != nil {
-				return res, fmt.Errorf("reading %s on the source: %w", a, err)
+				// An account the source cannot show (a host entry it ignores): the others go on.
+				res.Failed[a.String()] = fmt.Sprintf("reading it on the source: %v", err)
+				continue
 			}
 		}
 		if _, err := conn.ExecContext(ctx, create); err != nil {
@@ -91,20 +97,51 @@ func CopyAccounts(ctx context.Context, src, dst *sql.DB, skip func(Account) bool
 		created = append(created, a)
 	}
 	for _, a := range created {
-		grants, err := showAll(ctx, src, "SHOW GRANTS FOR "+a.sql())
-		if err != nil {
-			return res, fmt.Errorf("reading the grants of %s on the source: %w", a, err)
+		if reason := copyGrants(ctx, src, conn, "SHOW GRANTS FOR "+a.sql()); reason != "" {
+			res.Failed[a.String()] = reason
+			// Not left behind with part of its grants.
+			drop := "DROP USER "
+			if a.Role {
+				drop = "DROP ROLE "
+			}
+			if _, err := conn.ExecContext(ctx, drop+a.sql()); err != nil {
+				res.Failed[a.String()] += fmt.Sprintf("; and it could not be removed again: %v", err)
+			}
+			continue
 		}
-		for _, g := range grants {
-			if _, err := conn.ExecContext(ctx, g); err != nil {
-				res.Failed[a.String()] = fmt.Sprintf("%s: %v", g, err)
+		res.Copied = append(res.Copied, a)
+	}
+	// CREATE ROLE granted each new role, with its admin option, to the loading account, which
+	// needed it to grant the role on; the source's holders came from their grants.
+	for _, a := range res.Copied {
+		if a.Role {
+			if _, err := conn.ExecContext(ctx, "REVOKE "+a.sql()+" FROM CURRENT_USER"); err != nil {
+				return res, fmt.Errorf("revoking %s from the loading account: %w", a, err)
 			}
 		}
-		if _, failed := res.Failed[a.String()]; !failed {
-			res.Copied = append(res.Copied, a)
+	}
+	// What every account holds through the PUBLIC role (10.11 on; older sources have none).
+	if grants, err := showAll(ctx, src, "SHOW GRANTS FOR PUBLIC"); err == nil && len(grants) > 0 {
+		if reason := copyGrants(ctx, src, conn, "SHOW GRANTS FOR PUBLIC"); reason != "" {
+			res.Failed["role PUBLIC"] = reason
 		}
 	}
 	return res, nil
+}
+
+// copyGrants replays on conn the grants a SHOW GRANTS statement lists on src; "" when all
+// applied, else why not.
+func copyGrants(ctx context.Context, src *sql.DB, conn *sql.Conn, show string) string {
+	grants, err := showAll(ctx, src, show)
+	if err != nil {
+		return fmt.Sprintf("reading its grants on the source: %v", err)
+	}
+	for _, g := range grants {
+		if _, err := conn.ExecContext(ctx, g); err != nil {
+			return fmt.Sprintf("%s: %v", g, err)
+		}
+	}
+	return ""
 }
 
 // listAccounts lists the source's accounts, roles first.

@@ -32,16 +32,45 @@ func TestServerCopyAccounts(t *testing.T) {
 		"CREATE USER 'report'@'10.0.0.%' IDENTIFIED VIA ed25519 USING PASSWORD('r')",
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'pw'",
 		"GRANT SELECT, REPLICATION SLAVE ON *.* TO 'migrate'@'%'",
-		"CREATE USER 'dolphin-old'@'%' IDENTIFIED BY 'x'")
+		"CREATE USER 'dolphin-old'@'%' IDENTIFIED BY 'x'",
+		// A grant the target cannot apply (its table is not there): the account is not left
+		// behind with part of its grants.
+		"CREATE TABLE app.t (id INT PRIMARY KEY)",
+		"CREATE USER 'tbl'@'%' IDENTIFIED BY 't'",
+		"GRANT SELECT ON app.t TO 'tbl'@'%'",
+		"GRANT SELECT ON app.* TO PUBLIC")
 	before := gtidBinlogPos(t, dstRoot)
 
-	res, err := CopyAccounts(t.Context(), open(t, "migrate:pw@tcp("+src.Host+":3306)/"), dstRoot,
+	res, err := CopyAccounts(t.Context(), open(t, "migrate:pw@tcp("+src.Addr()+")/"), dstRoot,
 		func(a Account) bool { return a.User == "migrate" })
 	if err != nil {
 		t.Fatalf("CopyAccounts: %v", err)
 	}
-	if why, ok := res.Failed["'report'@'10.0.0.%'"]; len(res.Failed) != 1 || !ok || !strings.Contains(why, "ed25519") {
-		t.Errorf("failed: %v; want only 'report'@'10.0.0.%%', for its plugin", res.Failed)
+	if why, ok := res.Failed["'report'@'10.0.0.%'"]; !ok || !strings.Contains(why, "ed25519") {
+		t.Errorf("failed: %v; want 'report'@'10.0.0.%%', for its plugin", res.Failed)
+	}
+	if why, ok := res.Failed["'tbl'@'%'"]; len(res.Failed) != 2 || !ok || !strings.Contains(why, "app.t") {
+		t.Errorf("failed: %v; want also 'tbl'@'%%', for its table grant", res.Failed)
+	}
+	if n := str(t, dstRoot, "SELECT COUNT(*) FROM mysql.user WHERE User = 'tbl'"); n != "0" {
+		t.Error("'tbl' was left on the target with part of its grants")
+	}
+	var skipped []string
+	for _, a := range res.Skipped {
+		skipped = append(skipped, a.User)
+	}
+	for _, u := range []string{"migrate", "dolphin-old", "root", "mariadb.sys"} {
+		if !slices.Contains(skipped, u) {
+			t.Errorf("skipped %v: want %s among them", skipped, u)
+		}
+	}
+	if s, d := grantsOf(t, srcRoot, Account{User: "PUBLIC", Role: true}), grantsOf(t, dstRoot, Account{User: "PUBLIC", Role: true}); !slices.Equal(s, d) {
+		t.Errorf("PUBLIC's grants: source %q, target %q", s, d)
+	}
+	for _, g := range grantsOf(t, dstRoot, Account{User: "root", Host: "localhost"}) {
+		if strings.Contains(g, "reader") {
+			t.Errorf("the loading account holds the copied role: %s", g)
+		}
 	}
 	want := []Account{{User: "reader", Role: true}, {User: "app", Host: "%"}}
 	if !slices.Equal(res.Copied, want) {

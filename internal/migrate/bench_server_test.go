@@ -1,7 +1,6 @@
 package migrate
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -225,7 +224,8 @@ func generate(t *testing.T, db *sql.DB, want int64) int64 {
 }
 
 // handPipeline runs `mariadb-dump <LogicalCopy's options> | mariadb --binary-mode` through a
-// shell, as a team would by hand, and returns its time.
+// shell, as a team would by hand, and returns its time; the loader skips the binary log as
+// LogicalCopy's does, so that both do the same work.
 func handPipeline(t *testing.T, source, target Endpoint) time.Duration {
 	t.Helper()
 	srcFile, err := mycnf.WriteClientFile(t.TempDir(), "the bench's hand pipeline", source.clientOptions()...)
@@ -237,9 +237,9 @@ func handPipeline(t *testing.T, source, target Endpoint) time.Duration {
 		t.Fatal(err)
 	}
 	script := `set -o pipefail; mariadb-dump --defaults-extra-file="$1" ` + strings.Join(dumpArgs, " ") +
-		` | mariadb --defaults-extra-file="$2" --binary-mode --max-allowed-packet=1073741824`
+		` | mariadb --defaults-extra-file="$2" --binary-mode --max-allowed-packet=1073741824 --init-command="SET SESSION sql_log_bin=0"`
 	began := time.Now()
-	cmd := exec.CommandContext(context.WithoutCancel(t.Context()), "bash", "-c", script, "bash", srcFile, dstFile)
+	cmd := exec.CommandContext(t.Context(), "bash", "-c", script, "bash", srcFile, dstFile)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the hand pipeline: %v\n%s", err, out)
 	}

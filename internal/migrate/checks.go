@@ -109,7 +109,9 @@ func (f *findings) version(src Source, t Target) {
 		f.block("version", "the source's version %q is not one Dolphin can read", src.Version)
 	case srcSeries.less(minSourceSeries):
 		f.block("version", "the source runs MariaDB %s: upgrade it to %s or later first", srcSeries, minSourceSeries)
-	case tgtOK && tgtSeries.less(srcSeries):
+	case !tgtOK:
+		f.block("version", "the cluster's engine version %q is not one Dolphin can read: give spec.engine a version such as 10.11", t.EngineVersion)
+	case tgtSeries.less(srcSeries):
 		f.block("version", "the source runs MariaDB %s, newer than the cluster's %s: replication goes from an older "+
 			"server to a newer one only; give the cluster an engine version of %s or later", srcSeries, tgtSeries, srcSeries)
 	}

@@ -39,6 +39,7 @@ func TestCheckFindings(t *testing.T) {
 		{"mysql", func(s *Source) { s.Version = "8.4.3" }, Target{}, "flavor", true, "only MariaDB"},
 		{"too old", func(s *Source) { s.Version = "10.4.34-MariaDB" }, Target{}, "version", true, "10.5 or later"},
 		{"newer than the cluster", func(s *Source) { s.Version = "11.8.9-MariaDB" }, Target{EngineVersion: "10.11.19"}, "version", true, "engine version of 11.8"},
+		{"unreadable engine version", func(*Source) {}, Target{EngineVersion: "latest"}, "version", true, "spec.engine"},
 		{"binlog off", func(s *Source) { s.LogBin = false }, Target{}, "binlog", true, "log_bin"},
 		{"statement format", func(s *Source) { s.BinlogFormat = "MIXED" }, Target{}, "binlog-format", true, "binlog_format='ROW'"},
 		{"binlog filters", func(s *Source) { s.BinlogIgnoreDB = "scratch" }, Target{}, "binlog-filters", true, `binlog_ignore_db="scratch"`},
@@ -67,6 +68,9 @@ func TestCheckFindings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := goodSource()
 			tc.change(&src)
+			if tc.target.EngineVersion == "" {
+				tc.target.EngineVersion = "10.11.19"
+			}
 			fs := Check(src, tc.target)
 			if len(fs) != 1 {
 				t.Fatalf("findings %v, want one of check %q", fs, tc.check)
@@ -87,10 +91,10 @@ func TestCheckPhysicalCopy(t *testing.T) {
 	src := goodSource()
 	src.GlobalPrivileges = []string{"REPLICATION SLAVE", "BINLOG MONITOR", "READ_ONLY ADMIN", "CONNECTION ADMIN", "PROCESS"}
 	src.Tables = append(src.Tables, Table{"app", "log", "Aria", true})
-	if fs := Check(src, Target{Copy: CopyPhysical}); len(fs) != 0 {
+	if fs := Check(src, Target{EngineVersion: "10.11", Copy: CopyPhysical}); len(fs) != 0 {
 		t.Errorf("findings for a physical copy: %v", fs)
 	}
-	if fs := Check(src, Target{Copy: CopyLogical}); !Blocking(fs) || len(fs) != 2 {
+	if fs := Check(src, Target{EngineVersion: "10.11", Copy: CopyLogical}); !Blocking(fs) || len(fs) != 2 {
 		t.Errorf("findings for a logical copy of the same source: %v, want privileges and engines", fs)
 	}
 }

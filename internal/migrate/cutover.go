@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
 
 // CutoverResult says what Cutover did.
@@ -29,11 +32,16 @@ var ErrSourceMoved = errors.New("the source took a write after it was fenced")
 // default connection: it fences the source (read_only, then ends its clients' sessions so
 // that no open transaction commits later and every client reconnects — to the target, once
 // it points there), reads the source's final position, waits until the target has applied
-// exactly that (at most wait), checks that the source did not move meanwhile, detaches the
-// target (STOP SLAVE, RESET SLAVE ALL) and opens it for writes (read_only off). If anything
-// fails before the target is detached, the source is opened again (read_only off) and the
-// target keeps replicating: no half-cut state. The account on the source needs READ_ONLY
-// ADMIN, CONNECTION ADMIN and PROCESS (Check warns without them).
+// it (at most wait), stops the target's replication, checks that the source is still at
+// that position and that the stopped target holds all of it (a write by an account with
+// READ_ONLY ADMIN in between is ErrSourceMoved), detaches the target (RESET SLAVE ALL) and
+// opens it for writes (read_only off). If anything fails before the detach, the target's
+// replication is started again and the source opened again (unless it was read-only before),
+// through fresh connections, whatever became of the ones in use: no half-cut state, and the
+// error says what was undone. After the target is open the source is read once more: a write
+// that got in after the last check is reported (ErrSourceMoved) for a person to reconcile.
+// The account on the source needs READ_ONLY ADMIN, CONNECTION ADMIN and PROCESS (Check warns
+// without them).
 func Cutover(ctx context.Context, source, target *sql.DB, wait time.Duration) (res CutoverResult, err error) {
 	sconn, err := source.Conn(ctx)
 	if err != nil {
@@ -41,25 +49,29 @@ func Cutover(ctx context.Context, source, target *sql.DB, wait time.Duration) (r
 	}
 	defer sconn.Close()
 	var initialReadOnly int
-	if err := sconn.QueryRowContext(ctx, "SELECT @@read_only").Scan(&initialReadOnly); err != nil {
+	var account string
+	if err := sconn.QueryRowContext(ctx, "SELECT @@read_only, CURRENT_USER()").Scan(&initialReadOnly, &account); err != nil {
 		return res, fmt.Errorf("on the source: %w", err)
+	}
+	user, _, ok := splitAccount(account)
+	if !ok {
+		return res, fmt.Errorf("the source names the account %q, not user@host", account)
 	}
 	if _, err := sconn.ExecContext(ctx, "SET GLOBAL read_only = ON"); err != nil {
 		return res, fmt.Errorf("fencing the source (read_only needs READ_ONLY ADMIN): %w", err)
 	}
 	res.Fenced = time.Now()
-	detached := false
+	targetStopped, detached := false, false
 	defer func() {
-		if err != nil && !detached && initialReadOnly == 0 {
-			if _, uerr := sconn.ExecContext(context.WithoutCancel(ctx), "SET GLOBAL read_only = OFF"); uerr != nil {
-				err = errors.Join(err, fmt.Errorf("opening the source again: %w", uerr))
-			}
+		if err == nil || detached {
+			return
 		}
+		err = undoCutover(ctx, err, source, target, targetStopped, initialReadOnly == 0)
 	}()
-	if res.ClientsEnded, err = endClientSessions(ctx, sconn); err != nil {
+	if res.ClientsEnded, err = endClientSessions(ctx, sconn, user); err != nil {
 		return res, err
 	}
-	if err := sconn.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&res.Position); err != nil {
+	if res.Position, err = binlogPos(ctx, sconn); err != nil {
 		return res, fmt.Errorf("reading the source's final position: %w", err)
 	}
 	tconn, err := target.Conn(ctx)
@@ -67,31 +79,97 @@ func Cutover(ctx context.Context, source, target *sql.DB, wait time.Duration) (r
 		return res, fmt.Errorf("connecting to the target: %w", err)
 	}
 	defer tconn.Close()
-	var waited sql.NullInt64
-	if err := tconn.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", res.Position, wait.Seconds()).Scan(&waited); err != nil {
+	if reached, err := gtidWait(ctx, tconn, res.Position, wait); err != nil {
 		return res, fmt.Errorf("waiting for the target to apply %s: %w", res.Position, err)
+	} else if !reached {
+		return res, fmt.Errorf("the target did not apply the source's %s within %v", res.Position, wait)
 	}
-	if !waited.Valid || waited.Int64 != 0 {
-		return res, fmt.Errorf("the target did not apply the source's %s within %v; the source is open again", res.Position, wait)
+	// Stopped before the last look at the source: nothing the source takes from now on can
+	// reach the target unnoticed.
+	if _, err := tconn.ExecContext(ctx, "STOP SLAVE"); err != nil {
+		return res, fmt.Errorf("stopping the target's replication: %w", err)
 	}
-	var now string
-	if err := sconn.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&now); err != nil {
+	targetStopped = true
+	now, err := binlogPos(ctx, sconn)
+	if err != nil {
 		return res, fmt.Errorf("reading the source's position again: %w", err)
 	}
-	if now != res.Position {
-		return res, fmt.Errorf("%w (%s, then %s): find the account with READ_ONLY ADMIN that writes; the source is open again", ErrSourceMoved, res.Position, now)
+	if !sameGTIDs(now, res.Position) {
+		return res, fmt.Errorf("%w (%s, then %s): find the account with READ_ONLY ADMIN that writes", ErrSourceMoved, res.Position, now)
 	}
-	for _, q := range []string{"STOP SLAVE", "RESET SLAVE ALL"} {
-		if _, err := tconn.ExecContext(ctx, q); err != nil {
-			return res, fmt.Errorf("detaching the target (%s): %w", q, err)
-		}
+	if reached, err := gtidWait(ctx, tconn, res.Position, 0); err != nil || !reached {
+		return res, fmt.Errorf("the stopped target does not hold the source's %s (%v)", res.Position, err)
+	}
+	if _, err := tconn.ExecContext(ctx, "RESET SLAVE ALL"); err != nil {
+		return res, fmt.Errorf("detaching the target: %w", err)
 	}
 	detached = true
 	if _, err := tconn.ExecContext(ctx, "SET GLOBAL read_only = OFF"); err != nil {
 		return res, fmt.Errorf("opening the target for writes: %w (it is detached from the source, which stays fenced)", err)
 	}
 	res.Opened = time.Now()
+	if after, err := binlogPos(context.WithoutCancel(ctx), sconn); err == nil && !sameGTIDs(after, res.Position) {
+		return res, fmt.Errorf("%w after the target was opened (%s, then %s): those writes are on the source only; "+
+			"reconcile them by hand", ErrSourceMoved, res.Position, after)
+	}
 	return res, nil
+}
+
+// undoCutover starts the target's replication again when Cutover had stopped it and opens the
+// source again when it was writable before, through fresh connections from the pools (the ones
+// in use may have been closed by a cancelled query), and says in the error what it undid.
+func undoCutover(ctx context.Context, cause error, source, target *sql.DB, targetStopped, reopenSource bool) error {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var undone []string
+	var failed []error
+	if targetStopped {
+		if _, err := target.ExecContext(uctx, "START SLAVE"); err != nil {
+			failed = append(failed, fmt.Errorf("starting the target's replication again: %w", err))
+		} else {
+			undone = append(undone, "the target replicates again")
+		}
+	}
+	if reopenSource {
+		if _, err := source.ExecContext(uctx, "SET GLOBAL read_only = OFF"); err != nil {
+			failed = append(failed, fmt.Errorf("opening the source again: %w", err))
+		} else {
+			undone = append(undone, "the source is open again")
+		}
+	} else {
+		undone = append(undone, "the source stays read-only, as it was before")
+	}
+	if len(failed) > 0 {
+		return errors.Join(append([]error{fmt.Errorf("%w; undoing the cutover FAILED, a person must finish it", cause)}, failed...)...)
+	}
+	return fmt.Errorf("%w; undone: %s", cause, strings.Join(undone, ", "))
+}
+
+// binlogPos is the server's @@gtid_binlog_pos.
+func binlogPos(ctx context.Context, conn *sql.Conn) (string, error) {
+	var pos string
+	err := conn.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
+	return pos, err
+}
+
+// gtidWait is MASTER_GTID_WAIT(pos, wait): whether the server has applied pos within wait.
+func gtidWait(ctx context.Context, conn *sql.Conn, pos string, wait time.Duration) (bool, error) {
+	var waited sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", pos, wait.Seconds()).Scan(&waited); err != nil {
+		return false, err
+	}
+	return waited.Valid && waited.Int64 == 0, nil
+}
+
+// sameGTIDs compares two MariaDB GTID positions as sets (the server may list domains in any
+// order); unparsable positions compare as text.
+func sameGTIDs(a, b string) bool {
+	as, aerr := dbsql.ParseMariaDBGTID(a)
+	bs, berr := dbsql.ParseMariaDBGTID(b)
+	if aerr != nil || berr != nil {
+		return a == b
+	}
+	return as.Equal(bs)
 }
 
 // endClientSessions ends every session of the source but the server's own and the migration
@@ -100,10 +178,10 @@ func Cutover(ctx context.Context, source, target *sql.DB, wait time.Duration) (r
 // measured: the cutover then waited its whole timeout) — and returns how many it ended. Ending
 // them makes every client reconnect, and rolls back a transaction left open, which read_only
 // would otherwise let commit nothing but hold. Applications must not use the migration account.
-func endClientSessions(ctx context.Context, conn *sql.Conn) (int, error) {
+func endClientSessions(ctx context.Context, conn *sql.Conn, migrationUser string) (int, error) {
 	rows, err := conn.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST
-		WHERE ID <> CONNECTION_ID() AND USER <> SUBSTRING_INDEX(CURRENT_USER(), '@', 1)
-		AND COMMAND NOT IN ('Daemon', 'Binlog Dump', 'Killed') AND USER NOT IN ('system user', 'event_scheduler')`)
+		WHERE ID <> CONNECTION_ID() AND USER <> ?
+		AND COMMAND NOT IN ('Daemon', 'Binlog Dump', 'Killed') AND USER NOT IN ('system user', 'event_scheduler')`, migrationUser)
 	if err != nil {
 		return 0, fmt.Errorf("listing the source's sessions: %w", err)
 	}

@@ -168,7 +168,7 @@ func TestServerVerifyAndCutover(t *testing.T) {
 	t.Logf("verified at %s under writes: %+v", v.Position, v.Tables)
 	testenv.Eventually(t, 10*time.Second, "the target replicating again after the verification", func() error {
 		if st := slaveStatus(t, m.dstRoot); len(st) != 1 || st[0]["Slave_SQL_Running"] != "Yes" || st[0]["Slave_IO_Running"] != "Yes" {
-			return fmt.Errorf("SQL %q IO %q", st[0]["Slave_SQL_Running"], st[0]["Slave_IO_Running"])
+			return fmt.Errorf("replication status %v", st)
 		}
 		return nil
 	})
@@ -356,5 +356,40 @@ func TestServerCutoverAndBack(t *testing.T) {
 	}
 	if st := slaveStatus(t, m.srcRoot); len(st) != 0 {
 		t.Errorf("the old source still replicates: %v", st)
+	}
+}
+
+// TestServerCutoverSourceMoved: an account that may write through read_only (root) keeps
+// writing on the source during the cutover. The cutover must say so (ErrSourceMoved) rather than
+// open a target that lacks those writes without a word; when it found out before the detach,
+// it is undone (the source open, the target replicating).
+func TestServerCutoverSourceMoved(t *testing.T) {
+	m := startMigration(t)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for id := 5_000_001; !stop.Load(); id++ {
+			_, _ = m.srcRoot.Exec("INSERT INTO app.t VALUES (?, 'admin')", id) // sessions get ended: errors expected
+		}
+	})
+	defer func() { stop.Store(true); wg.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	res, err := Cutover(t.Context(), m.srcMigrate, m.dstRoot, 30*time.Second)
+	stop.Store(true)
+	wg.Wait()
+	if !errors.Is(err, ErrSourceMoved) {
+		t.Fatalf("Cutover with a privileged writer on the source: %+v, %v; want ErrSourceMoved", res, err)
+	}
+	t.Logf("refused: %v", err)
+	if res.Opened.IsZero() {
+		if s := str(t, m.srcRoot, "SELECT @@read_only"); s != "0" {
+			t.Errorf("undone cutover: the source's read_only is %s, want it open again", s)
+		}
+		testenv.Eventually(t, 10*time.Second, "the target replicating again", func() error {
+			if st := slaveStatus(t, m.dstRoot); len(st) != 1 || st[0]["Slave_SQL_Running"] != "Yes" {
+				return fmt.Errorf("%v", st)
+			}
+			return nil
+		})
 	}
 }

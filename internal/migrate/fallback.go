@@ -14,7 +14,8 @@ import (
 // read-only and follows every write made on the new primary. The old source must still be at
 // position: a write it took after the fence (ErrSourceMoved) is not on the new primary, and
 // replication from there would fail on it. The account on the old source needs REPLICATION
-// SLAVE ADMIN.
+// SLAVE ADMIN. newPrimary.CAFile, when set, is read by the old source's server: it is a path
+// on the old source's host, not on the caller's.
 func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, position string) error {
 	if !gtidList.MatchString(position) {
 		return fmt.Errorf("position %q is not a GTID list", position)
@@ -43,6 +44,8 @@ func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, posit
 	if newPrimary.CAFile != "" {
 		change += ", MASTER_SSL = 1, MASTER_SSL_CA = " + quoteString(newPrimary.CAFile) + ", MASTER_SSL_VERIFY_SERVER_CERT = 1"
 	}
+	// The session goes back to the pool: its sql_mode as the server's again, whatever happens.
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION sql_mode = @@GLOBAL.sql_mode") //nolint:errcheck // best effort on a pooled session
 	for _, q := range []string{
 		// The quoting below assumes backslash escapes: this session's, whatever the server's.
 		"SET SESSION sql_mode = ''",
@@ -61,7 +64,9 @@ func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, posit
 	return nil
 }
 
-// quoteString is s as a string literal for a session with backslash escapes.
+// quoteString is s as a string literal for a session with backslash escapes and a utf8 or
+// latin1 connection character set (the driver's default utf8mb4); multi-byte sets such as
+// gbk or sjis, where a byte after a lead byte can be a backslash, are not safe with it.
 func quoteString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`, "\n", `\n`, "\r", `\r`, "\x1a", `\Z`)
 	return "'" + r.Replace(s) + "'"

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
 
 // gtidList is a MariaDB GTID position: domain-server-sequence, comma-separated per domain.
@@ -51,14 +53,25 @@ func Verify(ctx context.Context, source, target *sql.DB, tables []string, timeou
 		return Verification{}, fmt.Errorf("connecting to the target: %w", err)
 	}
 	defer tconn.Close()
+	running, err := replicating(ctx, tconn)
+	if err != nil {
+		return Verification{}, err
+	}
 	// Stopped before the snapshot: a target still running could pass the snapshot's position
 	// before it is known.
 	if _, err := tconn.ExecContext(ctx, "STOP SLAVE"); err != nil {
 		return Verification{}, fmt.Errorf("stopping the target's replication: %w", err)
 	}
 	defer func() {
-		if _, serr := tconn.ExecContext(context.WithoutCancel(ctx), "START SLAVE"); serr != nil {
-			err = errors.Join(err, fmt.Errorf("starting the target's replication again: %w", serr))
+		// As it was, through a fresh connection: a cancelled query closes the one in use.
+		q := "STOP SLAVE"
+		if running {
+			q = "START SLAVE"
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, serr := target.ExecContext(uctx, q); serr != nil {
+			err = errors.Join(err, fmt.Errorf("restoring the target's replication (%s): %w", q, serr))
 		}
 	}()
 
@@ -73,13 +86,19 @@ func Verify(ctx context.Context, source, target *sql.DB, tables []string, timeou
 	if _, err := tconn.ExecContext(ctx, "START SLAVE UNTIL master_gtid_pos = '"+v.Position+"'"); err != nil {
 		return v, fmt.Errorf("running the target's replication up to %s: %w", v.Position, err)
 	}
+	want, err := dbsql.ParseMariaDBGTID(v.Position)
+	if err != nil {
+		return v, fmt.Errorf("the source's position: %w", err)
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		var at string
 		if err := tconn.QueryRowContext(ctx, "SELECT @@gtid_slave_pos").Scan(&at); err != nil {
 			return v, fmt.Errorf("reading the target's position: %w", err)
 		}
-		if at == v.Position {
+		// As sets (the server lists domains in any order); it stops at the position, so
+		// holding all of it is being exactly there in its domains.
+		if got, err := dbsql.ParseMariaDBGTID(at); err == nil && got.Contains(want) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -178,4 +197,39 @@ func cutTable(t string) (schema, name string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// replicating reports whether the server's default replication connection runs (both threads).
+func replicating(ctx context.Context, conn *sql.Conn) (bool, error) {
+	rows, err := conn.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return false, fmt.Errorf("reading the target's replication: %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return false, err
+	}
+	running := false
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return false, err
+		}
+		io, sqlThread := "", ""
+		for i, c := range cols {
+			switch c {
+			case "Slave_IO_Running":
+				io = vals[i].String
+			case "Slave_SQL_Running":
+				sqlThread = vals[i].String
+			}
+		}
+		running = io != "No" && sqlThread == "Yes"
+	}
+	return running, rows.Err()
 }

@@ -99,7 +99,10 @@ func (f *backupFlags) options(getenv func(string) string, readFile func(string) 
 	if name == "" {
 		name = path.Base(strings.TrimSuffix(prefix, "/"))
 	}
-	host, _ := os.Hostname()
+	host, err := os.Hostname()
+	if err != nil {
+		return backup.TakeOptions{}, objectstore.Config{}, fmt.Errorf("naming this host for the manifest: %w", err)
+	}
 	o := backup.TakeOptions{
 		Prefix: prefix, Name: name, SourceInstance: host, SourceRole: externalSourceRole,
 		Socket: f.socket, Host: f.host, Port: f.port,
