@@ -103,6 +103,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	t.Logf("helm upgrade to %s: the operator's pods replaced, the upgraded operator applied max_connections=211, no database pod restarted", upgradeTag)
 
 	h.uninstall(name, s.ns)
+	// Helm removes the operator's RBAC with its Deployment: its pods, still ending, are refused
+	// (a lease renewal) until they are gone.
+	uninstalling := time.Now()
 	h.uninstall("dolphin", operatorNS)
 	h.uninstall("dolphin-crds", operatorNS)
 	var crd apiextensionsv1.CustomResourceDefinition
@@ -119,13 +122,28 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: operatorNS, Name: "dolphin-operator"}, &d); !apierrors.IsNotFound(err) {
 		t.Fatalf("the operator's Deployment after helm uninstall: %v; want gone", err)
 	}
+	testenv.Eventually(t, 120*time.Second, "the operator's pods gone", func() error {
+		var pods corev1.PodList
+		if err := s.c.List(s.ctx, &pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/name": operatorAppName}); err != nil {
+			return err
+		}
+		if n := len(pods.Items); n > 0 {
+			return fmt.Errorf("%d operator pods", n)
+		}
+		return nil
+	})
+	s.refusalsExpected = append(s.refusalsExpected, refusalWindow{uninstalling, time.Now()})
 	time.Sleep(10 * time.Second) // the application keeps writing with no operator
 	s.wantSamePods(name, before, "after helm uninstall")
 	t.Logf("helm uninstall of the three charts: CRDs, MySQLCluster, its account, database and pods left in place, the application still writing")
 
+	// Installed again, the RBAC arrives with the pods: the API server's authorizer may lag the
+	// new pods' first requests by a moment.
+	installing := time.Now()
 	h.install("dolphin-crds", "dolphin-crds", operatorNS, nil)
 	h.install("dolphin", "dolphin", operatorNS, operatorValues(upgradeTag))
 	s.waitWebhookAnswers(name)
+	s.refusalsExpected = append(s.refusalsExpected, refusalWindow{installing, time.Now()})
 	h.install(name, "dolphin-cluster", s.ns, clusterValues(211)) // takes the kept objects back into the release
 	s.waitHealthy(key)
 	h.upgrade(name, "dolphin-cluster", s.ns, clusterValues(212))

@@ -54,6 +54,9 @@ type stack struct {
 	// keepLogs keeps the logs (DOLPHIN_E2E_KEEP) of a test that passed: the chaos suite sets
 	// it when a round was far slower than its kind's others, so it can be explained later.
 	keepLogs bool
+	// refusalsExpected are the times the operator may be refused requests (its chart being
+	// uninstalled or installed around running pods): forbiddenInOperatorLogs skips them.
+	refusalsExpected []refusalWindow
 	// node is the node kind: nodeProcess (pods as host processes, Services on 127.0.0.1
 	// ports) or nodeReal (containers; Services at their ClusterIPs through kube-proxy).
 	node string
@@ -125,7 +128,7 @@ func upStackOnWith(t *testing.T, src, node string, extraUpArgs ...string) *stack
 	// (`up` stops what it started when it fails; down also catches what a killed up left).
 	t.Cleanup(func() {
 		if s.node == nodeReal {
-			forbiddenInOperatorLogs(t, local)
+			forbiddenInOperatorLogs(t, local, s.refusalsExpected)
 		}
 		if (t.Failed() || s.keepLogs) && s.node == nodeReal {
 			// The operator runs in the cluster: its pods' logs (the leader's and the
