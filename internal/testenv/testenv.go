@@ -174,15 +174,26 @@ func StartForTestWithCRDs(t testing.TB, crdDirs ...string) *Env {
 // and fails the test with the last error when timeout passes first.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
+	if err := Poll(timeout, cond); err != nil {
+		t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+	}
+}
+
+// Poll checks cond as Eventually does until it returns nil, and returns nil then, or cond's
+// last error once timeout has passed: for a caller that must not stop the test.
+func Poll(timeout time.Duration, cond func() error) error {
 	var err error
 	poll := 5 * time.Millisecond
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(poll) {
 		if err = cond(); err == nil {
-			return
+			return nil
 		}
 		poll = min(2*poll, maxPoll)
 	}
-	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+	if err == nil {
+		err = errors.New("not checked: no time given")
+	}
+	return err
 }
 
 // maxPoll is the longest wait between two checks of Eventually's condition.

@@ -337,12 +337,16 @@ func TestChaos(t *testing.T) {
 // checker's write count. It never stops the test itself (it also runs after a failed round).
 func chaosVerdict(t *testing.T, s *stack, checker *chaos.Checker, kinds []chaosFault, outages map[string][]time.Duration,
 	errant map[string]int, note string) (writes, reads, incs int) {
-	final := s.sqlDBAs(chaosUser, chaosPassword, s.serviceAddr("chaos-primary"))
 	var v chaos.Verdict
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
-		if v, err = checker.Finish(s.ctx, final); err == nil {
-			break
+		// Looked up each time, without stopping the test: the Service may have no ready
+		// endpoint yet after a failed round.
+		var addr string
+		if addr, err = s.lookupServiceAddr("chaos-primary", 10*time.Second); err == nil {
+			if v, err = checker.Finish(s.ctx, s.sqlDBAs(chaosUser, chaosPassword, addr)); err == nil {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("the checker's rows could not be read through the primary Service: %v", err)

@@ -215,12 +215,26 @@ func (s *stack) serviceAddr(svc string) string {
 // serviceAddrWithin is serviceAddr, waiting up to within for a ready endpoint or the route.
 func (s *stack) serviceAddrWithin(svc string, within time.Duration) string {
 	s.t.Helper()
+	addr, err := s.lookupServiceAddr(svc, within)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return addr
+}
+
+// lookupServiceAddr is serviceAddrWithin returning an error instead of stopping the test, for a
+// caller that must go on (chaosVerdict).
+func (s *stack) lookupServiceAddr(svc string, within time.Duration) (string, error) {
 	if s.node != nodeReal {
-		return "127.0.0.1:" + strconv.Itoa(s.servicePortWithin(svc, within))
+		port, err := s.lookupServicePort(svc, within)
+		if err != nil {
+			return "", err
+		}
+		return "127.0.0.1:" + strconv.Itoa(port), nil
 	}
 	deadline := time.Now().Add(within) // one budget for the endpoint and the route
 	var ip string
-	testenv.Eventually(s.t, within, "Service "+svc+" with a ready endpoint", func() error {
+	err := testenv.Poll(within, func() error {
 		var svcObj corev1.Service
 		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: svc}, &svcObj); err != nil {
 			return err
@@ -239,19 +253,25 @@ func (s *stack) serviceAddrWithin(svc string, within time.Duration) string {
 		}
 		return errors.New("no ready endpoint")
 	})
+	if err != nil {
+		return "", fmt.Errorf("Service %s with a ready endpoint: not reached within %s: %w", svc, within, err)
+	}
 	// A ready endpoint in the EndpointSlice is not yet a route: kube-proxy programs it on its
 	// next sync, and until then the ClusterIP refuses connections (a busy CI run wrote to a
 	// restored cluster's primary Service in that gap: "connect: connection refused"). A
 	// connection proves a route, not that it leads to the newest endpoint.
 	addr := net.JoinHostPort(ip, "3306")
-	testenv.Eventually(s.t, max(time.Until(deadline), 5*time.Second), "kube-proxy routing Service "+svc, func() error {
+	routeWait := max(time.Until(deadline), 5*time.Second)
+	if err := testenv.Poll(routeWait, func() error {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return err
 		}
 		return conn.Close()
-	})
-	return addr
+	}); err != nil {
+		return "", fmt.Errorf("kube-proxy routing Service %s: not reached within %s: %w", svc, routeWait, err)
+	}
+	return addr, nil
 }
 
 // servicePort is the host port `dolphin local` forwards a Service to.
@@ -263,8 +283,17 @@ func (s *stack) servicePort(svc string) int {
 // servicePortWithin is servicePort, waiting up to within for the route.
 func (s *stack) servicePortWithin(svc string, within time.Duration) int {
 	s.t.Helper()
+	port, err := s.lookupServicePort(svc, within)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return port
+}
+
+// lookupServicePort is servicePortWithin returning an error instead of stopping the test.
+func (s *stack) lookupServicePort(svc string, within time.Duration) (int, error) {
 	var port int
-	testenv.Eventually(s.t, within, "Service "+svc+" forwarded", func() error {
+	err := testenv.Poll(within, func() error {
 		b, err := os.ReadFile(filepath.Join(s.dir, "services.json"))
 		if err != nil {
 			return err
@@ -280,7 +309,10 @@ func (s *stack) servicePortWithin(svc string, within time.Duration) int {
 		port = p
 		return nil
 	})
-	return port
+	if err != nil {
+		return 0, fmt.Errorf("Service %s forwarded: not reached within %s: %w", svc, within, err)
+	}
+	return port, nil
 }
 
 func (s *stack) sqlDB(addr string) *sql.DB {
