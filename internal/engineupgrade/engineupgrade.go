@@ -201,18 +201,18 @@ func TransferableRecord(dataDir string) string {
 
 // WriteRecord writes r into dataDir as the tool would have (the file synced; the caller syncs
 // the directory, as the restore does before its markers), unless the directory has a record
-// already (which it keeps: the tool's own word wins).
-func WriteRecord(dataDir string, r Record) error {
+// already (which it keeps: the tool's own word wins); written says whether it wrote.
+func WriteRecord(dataDir string, r Record) (written bool, err error) {
 	if r.File == "" {
-		return nil
+		return false, nil
 	}
 	if have, err := ReadRecord(dataDir); err != nil || have.File != "" {
-		return err
+		return false, err
 	}
 	path := filepath.Join(dataDir, r.File)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o660)
 	if err != nil {
-		return fmt.Errorf("writing the upgrade record: %w", err)
+		return false, fmt.Errorf("writing the upgrade record: %w", err)
 	}
 	_, err = f.Write(r.Content)
 	if err == nil {
@@ -222,9 +222,9 @@ func WriteRecord(dataDir string, r Record) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("writing the upgrade record %s: %w", path, err)
+		return false, fmt.Errorf("writing the upgrade record %s: %w", path, err)
 	}
-	return nil
+	return true, nil
 }
 
 // lastLines is the last n lines of s, on one line each separated by " | ".

@@ -39,14 +39,14 @@ func TestRecordEncodeDecode(t *testing.T) {
 func TestWriteRecordKeepsTheToolsOwn(t *testing.T) {
 	dir := t.TempDir()
 	r := Record{File: "mysql_upgrade_info", Content: []byte("10.11.19-MariaDB")}
-	if err := WriteRecord(dir, r); err != nil {
-		t.Fatal(err)
+	if written, err := WriteRecord(dir, r); err != nil || !written {
+		t.Fatalf("WriteRecord into an empty directory: written %v, %v", written, err)
 	}
 	if v, err := RecordedVersion(dir); err != nil || v != "10.11.19-MariaDB" {
 		t.Fatalf("recorded %q, %v", v, err)
 	}
-	if err := WriteRecord(dir, Record{File: "mariadb_upgrade_info", Content: []byte("11.8.9-MariaDB")}); err != nil {
-		t.Fatal(err)
+	if written, err := WriteRecord(dir, Record{File: "mariadb_upgrade_info", Content: []byte("11.8.9-MariaDB")}); err != nil || written {
+		t.Fatalf("WriteRecord over the tool's own: written %v, %v; want nothing written", written, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "mariadb_upgrade_info")); !os.IsNotExist(err) {
 		t.Errorf("a second record was written beside the first: %v", err)

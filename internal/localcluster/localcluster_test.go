@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -86,11 +87,12 @@ func TestLocalControlPlaneUpDown(t *testing.T) {
 	cp := startForTest(t, ctx, dir, binDir, nil)
 	cs := clientFor(t, filepath.Join(dir, "kubeconfig"))
 
-	// Every thread of every control-plane process runs at ControlPlaneNice (root may lower a
-	// niceness; anyone else gets the default).
-	wantNice := 0
+	// Every thread of every control-plane process runs at ControlPlaneNice relative to this
+	// process, as nice(1) here sets it (root may lower a niceness where it holds CAP_SYS_NICE;
+	// anyone else runs at the default).
+	wantNice := niceness(t, "nice")
 	if os.Geteuid() == 0 {
-		wantNice = ControlPlaneNice
+		wantNice = niceness(t, "nice", "-n", strconv.Itoa(ControlPlaneNice), "nice")
 	}
 	for _, name := range []string{Etcd, APIServer, ControllerManager, Scheduler} {
 		p := cp.Process(name)
@@ -446,4 +448,18 @@ func threadNiceness(t *testing.T, pid int) []int {
 		nice = append(nice, n)
 	}
 	return nice
+}
+
+// niceness runs a command that prints a niceness (nice(1) without a command) and returns it.
+func niceness(t *testing.T, args ...string) int {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).Output()
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("%v printed %q", args, out)
+	}
+	return n
 }

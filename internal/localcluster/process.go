@@ -46,7 +46,7 @@ type Process struct {
 // it: the kubelet is refused and retries the pod only after its 10–15 s back-off; upstream
 // kubernetes/kubernetes#49880). Raising the control plane's priority gives it the CPU it needs
 // when it needs it, as its own machines would; it idles otherwise. Only root may lower a
-// niceness: for anyone else `nice` says so in the component's log and runs it unchanged.
+// niceness: anyone else runs the control plane at the default.
 const ControlPlaneNice = -5
 
 // startProcess starts args detached from this process: a new session (no terminal signals, no
@@ -63,7 +63,8 @@ func startProcess(name string, args, env []string, logPath, workDir string, nice
 	defer f.Close()
 	fmt.Fprintf(f, runMarker+"%s dolphin local: starting %s\n", time.Now().Format(time.RFC3339), strings.Join(args, " "))
 	argv := args
-	if nice != 0 {
+	// Only root may lower a niceness; BusyBox's nice exits rather than warn when it may not.
+	if nice != 0 && os.Geteuid() == 0 {
 		if path, err := exec.LookPath("nice"); err == nil {
 			argv = append([]string{path, "-n", strconv.Itoa(nice)}, args...)
 		} else {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -95,6 +96,9 @@ func (f *backupFlags) options(getenv func(string) string, readFile func(string) 
 		return backup.TakeOptions{}, objectstore.Config{}, errors.New("--path is required: where in the store the backup goes")
 	}
 	prefix := strings.TrimSuffix(f.path, "/") + "/"
+	if slices.ContainsFunc(strings.Split(strings.TrimSuffix(prefix, "/"), "/"), func(e string) bool { return e == "" || e == "." || e == ".." }) {
+		return backup.TakeOptions{}, objectstore.Config{}, fmt.Errorf("--path %q: give a relative path without . or .. elements, e.g. migrations/shop-20261207/", f.path)
+	}
 	name := f.name
 	if name == "" {
 		name = path.Base(strings.TrimSuffix(prefix, "/"))

@@ -158,12 +158,16 @@ func (o *Options) keepUpgradeRecord(enc string) {
 		return
 	}
 	rec, err := engineupgrade.DecodeRecord(enc)
+	written := false
 	if err == nil {
-		err = engineupgrade.WriteRecord(o.DataDir, rec)
+		written, err = engineupgrade.WriteRecord(o.DataDir, rec)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		o.logf()("not recording the source's upgrade record (the engine upgrade checks every table instead): %v", err)
-		return
+	case written:
+		o.logf()("recorded the source's mariadb-upgrade record: %s", rec.Version())
+	default:
+		o.logf()("kept the upgrade record the data directory holds already (the source's says %s)", rec.Version())
 	}
-	o.logf()("recorded the source's mariadb-upgrade record: %s", rec.Version())
 }

@@ -39,6 +39,12 @@ var allowedEvents = []string{"Format_desc", "Gtid_list", "Binlog_checkpoint", "R
 func testIntoEmptyDataDir(t *testing.T, src *source) {
 	inst := target(t)
 	opts := src.options(t, inst, backupPrefix)
+	var logged strings.Builder
+	logTest := opts.Log
+	opts.Log = func(format string, args ...any) {
+		fmt.Fprintf(&logged, format+"\n", args...)
+		logTest(format, args...)
+	}
 	began := time.Now()
 	res, err := IntoDataDir(t.Context(), opts)
 	if err != nil {
@@ -70,9 +76,13 @@ func testIntoEmptyDataDir(t *testing.T, src *source) {
 	if left := dirEntries(t, opts.TmpDir); len(left) != 0 {
 		t.Errorf("the temporary server left %q in TmpDir", left)
 	}
-	// The source's mariadb-upgrade record, byte for byte, from the manifest.
+	// The source's mariadb-upgrade record, byte for byte, from the manifest, written by the
+	// restore (mariadb-backup does not copy the file).
 	if got := engineupgrade.TransferableRecord(inst.DataDir); got != src.manifest.UpgradeRecord {
 		t.Errorf("restored upgrade record %q, want the manifest's %q", got, src.manifest.UpgradeRecord)
+	}
+	if !strings.Contains(logged.String(), "recorded the source's mariadb-upgrade record") {
+		t.Errorf("the restore did not write the record itself; it logged:\n%s", logged.String())
 	}
 
 	// Again on the initialised directory, even without a store: nothing happens.

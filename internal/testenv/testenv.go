@@ -184,16 +184,18 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 func Poll(timeout time.Duration, cond func() error) error {
 	var err error
 	poll := 5 * time.Millisecond
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(poll) {
+	deadline := time.Now().Add(timeout)
+	for ; time.Now().Before(deadline); time.Sleep(min(poll, max(time.Until(deadline), time.Millisecond))) {
 		if err = cond(); err == nil {
 			return nil
 		}
 		poll = min(2*poll, maxPoll)
 	}
 	if err == nil {
-		err = errors.New("not checked: no time given")
+		return errors.New("not checked: no time given")
 	}
-	return err
+	// Once more at the deadline: the condition may have come true during the last sleep.
+	return cond()
 }
 
 // maxPoll is the longest wait between two checks of Eventually's condition.

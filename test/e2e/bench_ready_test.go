@@ -381,8 +381,9 @@ func (s *stack) restoreToReady(src string) (readyRound, string) {
 	return round, fmt.Sprintf("backup_duration=%s backup_stored=%s", b.Status.Duration, b.Status.StoredSize)
 }
 
-// kubeletVolumeBackoffs reads the real node's kubelet log for the pods the kubelet set aside
-// because it could not process a volume — each waits out the kubelet's 10–15 s pod-sync
+// kubeletVolumeBackoffs reads the real node's kubelet log (the whole run: the ready rounds,
+// the scale-up, the restore and the failover rounds) for the pods the kubelet set aside
+// because it could not process a claim — each waits out the kubelet's 10–15 s pod-sync
 // back-off before it is tried again — and says why, by cause with the claim's name left out.
 // Two races of Kubernetes' own cause them here: the node authorizer refusing the claim because
 // it has not yet related the new pod to the node (kubernetes/kubernetes#49880), and a claim
@@ -420,4 +421,4 @@ func volumeBackoffs(log string) map[string]string {
 
 // volumeBackoff matches the kubelet's "Error syncing pod, skipping" for a volume it could not
 // process: the cause and the pod.
-var volumeBackoff = regexp.MustCompile(`"Error syncing pod, skipping" err="unmounted volumes=.*?failed to process volumes=\[[^\]]*\]: (.*?)" pod="([^"]+)"`)
+var volumeBackoff = regexp.MustCompile(`"Error syncing pod, skipping" err="unmounted volumes=.*?failed to process volumes=\[[^\]]*\]: (error processing PVC .*?)" pod="([^"]+)"`)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -339,12 +340,16 @@ func chaosVerdict(t *testing.T, s *stack, checker *chaos.Checker, kinds []chaosF
 	errant map[string]int, note string) (writes, reads, incs int) {
 	var v chaos.Verdict
 	var err error
+	dbs := map[string]*sql.DB{}
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
 		// Looked up each time, without stopping the test: the Service may have no ready
 		// endpoint yet after a failed round.
 		var addr string
-		if addr, err = s.lookupServiceAddr("chaos-primary", 10*time.Second); err == nil {
-			if v, err = checker.Finish(s.ctx, s.sqlDBAs(chaosUser, chaosPassword, addr)); err == nil {
+		if addr, err = s.lookupServiceAddr("chaos-primary", max(time.Second, min(10*time.Second, time.Until(deadline)))); err == nil {
+			if dbs[addr] == nil {
+				dbs[addr] = s.sqlDBAs(chaosUser, chaosPassword, addr)
+			}
+			if v, err = checker.Finish(s.ctx, dbs[addr]); err == nil {
 				break
 			}
 		}

@@ -55,7 +55,7 @@ type stack struct {
 	// it when a round was far slower than its kind's others, so it can be explained later.
 	keepLogs bool
 	// refusalsExpected are the times the operator may be refused requests (its chart being
-	// uninstalled or installed around running pods): forbiddenInOperatorLogs skips them.
+	// uninstalled around running pods): forbiddenInOperatorLogs skips them.
 	refusalsExpected []refusalWindow
 	// node is the node kind: nodeProcess (pods as host processes, Services on 127.0.0.1
 	// ports) or nodeReal (containers; Services at their ClusterIPs through kube-proxy).

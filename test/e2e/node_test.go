@@ -416,8 +416,8 @@ func (s *stack) mariadbPatchVersion() string {
 // ServiceAccount with the RBAC of config/rbac, as users install it, and a missing rule shows
 // only there (the process node ran it as an administrator). It reads the kubelet's log files of
 // the operator's pods that still exist (a crashed pod's logs go with it). Lines logged inside
-// one of expected (the operator's chart being uninstalled, its RBAC going before its pods; or
-// installed again) are not counted.
+// one of expected (the operator's chart being uninstalled: its RBAC goes before its pods) are
+// not counted.
 func forbiddenInOperatorLogs(t *testing.T, local string, expected []refusalWindow) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(local, "realnode", "pod-logs", operatorNS+"_*", "*", "*.log"))
@@ -443,7 +443,7 @@ func forbiddenInOperatorLogs(t *testing.T, local string, expected []refusalWindo
 }
 
 // refusalWindow is a time in which the operator may be refused requests: its chart's RBAC is
-// being removed or created around running pods.
+// being removed around running pods.
 type refusalWindow struct{ from, to time.Time }
 
 // refusalExpected reports whether a kubelet log line ("<RFC 3339 time> stderr F …") was
