@@ -154,25 +154,7 @@ func writePasswordFile(dir, password, include string) (string, error) {
 		}
 		b.WriteString("password=" + v + "\n")
 	}
-	f, err := os.CreateTemp(dir, ".dolphin-backup-*.cnf") // mode 0600
-	if err != nil {
-		return "", err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
+	return mycnf.WriteSecretFile(dir, ".dolphin-backup-*.cnf", b.String())
 }
 
 // toolVersion runs `<tool> --version` and returns e.g. "mariadb-backup 10.11.14-MariaDB".

@@ -38,16 +38,25 @@ func WriteClientFile(dir, purpose string, options ...ClientOption) (string, erro
 		}
 		b.WriteString(o.Key + "=" + v + "\n")
 	}
-	f, err := os.CreateTemp(dir, ".dolphin-client-*.cnf") // mode 0600
+	return WriteSecretFile(dir, ".dolphin-client-*.cnf", b.String())
+}
+
+// WriteSecretFile writes content to a new file in dir named after pattern (os.CreateTemp's),
+// readable by its owner only, and returns its path; nothing is left behind when it fails.
+// The caller removes the file.
+func WriteSecretFile(dir, pattern, content string) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return "", err
 	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
+	err = f.Chmod(0o600) // CreateTemp's mode already; said again whatever the umask did
+	if err == nil {
+		_, err = f.WriteString(content)
 	}
-	if err := f.Close(); err != nil {
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		os.Remove(f.Name())
 		return "", err
 	}
