@@ -71,16 +71,16 @@ func (in *instance) queryRows(ctx context.Context, query string) ([]map[string]s
 		return nil, fmt.Errorf("dbsql: %s: %w", query, err)
 	}
 	defer rows.Close()
-	out, err := resultMaps(rows)
+	out, err := ResultMaps(rows)
 	if err != nil {
 		return nil, fmt.Errorf("dbsql: %s: %w", query, err)
 	}
 	return out, nil
 }
 
-// resultMaps reads the current result set of rows as column name -> value (NULL is a
+// ResultMaps reads the current result set of rows as column name -> value (NULL is a
 // missing key).
-func resultMaps(rows *sql.Rows) ([]map[string]string, error) {
+func ResultMaps(rows *sql.Rows) ([]map[string]string, error) {
 	cols, err := rows.Columns()
 	if err != nil {
 		return nil, fmt.Errorf("columns: %w", err)

@@ -19,7 +19,7 @@ func (in *instance) statusInOneTrip(ctx context.Context) (*Status, error) {
 		return nil, fmt.Errorf("dbsql: status probe: %w", err)
 	}
 	defer rows.Close()
-	server, err := resultMaps(rows)
+	server, err := ResultMaps(rows)
 	if err != nil {
 		return nil, fmt.Errorf("dbsql: status probe: server variables: %w", err)
 	}
@@ -29,7 +29,7 @@ func (in *instance) statusInOneTrip(ctx context.Context) (*Status, error) {
 	if !rows.NextResultSet() {
 		return nil, fmt.Errorf("dbsql: status probe: no replica status after the server variables (%v)", rows.Err())
 	}
-	replicas, err := resultMaps(rows)
+	replicas, err := ResultMaps(rows)
 	if err != nil {
 		return nil, fmt.Errorf("dbsql: status probe: %s: %w", in.d.replicaStatusQuery, err)
 	}

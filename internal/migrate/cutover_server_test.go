@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
@@ -259,25 +260,9 @@ func slaveStatus(t *testing.T, db *sql.DB) []map[string]string {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
+	out, err := dbsql.ResultMaps(rows)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []map[string]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]string{}
-		for i, c := range cols {
-			m[c] = vals[i].String
-		}
-		out = append(out, m)
 	}
 	return out
 }

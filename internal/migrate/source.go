@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
 
 // Source is what Observe read of a source server.
@@ -158,29 +160,14 @@ func binlogFilters(ctx context.Context, conn *sql.Conn) (doDB, ignoreDB string, 
 		return "", "", false, fmt.Errorf("reading the source's binary log filters: %w", err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
+	status, err := dbsql.ResultMaps(rows)
 	if err != nil {
-		return "", "", false, err
+		return "", "", false, fmt.Errorf("reading the source's binary log filters: %w", err)
 	}
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return "", "", false, fmt.Errorf("reading the source's binary log filters: %w", err)
-		}
-		for i, c := range cols {
-			switch c {
-			case "Binlog_Do_DB":
-				doDB = vals[i].String
-			case "Binlog_Ignore_DB":
-				ignoreDB = vals[i].String
-			}
-		}
+	for _, row := range status {
+		doDB, ignoreDB = row["Binlog_Do_DB"], row["Binlog_Ignore_DB"]
 	}
-	return doDB, ignoreDB, true, rows.Err()
+	return doDB, ignoreDB, true, nil
 }
 
 // splitAccount splits CURRENT_USER()'s "user@host" at its last '@' (a user name may hold one).

@@ -206,30 +206,13 @@ func replicating(ctx context.Context, conn *sql.Conn) (bool, error) {
 		return false, fmt.Errorf("reading the target's replication: %w", err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
+	status, err := dbsql.ResultMaps(rows)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("reading the target's replication: %w", err)
 	}
 	running := false
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return false, err
-		}
-		io, sqlThread := "", ""
-		for i, c := range cols {
-			switch c {
-			case "Slave_IO_Running":
-				io = vals[i].String
-			case "Slave_SQL_Running":
-				sqlThread = vals[i].String
-			}
-		}
-		running = io != "No" && sqlThread == "Yes"
+	for _, row := range status {
+		running = row["Slave_IO_Running"] != "No" && row["Slave_SQL_Running"] == "Yes"
 	}
-	return running, rows.Err()
+	return running, nil
 }
