@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/dolphin-operator/dolphin/internal/sqlobjects"
 )
 
 // Account is a user or a role of the source.
@@ -26,12 +28,10 @@ func (a Account) String() string {
 // sql is the account's name as SQL (backquoted identifiers).
 func (a Account) sql() string {
 	if a.Role {
-		return quoteIdent(a.User)
+		return sqlobjects.QuoteIdent(a.User)
 	}
-	return quoteIdent(a.User) + "@" + quoteIdent(a.Host)
+	return sqlobjects.QuoteIdent(a.User) + "@" + sqlobjects.QuoteIdent(a.Host)
 }
-
-func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // serverAccounts are the server's own accounts and roles, never copied (the API refuses them
 // as MySQLUser names too), nor is any name starting with "dolphin" (Dolphin's own).

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+
+	"github.com/dolphin-operator/dolphin/internal/sqlobjects"
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
@@ -181,7 +183,7 @@ func checksumTable(ctx context.Context, conn *sql.Conn, table string) (int64, er
 	}
 	var got string
 	var sum sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "CHECKSUM TABLE "+quoteIdent(schema)+"."+quoteIdent(name)+" EXTENDED").Scan(&got, &sum); err != nil {
+	if err := conn.QueryRowContext(ctx, "CHECKSUM TABLE "+sqlobjects.QuoteIdent(schema)+"."+sqlobjects.QuoteIdent(name)+" EXTENDED").Scan(&got, &sum); err != nil {
 		return 0, fmt.Errorf("CHECKSUM TABLE %s: %w", table, err)
 	}
 	if !sum.Valid {

@@ -181,10 +181,10 @@ func PlanDatabase(want Database, have ObservedDatabase) ([]Statement, error) {
 		clause += " COLLATE " + co
 	}
 	if !have.Exists {
-		return []Statement{{SQL: "CREATE DATABASE " + quoteIdent(want.Name) + clause}}, nil
+		return []Statement{{SQL: "CREATE DATABASE " + QuoteIdent(want.Name) + clause}}, nil
 	}
 	if (cs != "" && cs != have.CharacterSet) || (co != "" && co != have.Collation) {
-		return []Statement{{SQL: "ALTER DATABASE " + quoteIdent(want.Name) + clause}}, nil
+		return []Statement{{SQL: "ALTER DATABASE " + QuoteIdent(want.Name) + clause}}, nil
 	}
 	return nil, nil
 }
@@ -192,7 +192,7 @@ func PlanDatabase(want Database, have ObservedDatabase) ([]Statement, error) {
 // PlanDropDatabase drops the database and every table in it (nothing when it does not
 // exist).
 func PlanDropDatabase(name string) Statement {
-	return Statement{SQL: "DROP DATABASE IF EXISTS " + quoteIdent(name)}
+	return Statement{SQL: "DROP DATABASE IF EXISTS " + QuoteIdent(name)}
 }
 
 // normalizeCharset spells utf8 (and its collations) as the servers report it: utf8mb3.

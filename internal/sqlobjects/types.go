@@ -87,11 +87,11 @@ func (s Scope) sql() string {
 		return "*.*"
 	case DatabaseLevel:
 		if s.Pattern {
-			return quoteIdent(s.Database) + ".*"
+			return QuoteIdent(s.Database) + ".*"
 		}
-		return quoteIdent(escapeWildcards(s.Database)) + ".*"
+		return QuoteIdent(escapeWildcards(s.Database)) + ".*"
 	default:
-		return quoteIdent(s.Database) + "." + quoteIdent(s.Table)
+		return QuoteIdent(s.Database) + "." + QuoteIdent(s.Table)
 	}
 }
 
@@ -168,8 +168,8 @@ func isPasswordSlot(text string) bool {
 	return strings.HasSuffix(t, "IDENTIFIED BY") || strings.HasSuffix(t, "IDENTIFIED BY PASSWORD")
 }
 
-// quoteIdent quotes a database or table name.
-func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+// QuoteIdent quotes an identifier (a name, a host) for SQL: backquotes, doubled inside.
+func QuoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // escapeWildcards escapes the wildcards of a database-level grant's database name.
 func escapeWildcards(s string) string {
