@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-
-	"github.com/dolphin-operator/dolphin/internal/sqlobjects"
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/sqlobjects"
 )
 
 // gtidList is a MariaDB GTID position: domain-server-sequence, comma-separated per domain.
