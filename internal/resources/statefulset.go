@@ -3,7 +3,9 @@ package resources
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -211,6 +213,10 @@ func ServerCommand(c *dolphinv1.MySQLCluster) []string { return serverCommand(c,
 // the restarted server (docs/design/0011). A single instance has no replica to hold them, so it
 // never rolls back; MySQL has no such option.
 //
+// From template generation 7 the same servers start refusing application logins until the
+// topology engine confirms their role (mycnf.StartupLoginRefusal), unless the cluster
+// configures init_connect itself.
+//
 // From template generation 2 the same servers run under crashOnStop (docs/design/0038): their
 // container's stop kills the server instead of shutting it down cleanly, because a clean
 // shutdown commits what waits for a semi-sync acknowledgement.
@@ -220,6 +226,9 @@ func serverCommand(c *dolphinv1.MySQLCluster, generation int) []string {
 	rollsBack := f != dolphinv1.FlavorMySQL && c.Spec.Instances > 1
 	if rollsBack {
 		cmd = append(cmd, "--init-rpl-role=SLAVE")
+	}
+	if rollsBack && generation >= generationStartupRefusal && !mycnf.ConfiguresInitConnect(slices.Collect(maps.Keys(c.Spec.MySQLConfig))) {
+		cmd = append(cmd, "--init-connect="+mycnf.StartupLoginRefusal)
 	}
 	if c.Spec.TLS.Enabled {
 		cmd = append(cmd, tlsArgs()...)

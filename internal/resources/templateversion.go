@@ -78,12 +78,17 @@ const (
 	// container start less per pod, ~1 s of a new instance's start on a busy node (issue 35,
 	// apply → Ready).
 	generationSeedConfiguresInstance = 6
+	// generationStartupRefusal starts the server of a MariaDB cluster of more than one
+	// instance refusing application logins until the topology engine confirms its role, or
+	// for mycnf.StartupRefusalPeriod: a primary the kubelet restarted in place must not serve
+	// the reads of a kube-proxy that still sends it the primary Service's clients.
+	generationStartupRefusal = 7
 )
 
 // TemplateGeneration is the newest pod template generation this build makes. Dolphin's own
 // deletion of a replaced primary's pod releases the hold of generation 4 first
 // (clustermanager.Manager.ReleaseStop), so that server still stops at once.
-const TemplateGeneration = generationSeedConfiguresInstance
+const TemplateGeneration = generationStartupRefusal
 
 // agentImagePlaceholder stands for the agent image in SpecTemplateHash.
 const agentImagePlaceholder = "agent"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
 // liveStatefulSet is the StatefulSet the API server would hold after applying c built with
@@ -221,6 +223,12 @@ func TestTemplateGenerationsAreFrozen(t *testing.T) {
 		{"customised (mysql)", customised(), 6, "6a429e088c889183"},
 		{"restored", restored(), 6, "49d7af6bafad36ad"},
 		{"tls", tls, 6, "77bc0f798eb6a507"},
+		// Generation 7 changes only multi-instance MariaDB clusters (the start-up refusal).
+		{"single instance", single, 7, "8b046aec5387555d"},
+		{"customised (mysql)", customised(), 7, "6a429e088c889183"},
+		{"minimal", minimal(), 7, "a7f29c909877ce0a"},
+		{"restored", restored(), 7, "12bb66d25b41c811"},
+		{"tls", tls, 7, "dcd4620833f1f58b"},
 	} {
 		got, err := SpecTemplateHash(tc.c, tc.generation)
 		if err != nil {
@@ -260,6 +268,32 @@ func TestQuickProbesKeepTheirLimits(t *testing.T) {
 	for _, c := range sts.Spec.Template.Spec.Containers {
 		if c.ReadinessProbe == nil || c.ReadinessProbe.PeriodSeconds == nil || *c.ReadinessProbe.PeriodSeconds != 1 {
 			t.Errorf("container %s: readiness probe %+v, want every second", *c.Name, c.ReadinessProbe)
+		}
+	}
+}
+
+// TestStartupRefusalOnlyWhereItBelongs: from generation 7 a multi-instance MariaDB server
+// starts refusing application logins (mycnf.StartupLoginRefusal); a single instance, MySQL, an
+// older generation and a cluster that sets init_connect itself start without it.
+func TestStartupRefusalOnlyWhereItBelongs(t *testing.T) {
+	has := func(cmd []string) bool { return slices.Contains(cmd, "--init-connect="+mycnf.StartupLoginRefusal) }
+	if !has(serverCommand(minimal(), generationStartupRefusal)) {
+		t.Errorf("a 3-instance MariaDB cluster at generation %d starts without the refusal: %v", generationStartupRefusal, serverCommand(minimal(), generationStartupRefusal))
+	}
+	single := minimal()
+	single.Spec.Instances = 1
+	own := minimal()
+	own.Spec.MySQLConfig = map[string]dolphinv1.MySQLConfigValue{"init-connect": "SET NAMES utf8mb4"}
+	for name, cmd := range map[string][]string{
+		"single instance":                 serverCommand(single, generationStartupRefusal),
+		"mysql":                           serverCommand(customised(), generationStartupRefusal),
+		"generation 6":                    serverCommand(minimal(), generationSeedConfiguresInstance),
+		"configures its own init_connect": serverCommand(own, generationStartupRefusal),
+	} {
+		for _, a := range cmd {
+			if strings.HasPrefix(a, "--init-connect=") {
+				t.Errorf("%s: starts with %q", name, a)
+			}
 		}
 	}
 }

@@ -107,6 +107,11 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 	case StepWaitApplied:
 		return in.WaitForGTID(ctx, s.GTID, e.cfg.WaitTimeout)
 	case StepPromote:
+		// A primary takes application logins: a server restarted in place refuses them
+		// until its role is confirmed (mycnf.StartupLoginRefusal).
+		if err := e.liftStartupRefusal(ctx, in); err != nil {
+			return err
+		}
 		if err := in.ResetReplication(ctx); err != nil {
 			return err
 		}
@@ -176,7 +181,9 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 			return err
 		}
 		e.recordReplication(m.Name, e.cfg.Credentials.Generation)
-		return nil
+		// Its role is confirmed: the start-up refusal, if any, ends (a former primary's own
+		// refusal is set again after the plan, disconnectFormerPrimaryClients).
+		return e.liftStartupRefusal(ctx, in)
 	}
 	return fmt.Errorf("unknown step kind %q", s.Kind)
 }

@@ -204,8 +204,9 @@ type Engine struct {
 	// started is when this engine was made; primarySeenAt when it last saw the recorded
 	// primary answering (ClusterView.PrimarySeenAt).
 	started, primarySeenAt time.Time
-	// former is the primary the last promotion replaced (former_primary.go).
-	former formerPrimary
+	// formers are the primaries promotions replaced whose disconnects are not all done
+	// (former_primary.go), oldest first.
+	formers []formerPrimary
 	// loginsChecked are the instances whose init_connect this engine checked for a refusal an
 	// earlier engine left (restoreRefusedLogins), by address.
 	loginsChecked map[string]bool
@@ -242,11 +243,12 @@ func New(cfg Config, from Persisted) *Engine {
 	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, loginsChecked: map[string]bool{}, state: from,
 		seen: map[string]dbsql.GTIDSet{}, unseen: maps.Clone(from.Answering), started: time.Now()}
 	if lp := from.LastPromotion; lp != nil && lp.From != "" && time.Since(lp.At) < formerPrimaryWindow {
-		e.former = formerPrimary{name: lp.From, since: lp.At}
+		f := formerPrimary{name: lp.From, since: lp.At}
 		if time.Since(lp.At) >= formerPrimaryRefusal {
 			// Past the refusal: no new one; the disconnect that ends it runs at once.
-			e.former.done = 1
+			f.done = 1
 		}
+		e.formers = []formerPrimary{f}
 	}
 	e.state.LastPromotion = nil // read at start only
 	if from.Switchover != nil {
@@ -333,9 +335,12 @@ func (e *Engine) State() Persisted {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := e.state.clone()
-	if f := e.former; f.name != "" && f.done < len(formerPrimaryDisconnects) {
-		// An engine that replaces this one in the process goes on disconnecting.
-		p.LastPromotion = &PromotionSeen{From: f.name, At: f.since}
+	for _, f := range e.formers {
+		// An engine that replaces this one in the process goes on disconnecting (the status
+		// records one promotion: the last unfinished).
+		if f.done < len(formerPrimaryDisconnects) {
+			p.LastPromotion = &PromotionSeen{From: f.name, At: f.since}
+		}
 	}
 	return p
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
 	"github.com/dolphin-operator/dolphin/internal/sysvars"
 )
 
@@ -62,38 +63,78 @@ type formerPrimary struct {
 	done  int // how many of formerPrimaryDisconnects have passed
 }
 
-// noteFormerPrimary records a promotion's former primary (e.mu held).
+// noteFormerPrimary records a promotion's former primary (e.mu held). Earlier former
+// primaries whose disconnects are not all done are kept: a second promotion within their
+// window (a just-promoted primary deleted and switched over) must not end the first one's
+// refusal early — its server, killed and restarting, may answer only now, where kube-proxy
+// still sends the primary Service's clients (a chaos round read stale data there for 1.5 s).
 func (e *Engine) noteFormerPrimary(from string, at time.Time) {
-	e.former = formerPrimary{name: from, since: at}
+	kept := e.formers[:0]
+	for _, f := range e.formers {
+		if f.name != from && f.done < len(formerPrimaryDisconnects) {
+			kept = append(kept, f)
+		}
+	}
+	e.formers = append(kept, formerPrimary{name: from, since: at})
 }
 
-// disconnectFormerPrimaryClients does what is due of formerPrimaryDisconnects (the latest step
-// due: an earlier one missed is not done late), while the former primary is not the primary
-// again. A former primary that does not answer (killed and restarting, hung, cut off) is tried
-// again at the next cycle — a killed server the kubelet restarts answers within seconds, as a
-// replica clients must not read from yet — and is given up formerPrimaryWindow after the
-// promotion. primary is the primary after this cycle's plan. A failure is logged.
+// formerStep is a step of formerPrimaryDisconnects due on a former primary.
+type formerStep struct {
+	former formerPrimary
+	step   int
+}
+
+// dueFormerSteps returns, for each former primary in formers, the latest step of
+// formerPrimaryDisconnects due at now (an earlier one missed is not done late), and the
+// former primaries still to follow: one that is the primary again (primary) or past
+// formerPrimaryWindow is finished, as is one whose steps have all been done.
+func dueFormerSteps(formers []formerPrimary, primary string, now time.Time) (due []formerStep, kept []formerPrimary) {
+	for _, f := range formers {
+		since := now.Sub(f.since)
+		if f.name == "" || f.done >= len(formerPrimaryDisconnects) || f.name == primary || since > formerPrimaryWindow {
+			continue
+		}
+		kept = append(kept, f)
+		step := -1
+		for k := f.done; k < len(formerPrimaryDisconnects) && since >= formerPrimaryDisconnects[k]; k++ {
+			step = k
+		}
+		if step >= 0 {
+			due = append(due, formerStep{former: f, step: step})
+		}
+	}
+	return due, kept
+}
+
+// refusingFormer reports whether one of this engine's refusals is under way on name (e.mu
+// held): its first disconnect done, the one that ends the refusal not yet.
+func (e *Engine) refusingFormer(name string) bool {
+	for _, f := range e.formers {
+		if f.name == name && f.done == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// disconnectFormerPrimaryClients does what is due of formerPrimaryDisconnects on every former
+// primary (dueFormerSteps), while it is not the primary again. A former primary that does not
+// answer (killed and restarting, hung, cut off) is tried again at the next cycle — a killed
+// server the kubelet restarts answers within seconds, as a replica clients must not read from
+// yet — and is given up formerPrimaryWindow after the promotion. primary is the primary after
+// this cycle's plan. A failure is logged.
 func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []Member, views []InstanceView, primary string) {
 	e.mu.Lock()
-	f := e.former
-	since := time.Since(f.since)
-	switch {
-	case f.name == "" || f.done >= len(formerPrimaryDisconnects):
-		e.mu.Unlock()
-		return
-	case f.name == primary || since > formerPrimaryWindow:
-		e.former.done = len(formerPrimaryDisconnects) // primary again, or never seen again
-		e.mu.Unlock()
-		return
-	}
+	due, kept := dueFormerSteps(e.formers, primary, time.Now())
+	e.formers = kept
 	e.mu.Unlock()
-	step := -1
-	for k := f.done; k < len(formerPrimaryDisconnects) && since >= formerPrimaryDisconnects[k]; k++ {
-		step = k
+	for _, d := range due {
+		e.disconnectFormer(ctx, members, views, d.former, d.step)
 	}
-	if step < 0 {
-		return
-	}
+}
+
+// disconnectFormer does step of formerPrimaryDisconnects on the former primary f.
+func (e *Engine) disconnectFormer(ctx context.Context, members []Member, views []InstanceView, f formerPrimary, step int) {
 	answered := false
 	for _, v := range views {
 		answered = answered || v.Name == f.name && v.Reachable()
@@ -112,9 +153,8 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 			case 0:
 				err = e.setInitConnect(kctx, in, refusedLogin)
 				// Checked again by restoreRefusedLogins once this refusal is no longer under
-				// way: a second promotion before step 1 (this server promoted back, or another
-				// former primary noted) must not leave it refusing logins — the replication
-				// account's too — for good.
+				// way: a second promotion before step 1 (this server promoted back) must not
+				// leave it refusing logins — the replication account's too — for good.
 				e.mu.Lock()
 				delete(e.loginsChecked, m.Addr())
 				e.mu.Unlock()
@@ -134,8 +174,10 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 			return
 		}
 		e.mu.Lock()
-		if e.former.name == f.name && e.former.since.Equal(f.since) {
-			e.former.done = step + 1
+		for i := range e.formers {
+			if e.formers[i].name == f.name && e.formers[i].since.Equal(f.since) {
+				e.formers[i].done = step + 1
+			}
 		}
 		e.mu.Unlock()
 		e.cfg.Log.Info("disconnected the former primary's clients, which the primary Service may have sent there before it moved",
@@ -178,7 +220,7 @@ func (e *Engine) restoreRefusedLogins(ctx context.Context, members []Member, vie
 	for _, m := range members {
 		e.mu.Lock()
 		checked := e.loginsChecked[m.Addr()]
-		refusing := e.former.name == m.Name && e.former.done == 1 // this engine's own refusal
+		refusing := e.refusingFormer(m.Name) // this engine's own refusal
 		e.mu.Unlock()
 		if checked || refusing {
 			continue
@@ -208,4 +250,25 @@ func (e *Engine) restoreRefusedLogins(ctx context.Context, members []Member, vie
 			e.mu.Unlock()
 		}
 	}
+}
+
+// startupRefusalReader is what liftStartupRefusal needs of an instance.
+type startupRefusalReader interface {
+	initConnectSetter
+	GlobalVariable(ctx context.Context, name string) (string, error)
+}
+
+// liftStartupRefusal ends the refusal of application logins a server of a cluster of more
+// than one instance starts with (mycnf.StartupLoginRefusal, template generation 7): its role
+// is confirmed — promoted, or pointed at its source. Any other init_connect (the cluster's, a
+// former primary's refusal) is left alone.
+func (e *Engine) liftStartupRefusal(ctx context.Context, in startupRefusalReader) error {
+	v, err := in.GlobalVariable(ctx, "init_connect")
+	if err != nil {
+		return fmt.Errorf("reading init_connect: %w", err)
+	}
+	if v != mycnf.StartupLoginRefusal {
+		return nil
+	}
+	return e.setInitConnect(ctx, in, "")
 }

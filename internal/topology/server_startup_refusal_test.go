@@ -1,0 +1,86 @@
+package topology
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
+)
+
+// A server of a cluster of more than one instance starts refusing application logins
+// (template generation 7, mycnf.StartupLoginRefusal): the primary killed and restarted in place
+// refuses them until the engine promotes it again, which ends the refusal at once; a replica
+// that restarts and replicates on its own refuses them until StartupRefusalPeriod of uptime.
+// Dolphin's own account is never refused.
+func TestServerStartupRefusalEndsWithTheConfirmedRole(t *testing.T) {
+	h := newHarness(t, 2)
+	h.converge("two instances healthy", healthyWith("db-0"))
+	h.createAppAccount()
+	startArgs := []string{"--init-rpl-role=SLAVE", "--init-connect=" + mycnf.StartupLoginRefusal}
+
+	appLogin := func(i int) error {
+		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s",
+			appAccount.User, appAccount.Password, h.db.Instances[i].Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		return db.PingContext(context.Background())
+	}
+	uptime := func(i int) time.Duration {
+		s := h.globalString(i, "SHOW GLOBAL STATUS LIKE 'Uptime'")
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("Uptime %q: %v", s, err)
+		}
+		return time.Duration(n) * time.Second
+	}
+	// refusedWhileStarting checks that an application login fails while the server is inside
+	// its start-up period (a login after it can no longer be judged: logged, not failed).
+	refusedWhileStarting := func(i int, what string) {
+		err := appLogin(i)
+		up := uptime(i)
+		switch {
+		case up >= mycnf.StartupRefusalPeriod:
+			t.Logf("%s: uptime %s already past the start-up period when checked (a slow start); login error %v", what, up, err)
+		case err == nil:
+			t.Errorf("%s: an application login was taken %s after the server started", what, up)
+		default:
+			t.Logf("%s: application login refused at uptime %s: %v", what, up, err)
+		}
+	}
+
+	// The primary killed and started again as its pod starts it.
+	h.db.Instances[0].Kill(t)
+	h.db.Instances[0].Start(t, startArgs...)
+	refusedWhileStarting(0, "restarted primary")
+	h.converge("db-0 the primary again", healthyWith("db-0"))
+	if up := uptime(0); up >= mycnf.StartupRefusalPeriod {
+		t.Logf("db-0 promoted again only at uptime %s: the refusal may have ended by itself", up)
+	}
+	if err := appLogin(0); err != nil {
+		t.Errorf("the primary refuses application logins after its promotion: %v", err)
+	}
+	if v := h.globalString(0, "SHOW GLOBAL VARIABLES LIKE 'init_connect'"); v != "" {
+		t.Errorf("init_connect of the promoted primary %q, want the default (empty)", v)
+	}
+
+	// A replica restarted: it replicates on its own, nothing lifts the refusal but time.
+	h.db.Instances[1].Kill(t)
+	h.db.Instances[1].Start(t, startArgs...)
+	refusedWhileStarting(1, "restarted replica")
+	deadline := time.Now().Add(mycnf.StartupRefusalPeriod + 10*time.Second)
+	for appLogin(1) != nil && time.Now().Before(deadline) {
+		h.e.Cycle(context.Background()) //nolint:errcheck // converging; judged below
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := appLogin(1); err != nil {
+		t.Errorf("the restarted replica still refuses application logins at uptime %s: %v", uptime(1), err)
+	}
+	// Dolphin's own account was never refused: the engine observed and acted throughout.
+	h.converge("healthy", healthyWith("db-0"))
+}
