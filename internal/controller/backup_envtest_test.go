@@ -44,6 +44,11 @@ type fakeAgent struct {
 	keepResp    *agent.KeepResponse // nil: nothing to keep
 	keepErr     error
 	releases    int // ReleaseStop calls
+	// upgradeGate, when set, holds every EngineUpgrade until it is closed; upgradeErr is
+	// what EngineUpgrade then answers; upgrades counts the calls.
+	upgradeGate chan struct{}
+	upgradeErr  error
+	upgrades    int
 }
 
 func (f *fakeAgent) Agent(_ context.Context, _ *dolphinv1.MySQLCluster, pod *corev1.Pod) (InstanceAgent, error) {
@@ -111,8 +116,23 @@ func (f *fakeAgent) Keep(_ context.Context, req agent.KeepRequest) (*agent.KeepR
 // GTIDState answers as every instance's server: the test's primary state.
 func (f *fakeAgent) GTIDState(context.Context, agent.DBConn) (string, error) { return "0-1000-10", nil }
 
-// EngineUpgrade answers as an agent whose server's tables are at its version already.
-func (f *fakeAgent) EngineUpgrade(context.Context, agent.DBConn) (agent.EngineUpgradeResponse, error) {
+// EngineUpgrade answers as an agent whose server's tables are at its version already (after
+// upgradeGate closes, when set), or upgradeErr.
+func (f *fakeAgent) EngineUpgrade(ctx context.Context, _ agent.DBConn) (agent.EngineUpgradeResponse, error) {
+	f.mu.Lock()
+	f.upgrades++
+	gate, err := f.upgradeGate, f.upgradeErr
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return agent.EngineUpgradeResponse{}, ctx.Err()
+		}
+	}
+	if err != nil {
+		return agent.EngineUpgradeResponse{}, err
+	}
 	return agent.EngineUpgradeResponse{From: "10.11.19-MariaDB", To: "10.11.19-MariaDB"}, nil
 }
 

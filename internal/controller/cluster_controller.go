@@ -85,6 +85,9 @@ type MySQLClusterReconciler struct {
 	// deleted (cluster_pod_stop.go).
 	stopMu sync.Mutex
 	stops  map[types.NamespacedName]*stopState
+	// upgrades follows the engine upgrades running beside the reconciles
+	// (cluster_engine_upgrade.go).
+	upgrades engineUpgradeRuns
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -39,12 +41,35 @@ func (r *MySQLClusterReconciler) engineUpgrades(c *dolphinv1.MySQLCluster) bool 
 	return c.Spec.Engine.Flavor != dolphinv1.FlavorMySQL && r.Agents != nil
 }
 
-// reconcileEngineUpgrade asks the agent of every ready instance pod that has not been checked
-// since it started to bring the server's system tables up to its version, and records the
-// answer on the pod (EngineUpgradedAnnotation). The tool does nothing when the data directory
-// is already at the server's version, so a pod restarted on the same version costs one quick
-// call. A failure is a Warning event and a retry; the rollout waits meanwhile, and the other
-// steps go on.
+// engineUpgradePoll is how often a cluster is looked at again while an engine upgrade runs
+// beside its reconciles.
+const engineUpgradePoll = time.Second
+
+// engineUpgradeRuns follows the engine upgrades running beside the reconciles, by pod UID: a
+// real upgrade takes ~9 s per instance on a loaded node, and run inside the reconcile it held
+// status, deletion and every other step of its cluster that long (docs/design/0048).
+type engineUpgradeRuns struct {
+	mu   sync.Mutex
+	runs map[types.UID]*engineUpgradeRun
+}
+
+// engineUpgradeRun is one run of the engine upgrade on one pod.
+type engineUpgradeRun struct {
+	cluster  types.NamespacedName
+	pod      string
+	done     bool
+	err      error
+	ended    time.Time
+	reported bool // its failure's event was emitted
+}
+
+// reconcileEngineUpgrade has the agent of every ready instance pod that has not been checked
+// since it started bring the server's system tables up to its version, beside the reconcile,
+// and the answer recorded on the pod (EngineUpgradedAnnotation) when it ends. The tool does
+// nothing when the data directory is already at the server's version, so a pod restarted on
+// the same version costs one quick call. While a run is under way the cluster is looked at
+// again every engineUpgradePoll; a failure is a Warning event and a new run after
+// engineUpgradeRetry. The rollout waits for the annotation meanwhile; the other steps go on.
 func (r *MySQLClusterReconciler) reconcileEngineUpgrade(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome) error {
 	if !r.engineUpgrades(c) {
 		return nil
@@ -53,18 +78,104 @@ func (r *MySQLClusterReconciler) reconcileEngineUpgrade(ctx context.Context, c *
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
+	key := client.ObjectKeyFromObject(c)
+	live := map[types.UID]bool{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.DeletionTimestamp != nil || p.Annotations[EngineUpgradedAnnotation] != "" || !podReady(p) {
 			continue
 		}
-		if err := r.upgradeEngine(ctx, c, p); err != nil {
-			r.eventAbout(c, p, corev1.EventTypeWarning, "EngineUpgradeFailed", "Upgrade",
-				"bringing %s's system tables up to its server's version failed; Dolphin tries again, and a rollout waits: %v", p.Name, err)
-			out.after(engineUpgradeRetry, "an engine upgrade failed and is tried again")
+		live[p.UID] = true
+		run := r.upgrades.get(p.UID)
+		switch {
+		case run == nil:
+			r.startEngineUpgrade(ctx, c, p)
+			out.after(engineUpgradePoll, "an engine upgrade runs")
+		case !run.done:
+			out.after(engineUpgradePoll, "an engine upgrade runs")
+		case run.err == nil:
+			// Recorded on the pod; the cache shows it shortly.
+			out.after(engineUpgradePoll, "an engine upgrade's record is on its way")
+		default:
+			if r.upgrades.reportOnce(p.UID) {
+				r.eventAbout(c, p, corev1.EventTypeWarning, "EngineUpgradeFailed", "Upgrade",
+					"bringing %s's system tables up to its server's version failed; Dolphin tries again, and a rollout waits: %v", p.Name, run.err)
+			}
+			if wait := engineUpgradeRetry - time.Since(run.ended); wait > 0 {
+				out.after(wait, "an engine upgrade failed and is tried again")
+			} else {
+				r.startEngineUpgrade(ctx, c, p)
+				out.after(engineUpgradePoll, "an engine upgrade runs")
+			}
 		}
 	}
+	r.upgrades.forget(key, live)
 	return nil
+}
+
+// startEngineUpgrade runs upgradeEngine on pod p beside the reconcile. The run outlives the
+// reconcile's context (its own bound is engineUpgradeTimeout) and keeps its logger.
+func (r *MySQLClusterReconciler) startEngineUpgrade(ctx context.Context, c *dolphinv1.MySQLCluster, p *corev1.Pod) {
+	run := &engineUpgradeRun{cluster: client.ObjectKeyFromObject(c), pod: p.Name}
+	r.upgrades.put(p.UID, run)
+	c, p = c.DeepCopy(), p.DeepCopy()
+	runCtx := context.WithoutCancel(ctx)
+	go func() {
+		err := r.upgradeEngine(runCtx, c, p)
+		r.upgrades.finish(p.UID, run, err)
+	}()
+}
+
+func (u *engineUpgradeRuns) get(uid types.UID) *engineUpgradeRun {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if r := u.runs[uid]; r != nil {
+		cp := *r
+		return &cp
+	}
+	return nil
+}
+
+func (u *engineUpgradeRuns) put(uid types.UID, run *engineUpgradeRun) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.runs == nil {
+		u.runs = map[types.UID]*engineUpgradeRun{}
+	}
+	u.runs[uid] = run
+}
+
+// finish records the end of run, unless a newer run of the same pod replaced it.
+func (u *engineUpgradeRuns) finish(uid types.UID, run *engineUpgradeRun, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.runs[uid] == run {
+		run.done, run.err, run.ended = true, err, time.Now()
+	}
+}
+
+// reportOnce reports whether the failed run of uid has not had its event yet, and marks it.
+func (u *engineUpgradeRuns) reportOnce(uid types.UID) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	r := u.runs[uid]
+	if r == nil || r.reported {
+		return false
+	}
+	r.reported = true
+	return true
+}
+
+// forget drops the finished runs of cluster whose pods no longer wait for one (recorded,
+// deleted, not ready); runs under way end on their own.
+func (u *engineUpgradeRuns) forget(cluster types.NamespacedName, waiting map[types.UID]bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for uid, r := range u.runs {
+		if r.cluster == cluster && r.done && !waiting[uid] {
+			delete(u.runs, uid)
+		}
+	}
 }
 
 // upgradeEngine runs the upgrade on one pod and records it there.
