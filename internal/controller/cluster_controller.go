@@ -146,6 +146,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 				r.Topology.Stop(req.NamespacedName)
 			}
 			metrics.ForgetCluster(req.Namespace, req.Name)
+			r.upgrades.forgetCluster(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("reading MySQLCluster: %w", err)
@@ -342,6 +343,7 @@ func (r *MySQLClusterReconciler) finalize(ctx context.Context, c *dolphinv1.MySQ
 	// are deleted, not after their preStop hold (docs/design/0051).
 	r.releaseAllStops(ctx, c)
 	metrics.ForgetCluster(c.Namespace, c.Name)
+	r.upgrades.forgetCluster(client.ObjectKeyFromObject(c))
 	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(c, Finalizer)
 	if err := r.Client.Patch(ctx, c, patch); err != nil {

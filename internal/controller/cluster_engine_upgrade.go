@@ -45,6 +45,10 @@ func (r *MySQLClusterReconciler) engineUpgrades(c *dolphinv1.MySQLCluster) bool 
 // beside its reconciles.
 const engineUpgradePoll = time.Second
 
+// engineUpgradeRecordWait is how long a successful run's pod may go without its annotation
+// in the cache (the patch on its way, or removed by someone) before the pod is run again.
+const engineUpgradeRecordWait = 30 * time.Second
+
 // engineUpgradeRuns follows the engine upgrades running beside the reconciles, by pod UID: a
 // real upgrade takes ~9 s per instance on a loaded node, and run inside the reconcile it held
 // status, deletion and every other step of its cluster that long (docs/design/0048).
@@ -79,13 +83,14 @@ func (r *MySQLClusterReconciler) reconcileEngineUpgrade(ctx context.Context, c *
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	key := client.ObjectKeyFromObject(c)
-	live := map[types.UID]bool{}
+	waiting, existing := map[types.UID]bool{}, map[types.UID]bool{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		existing[p.UID] = true
 		if p.DeletionTimestamp != nil || p.Annotations[EngineUpgradedAnnotation] != "" || !podReady(p) {
 			continue
 		}
-		live[p.UID] = true
+		waiting[p.UID] = true
 		run := r.upgrades.get(p.UID)
 		switch {
 		case run == nil:
@@ -93,9 +98,14 @@ func (r *MySQLClusterReconciler) reconcileEngineUpgrade(ctx context.Context, c *
 			out.after(engineUpgradePoll, "an engine upgrade runs")
 		case !run.done:
 			out.after(engineUpgradePoll, "an engine upgrade runs")
-		case run.err == nil:
+		case run.err == nil && time.Since(run.ended) < engineUpgradeRecordWait:
 			// Recorded on the pod; the cache shows it shortly.
 			out.after(engineUpgradePoll, "an engine upgrade's record is on its way")
+		case run.err == nil:
+			// The record never showed (removed since?): the tool runs again, a no-op when
+			// the tables are current.
+			r.startEngineUpgrade(ctx, c, p)
+			out.after(engineUpgradePoll, "an engine upgrade runs")
 		default:
 			if r.upgrades.reportOnce(p.UID) {
 				r.eventAbout(c, p, corev1.EventTypeWarning, "EngineUpgradeFailed", "Upgrade",
@@ -109,7 +119,7 @@ func (r *MySQLClusterReconciler) reconcileEngineUpgrade(ctx context.Context, c *
 			}
 		}
 	}
-	r.upgrades.forget(key, live)
+	r.upgrades.forget(key, waiting, existing)
 	return nil
 }
 
@@ -166,13 +176,28 @@ func (u *engineUpgradeRuns) reportOnce(uid types.UID) bool {
 	return true
 }
 
-// forget drops the finished runs of cluster whose pods no longer wait for one (recorded,
-// deleted, not ready); runs under way end on their own.
-func (u *engineUpgradeRuns) forget(cluster types.NamespacedName, waiting map[types.UID]bool) {
+// forget drops the finished runs of cluster whose pods no longer wait for one: a successful
+// run once its pod is recorded (or gone, or not ready), a failed one only once its pod is
+// gone, so that a pod ready again soon after still waits out engineUpgradeRetry. Runs under
+// way end on their own.
+func (u *engineUpgradeRuns) forget(cluster types.NamespacedName, waiting, existing map[types.UID]bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for uid, r := range u.runs {
-		if r.cluster == cluster && r.done && !waiting[uid] {
+		if r.cluster != cluster || !r.done || waiting[uid] || (r.err != nil && existing[uid]) {
+			continue
+		}
+		delete(u.runs, uid)
+	}
+}
+
+// forgetCluster drops every run record of a cluster that is deleted (runs under way end on
+// their own, their record with them).
+func (u *engineUpgradeRuns) forgetCluster(cluster types.NamespacedName) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for uid, r := range u.runs {
+		if r.cluster == cluster {
 			delete(u.runs, uid)
 		}
 	}

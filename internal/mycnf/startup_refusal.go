@@ -2,7 +2,6 @@ package mycnf
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -22,19 +21,11 @@ const StartupRefusalPeriod = 5 * time.Second
 // StartupLoginRefusal is the init_connect a server of a cluster of more than one instance
 // starts with (--init-connect): while its uptime is below StartupRefusalPeriod, an application
 // login fails ("init_connect command failed"; the message is in the server's error log) and
-// the client tries again. Accounts with CONNECTION ADMIN or SUPER — Dolphin's own — are not
-// subject to init_connect. GLOBAL_STATUS is readable by every account.
+// the client tries again. Dolphin's accounts are exempt: the operator's and root by their
+// privileges (init_connect does not run for CONNECTION ADMIN or SUPER), the replication,
+// monitoring and schema accounts by name (names starting with "dolphin" are reserved for
+// Dolphin: the MySQLUser API refuses them). GLOBAL_STATUS is readable by every account.
 var StartupLoginRefusal = fmt.Sprintf("IF (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME') < %d "+
+	"AND CURRENT_USER() NOT LIKE 'dolphin%%' "+
 	"THEN SIGNAL SQLSTATE '08004' SET MESSAGE_TEXT = 'dolphin: this server started a moment ago and its role is not confirmed yet; connect again'; END IF",
 	int(StartupRefusalPeriod.Seconds()))
-
-// ConfiguresInitConnect reports whether settings (spec.mysqlConfig's names) set init_connect,
-// whose value a start-up refusal must not replace.
-func ConfiguresInitConnect(names []string) bool {
-	for _, n := range names {
-		if strings.ReplaceAll(strings.ToLower(n), "-", "_") == "init_connect" {
-			return true
-		}
-	}
-	return false
-}

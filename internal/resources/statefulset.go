@@ -3,9 +3,7 @@ package resources
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"path"
-	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -214,8 +212,10 @@ func ServerCommand(c *dolphinv1.MySQLCluster) []string { return serverCommand(c,
 // never rolls back; MySQL has no such option.
 //
 // From template generation 7 the same servers start refusing application logins until the
-// topology engine confirms their role (mycnf.StartupLoginRefusal), unless the cluster
-// configures init_connect itself.
+// topology engine confirms their role (mycnf.StartupLoginRefusal). A cluster that configures
+// init_connect (spec.mysqlConfig) gets its value back from the engine's run-time settings
+// once the server is observed; the argument does not depend on the spec, so changing that
+// setting still restarts nothing.
 //
 // From template generation 2 the same servers run under crashOnStop (docs/design/0038): their
 // container's stop kills the server instead of shutting it down cleanly, because a clean
@@ -227,7 +227,7 @@ func serverCommand(c *dolphinv1.MySQLCluster, generation int) []string {
 	if rollsBack {
 		cmd = append(cmd, "--init-rpl-role=SLAVE")
 	}
-	if rollsBack && generation >= generationStartupRefusal && !mycnf.ConfiguresInitConnect(slices.Collect(maps.Keys(c.Spec.MySQLConfig))) {
+	if rollsBack && generation >= generationStartupRefusal {
 		cmd = append(cmd, "--init-connect="+mycnf.StartupLoginRefusal)
 	}
 	if c.Spec.TLS.Enabled {

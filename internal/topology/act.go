@@ -181,9 +181,10 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 			return err
 		}
 		e.recordReplication(m.Name, e.cfg.Credentials.Generation)
-		// Its role is confirmed: the start-up refusal, if any, ends (a former primary's own
-		// refusal is set again after the plan, disconnectFormerPrimaryClients).
-		return e.liftStartupRefusal(ctx, in)
+		// A start-up refusal stays: a replica just pointed at its source may be far behind
+		// (a former primary restarted in place, readers still sent there); it ends with the
+		// server's start-up period (liftExpiredStartupRefusals).
+		return nil
 	}
 	return fmt.Errorf("unknown step kind %q", s.Kind)
 }

@@ -210,6 +210,9 @@ type Engine struct {
 	// loginsChecked are the instances whose init_connect this engine checked for a refusal an
 	// earlier engine left (restoreRefusedLogins), by address.
 	loginsChecked map[string]bool
+	// startupChecked are the servers, by address, whose start-up refusal this engine ended
+	// or found absent since their last start (liftExpiredStartupRefusals).
+	startupChecked map[string]bool
 }
 
 // New returns an engine that starts from a persisted state.
@@ -240,7 +243,7 @@ func New(cfg Config, from Persisted) *Engine {
 		}
 	}
 	from.Variables = vars
-	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, loginsChecked: map[string]bool{}, state: from,
+	e := &Engine{cfg: cfg, trigger: make(chan struct{}, 1), conns: map[string]cachedConn{}, accounts: map[string]time.Time{}, applied: map[string]bool{}, uptimes: map[string]time.Duration{}, tlsChecks: map[string]time.Time{}, receivers: map[string]receiverSeen{}, loginsChecked: map[string]bool{}, startupChecked: map[string]bool{}, state: from,
 		seen: map[string]dbsql.GTIDSet{}, unseen: maps.Clone(from.Answering), started: time.Now()}
 	if lp := from.LastPromotion; lp != nil && lp.From != "" && time.Since(lp.At) < formerPrimaryWindow {
 		f := formerPrimary{name: lp.From, since: lp.At}
@@ -468,6 +471,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.reloadCertificates(ctx, members, views)
 	e.disconnectFormerPrimaryClients(ctx, members, views, primaryNow)
 	e.restoreRefusedLogins(ctx, members, views)
+	e.liftExpiredStartupRefusals(ctx, members, views)
 
 	e.mu.Lock()
 	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), Withheld: Withheld(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation,

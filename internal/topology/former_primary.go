@@ -159,7 +159,8 @@ func (e *Engine) disconnectFormer(ctx context.Context, members []Member, views [
 				delete(e.loginsChecked, m.Addr())
 				e.mu.Unlock()
 			case 1:
-				err = e.setInitConnect(kctx, in, "")
+				// Only this refusal ends: a server restarted since keeps its start-up one.
+				err = e.resetInitConnectIf(kctx, in, refusedLogin)
 			}
 			if err == nil {
 				// Dolphin's own connections stay, busy or not: after a rollout restarted the
@@ -259,16 +260,59 @@ type startupRefusalReader interface {
 }
 
 // liftStartupRefusal ends the refusal of application logins a server of a cluster of more
-// than one instance starts with (mycnf.StartupLoginRefusal, template generation 7): its role
-// is confirmed — promoted, or pointed at its source. Any other init_connect (the cluster's, a
-// former primary's refusal) is left alone.
+// than one instance starts with (mycnf.StartupLoginRefusal, template generation 7): the
+// server is promoted, or its start-up period is over. Any other init_connect (the cluster's,
+// a former primary's refusal) is left alone.
 func (e *Engine) liftStartupRefusal(ctx context.Context, in startupRefusalReader) error {
+	return e.resetInitConnectIf(ctx, in, mycnf.StartupLoginRefusal)
+}
+
+// resetInitConnectIf puts the configured init_connect back (setInitConnect "") when the
+// server's is refusal.
+func (e *Engine) resetInitConnectIf(ctx context.Context, in startupRefusalReader, refusal string) error {
 	v, err := in.GlobalVariable(ctx, "init_connect")
 	if err != nil {
 		return fmt.Errorf("reading init_connect: %w", err)
 	}
-	if v != mycnf.StartupLoginRefusal {
+	if v != refusal {
 		return nil
 	}
 	return e.setInitConnect(ctx, in, "")
+}
+
+// liftExpiredStartupRefusals takes the start-up refusal off every answering server whose
+// start-up period is over, once per server start: it refuses nobody any more (its condition
+// is the uptime), but every application login would still run its query. Checked again
+// after a restart (observeOne).
+func (e *Engine) liftExpiredStartupRefusals(ctx context.Context, members []Member, views []InstanceView) {
+	for _, v := range views {
+		if !v.Reachable() || v.Status == nil || v.Status.Uptime < mycnf.StartupRefusalPeriod {
+			continue
+		}
+		for _, m := range members {
+			if m.Name != v.Name {
+				continue
+			}
+			e.mu.Lock()
+			checked := e.startupChecked[m.Addr()]
+			e.mu.Unlock()
+			if checked {
+				continue
+			}
+			in, err := e.conn(m)
+			if err != nil {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, max(e.cfg.ObserveTimeout, time.Second))
+			err = e.liftStartupRefusal(cctx, in)
+			cancel()
+			if err != nil {
+				e.cfg.Log.Info("could not end a start-up refusal of application logins; trying again", "instance", m.Name, "error", err.Error())
+				continue
+			}
+			e.mu.Lock()
+			e.startupChecked[m.Addr()] = true
+			e.mu.Unlock()
+		}
+	}
 }

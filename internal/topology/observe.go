@@ -147,6 +147,9 @@ func (e *Engine) observeOne(ctx context.Context, m Member) InstanceView {
 			delete(e.accounts, m.Addr())
 			delete(e.applied, m.Addr())
 		}
+		if restarted {
+			delete(e.startupChecked, m.Addr()) // a new start: a new start-up refusal
+		}
 		v.NeedsVariables = len(e.state.Variables) > 0 && !e.applied[m.Addr()]
 		e.uptimes[m.Addr()] = uptime
 		e.mu.Unlock()

@@ -14,23 +14,27 @@ import (
 // A server of a cluster of more than one instance starts refusing application logins
 // (template generation 7, mycnf.StartupLoginRefusal): the primary killed and restarted in place
 // refuses them until the engine promotes it again, which ends the refusal at once; a replica
-// that restarts and replicates on its own refuses them until StartupRefusalPeriod of uptime.
-// Dolphin's own account is never refused.
+// that restarts refuses them until StartupRefusalPeriod of uptime, after which the engine
+// takes the setting off. Dolphin's accounts are never refused: the operator's (privileges)
+// and any named dolphin… (the replication, monitoring and schema accounts), even without a
+// privilege.
 func TestServerStartupRefusalEndsWithTheConfirmedRole(t *testing.T) {
 	h := newHarness(t, 2)
 	h.converge("two instances healthy", healthyWith("db-0"))
 	h.createAppAccount()
+	mustExec(t, h.sqlDB(0), "CREATE USER 'dolphin-probe'@'%' IDENTIFIED BY 'probe-pw'")
 	startArgs := []string{"--init-rpl-role=SLAVE", "--init-connect=" + mycnf.StartupLoginRefusal}
 
-	appLogin := func(i int) error {
+	login := func(i int, user, password string) error {
 		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s",
-			appAccount.User, appAccount.Password, h.db.Instances[i].Addr()))
+			user, password, h.db.Instances[i].Addr()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
 		return db.PingContext(context.Background())
 	}
+	appLogin := func(i int) error { return login(i, appAccount.User, appAccount.Password) }
 	uptime := func(i int) time.Duration {
 		s := h.globalString(i, "SHOW GLOBAL STATUS LIKE 'Uptime'")
 		n, err := strconv.Atoi(s)
@@ -58,6 +62,9 @@ func TestServerStartupRefusalEndsWithTheConfirmedRole(t *testing.T) {
 	h.db.Instances[0].Kill(t)
 	h.db.Instances[0].Start(t, startArgs...)
 	refusedWhileStarting(0, "restarted primary")
+	if err := login(0, "dolphin-probe", "probe-pw"); err != nil {
+		t.Errorf("an account named dolphin… was refused by the start-up refusal: %v", err)
+	}
 	h.converge("db-0 the primary again", healthyWith("db-0"))
 	if up := uptime(0); up >= mycnf.StartupRefusalPeriod {
 		t.Logf("db-0 promoted again only at uptime %s: the refusal may have ended by itself", up)
@@ -80,6 +87,14 @@ func TestServerStartupRefusalEndsWithTheConfirmedRole(t *testing.T) {
 	}
 	if err := appLogin(1); err != nil {
 		t.Errorf("the restarted replica still refuses application logins at uptime %s: %v", uptime(1), err)
+	}
+	// Past the period the engine takes the setting off (no query at every login any more).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) &&
+		h.globalString(1, "SHOW GLOBAL VARIABLES LIKE 'init_connect'") != ""; time.Sleep(200 * time.Millisecond) {
+		h.e.Cycle(context.Background()) //nolint:errcheck // converging; judged below
+	}
+	if v := h.globalString(1, "SHOW GLOBAL VARIABLES LIKE 'init_connect'"); v != "" {
+		t.Errorf("init_connect of the replica past its start-up period %q, want the default (empty)", v)
 	}
 	// Dolphin's own account was never refused: the engine observed and acted throughout.
 	h.converge("healthy", healthyWith("db-0"))
