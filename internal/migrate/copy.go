@@ -39,11 +39,7 @@ func (e Endpoint) clientOptions() []mycnf.ClientOption {
 		add("socket", e.Socket)
 	} else {
 		add("host", e.Host)
-		port := e.Port
-		if port == 0 {
-			port = 3306
-		}
-		add("port", strconv.Itoa(port))
+		add("port", strconv.Itoa(e.port()))
 		add("protocol", "TCP")
 	}
 	add("user", e.User)
