@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,23 @@ const (
 	SeedModeBackup = "backup"
 	// SeedModeClone clones a healthy peer through its agent (POST /v1/clone).
 	SeedModeClone = "clone"
+	// SeedModeExternal copies a server outside the cluster through a migration account: a
+	// consistent logical copy at one GTID position (a new cluster's first instance).
+	SeedModeExternal = "external"
 )
+
+// SeedExternal is the server outside the cluster an external seed copies.
+type SeedExternal struct {
+	// Host and Port (default 3306) of the source server.
+	Host string `json:"host"`
+	Port int    `json:"port,omitempty"`
+	// User and Password of the migration account.
+	User     string `json:"user"`
+	Password string `json:"password"`
+	// CACertPEM, when set, makes the connections use TLS verified against it (the host's
+	// name included).
+	CACertPEM []byte `json:"caCertPEM,omitempty"`
+}
 
 // SeedClone is the peer a clone is taken from.
 type SeedClone struct {
@@ -32,13 +49,15 @@ type SeedClone struct {
 
 // SeedRequest is the body of POST /v1/seed: the operator's instruction.
 type SeedRequest struct {
-	// Mode is SeedModeEmpty, SeedModeBackup or SeedModeClone.
+	// Mode is SeedModeEmpty, SeedModeBackup, SeedModeClone or SeedModeExternal.
 	Mode string `json:"mode"`
 	// Clone is the peer to clone (mode clone).
 	Clone *SeedClone `json:"clone,omitempty"`
 	// SourceDB is the account the peer's agent backs its server up with (mode clone): user
 	// and password, the peer's agent knowing its server's socket.
 	SourceDB DBConn `json:"sourceDB,omitzero"`
+	// External is the server to copy (mode external).
+	External *SeedExternal `json:"external,omitempty"`
 }
 
 // String describes the request without its password.
@@ -46,6 +65,9 @@ func (r SeedRequest) String() string {
 	s := "seed " + r.Mode
 	if r.Clone != nil {
 		s += fmt.Sprintf(" from %s (server name %q) as %s", r.Clone.URL, r.Clone.ServerName, r.SourceDB.User)
+	}
+	if e := r.External; e != nil {
+		s += fmt.Sprintf(" from %s port %d as %s (TLS %v)", e.Host, cmp.Or(e.Port, 3306), e.User, len(e.CACertPEM) > 0)
 	}
 	return s
 }
@@ -59,10 +81,15 @@ func (r SeedRequest) check() error {
 	case SeedModeEmpty, SeedModeBackup:
 		return nil
 	case SeedModeClone:
+	case SeedModeExternal:
+		if e := r.External; e == nil || e.Host == "" || e.User == "" {
+			return errors.New("mode external needs external.host and external.user, the server to copy and its migration account")
+		}
+		return nil
 	case "":
-		return errors.New(`the mode is required: "empty", "backup" or "clone"`)
+		return errors.New(`the mode is required: "empty", "backup", "clone" or "external"`)
 	default:
-		return fmt.Errorf(`unknown mode %q: want "empty", "backup" or "clone"`, r.Mode)
+		return fmt.Errorf(`unknown mode %q: want "empty", "backup", "clone" or "external"`, r.Mode)
 	}
 	if r.Clone == nil || r.Clone.URL == "" {
 		return errors.New("mode clone needs clone.url, the peer's agent")

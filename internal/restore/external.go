@@ -28,7 +28,7 @@ type ExternalOptions struct {
 	// DataDir, DefaultsFile, ServerBinary, Flavor, OperatorUser, OperatorPassword,
 	// RootPassword, TmpDir, StartTimeout, StopTimeout, Progress (the bytes of the dump
 	// streamed) and Log are as in Options.
-	DataDir, DefaultsFile, ServerBinary, Flavor string
+	DataDir, DefaultsFile, ServerBinary, Flavor  string
 	OperatorUser, OperatorPassword, RootPassword string
 	TmpDir                                       string
 	StartTimeout, StopTimeout                    time.Duration

@@ -22,6 +22,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/migrate"
 	"github.com/dolphin-operator/dolphin/internal/restore"
 	"github.com/dolphin-operator/dolphin/internal/termination"
 )
@@ -219,6 +220,15 @@ func (o Options) seed(ctx context.Context, req agent.SeedRequest, progress func(
 		opts.Log, opts.Progress = logf, progress
 		_, err = restore.FromPeer(ctx, opts)
 		return o.passwordHint(err, opts.OperatorPassword, opts.RootPassword)
+	case agent.SeedModeExternal:
+		opts, cleanup, err := o.externalOptions(req)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		opts.Log, opts.Progress = logf, progress
+		_, err = restore.FromExternal(ctx, opts)
+		return o.passwordHint(err, opts.OperatorPassword, opts.RootPassword)
 	}
 	return fmt.Errorf("unknown mode %q", req.Mode)
 }
@@ -237,6 +247,32 @@ func (o Options) peerOptions(req agent.SeedRequest) (restore.PeerOptions, error)
 	p.URL, p.ServerName, p.Token, p.CACertPEM = req.Clone.URL, req.Clone.ServerName, strings.TrimSpace(string(token)), ca
 	p.SourceDB = req.SourceDB
 	return p, nil
+}
+
+// externalOptions maps an external instruction and the flags to restore.ExternalOptions; the
+// source's CA, when given, goes to a file in the temporary directory that cleanup removes.
+func (o Options) externalOptions(req agent.SeedRequest) (restore.ExternalOptions, func(), error) {
+	e, p := req.External, o.Peer
+	opts := restore.ExternalOptions{
+		Source:  migrate.Endpoint{Host: e.Host, Port: e.Port, User: e.User, Password: e.Password},
+		DataDir: p.DataDir, DefaultsFile: p.DefaultsFile, ServerBinary: p.ServerBinary, Flavor: p.Flavor,
+		OperatorUser: p.OperatorUser, OperatorPassword: p.OperatorPassword, RootPassword: p.RootPassword,
+		TmpDir: p.TmpDir, StartTimeout: p.StartTimeout, StopTimeout: p.StopTimeout,
+	}
+	if len(e.CACertPEM) == 0 {
+		return opts, func() {}, nil
+	}
+	f, err := os.CreateTemp(p.TmpDir, "external-ca-*.crt")
+	if err != nil {
+		return opts, nil, fmt.Errorf("writing the source's CA: %w", err)
+	}
+	_, werr := f.Write(e.CACertPEM)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return opts, nil, fmt.Errorf("writing the source's CA: %w", err)
+	}
+	opts.Source.CAFile = f.Name()
+	return opts, func() { os.Remove(f.Name()) }, nil
 }
 
 // install runs the install script with this process's environment, its output to w, and
