@@ -244,11 +244,14 @@ type BackupStatus struct {
 // failed, with the reason and what to change.
 const ConditionLastBackupSucceeded = "LastBackupSucceeded"
 
-// BootstrapSpec creates a cluster's data from a backup instead of empty servers. Every
-// instance is restored from the backup (its checksums verified before use), continues from
-// the backup's GTID position, and then replicates from the instance chosen as primary.
-// +kubebuilder:validation:XValidation:rule="(has(self.backup) ? 1 : 0) + (has(self.from) ? 1 : 0) + ((has(self.pointInTime) && has(self.pointInTime.cluster)) ? 1 : 0) == 1",message="bootstrap: set exactly one of backup (a MySQLBackup of this namespace, by name), from (a backup store and the backup's path in it) or pointInTime.cluster (the archived cluster whose newest backup before the target Dolphin restores)"
+// BootstrapSpec creates a cluster's data from a backup, or from a MariaDB server outside the
+// cluster, instead of empty servers. From a backup, every instance is restored from it (its
+// checksums verified before use), continues from the backup's GTID position, and then
+// replicates from the instance chosen as primary. From an external server, the first
+// instance takes a consistent logical copy of it and the others are cloned from that one.
+// +kubebuilder:validation:XValidation:rule="(has(self.backup) ? 1 : 0) + (has(self.from) ? 1 : 0) + ((has(self.pointInTime) && has(self.pointInTime.cluster)) ? 1 : 0) + (has(self.external) ? 1 : 0) == 1",message="bootstrap: set exactly one of backup (a MySQLBackup of this namespace, by name), from (a backup store and the backup's path in it), pointInTime.cluster (the archived cluster whose newest backup before the target Dolphin restores) or external (a MariaDB server outside the cluster to copy)"
 // +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || !has(self.from)",message="bootstrap.pointInTime needs bootstrap.backup or pointInTime.cluster: the binlog archive of the backup's cluster is replayed after it"
+// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || !has(self.external)",message="bootstrap.pointInTime replays a Dolphin binlog archive after a backup: it does not go with bootstrap.external"
 type BootstrapSpec struct {
 	// Backup restores a MySQLBackup of this namespace, by name. It must have Succeeded.
 	// +optional
@@ -263,7 +266,53 @@ type BootstrapSpec struct {
 	// target outside the archive is refused with the archived window in the message.
 	// +optional
 	PointInTime *PointInTimeTarget `json:"pointInTime,omitempty"`
+	// External copies a running MariaDB server outside the cluster (a VM, another operator,
+	// a managed service): Dolphin first checks the server through the account given (binary
+	// log, GTIDs, server_id, privileges, tables; the ExternalSourceReady condition says what to
+	// change on the server, and nothing is created until every blocking check passes), then
+	// the first instance takes a consistent logical copy of every user schema and account at
+	// one GTID position (mariadb-dump --single-transaction | mariadb, streamed, nothing
+	// staged), the others are cloned from it. Nothing is written on the server. Writes made
+	// on the server after the copy's snapshot are not in the cluster: stop them first, or
+	// use it as a copy (docs/migrate.md).
+	// +optional
+	External *ExternalSource `json:"external,omitempty"`
 }
+
+// ExternalSource is a MariaDB server outside the cluster and the account Dolphin reads it with.
+type ExternalSource struct {
+	// Host is the server's DNS name or IP address, reachable from the operator and from the
+	// cluster's pods.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Host string `json:"host"`
+	// Port is the server's port.
+	// +kubebuilder:default=3306
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+	// AccountSecretName names a Secret of this namespace with the keys `username` and
+	// `password` of the account Dolphin reads the server with. It needs SELECT, SHOW VIEW,
+	// TRIGGER, EVENT, REPLICATION SLAVE and BINLOG MONITOR ON *.* (docs/migrate.md).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	AccountSecretName string `json:"accountSecretName"`
+	// CASecretName, when set, names a Secret of this namespace whose `ca.crt` verifies the
+	// server's certificate: Dolphin then connects over TLS, and the certificate must carry
+	// the host's name. Unset: no TLS.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CASecretName string `json:"caSecretName,omitempty"`
+}
+
+// ConditionExternalSourceReady is a MySQLCluster condition of a cluster bootstrapped from an
+// external server: False while a blocking check of the server fails (the message lists what
+// to change on the server; Dolphin checks again every 30 s), True once none does (warnings
+// stay in the message).
+const ConditionExternalSourceReady = "ExternalSourceReady"
 
 // PointInTimeTarget is where a point-in-time restore stops. Set exactly one field.
 // +kubebuilder:validation:XValidation:rule="(has(self.time) ? 1 : 0) + (has(self.gtid) ? 1 : 0) + ((has(self.latest) && self.latest) ? 1 : 0) == 1",message="pointInTime: set exactly one of time (RFC 3339, e.g. 2026-12-01T14:03:27Z), gtid (e.g. 0-1-4711) or latest: true"

@@ -22,6 +22,9 @@ import (
 // for a backup that cannot be restored. Once resolved, the location never changes, even if
 // the MySQLBackup named is deleted later.
 func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolphinv1.MySQLCluster) error {
+	if externalBootstrap(c) != nil {
+		return r.reconcileExternalSource(ctx, c)
+	}
 	if c.Spec.Bootstrap == nil || c.Status.RestoredFrom != nil {
 		return nil
 	}

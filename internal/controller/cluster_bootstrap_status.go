@@ -51,7 +51,11 @@ func (r *MySQLClusterReconciler) reconcileRestoreOutcome(ctx context.Context, c 
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	if pod, msg := restoreFailure(pods.Items); pod != "" {
+	if pod, msg := restoreFailure(pods.Items); pod != "" && externalBootstrap(c) != nil {
+		return &userError{Reason: "ExternalCopyFailed", Message: fmt.Sprintf(
+			"copying the external server on %s failed: %s; no server was started on that instance, and it tries again. Fix the server "+
+				"or the account of spec.bootstrap.external if the message says so, or delete this cluster", pod, msg)}
+	} else if pod != "" {
 		return &userError{Reason: "RestoreFailed", Message: fmt.Sprintf(
 			"restoring the backup on %s failed: %s; no server was started on that instance. Fix the store or its Secret "+
 				"if the message says so (the instance retries), or delete this cluster and create it again from another backup", pod, msg)}

@@ -88,6 +88,9 @@ type MySQLClusterReconciler struct {
 	// upgrades follows the engine upgrades running beside the reconciles
 	// (cluster_engine_upgrade.go).
 	upgrades engineUpgradeRuns
+	// externalChecks hands the checks of spec.bootstrap.external to the status
+	// (cluster_external_source.go).
+	externalChecks externalChecks
 }
 
 // TopologyRunner is the per-cluster topology engine as the reconciler sees it.
@@ -308,7 +311,10 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 	}
 	o.Backups, o.BackupConfigured = backups, c.Spec.Backup != nil
 	o.BackupOverdue = backupOverdue(c, backups, time.Now())
-	o.Bootstrap = c.Spec.Bootstrap != nil
+	o.Bootstrap = c.Spec.Bootstrap != nil && c.Spec.Bootstrap.External == nil
+	if check, ok := r.externalChecks.take(client.ObjectKeyFromObject(c)); ok {
+		o.ExternalCheck = &check
+	}
 	o.Archiving = archiving(c) != nil
 	o.ArchiveResult, o.ArchiveObserved = r.archives.result(client.ObjectKeyFromObject(c))
 	o.RecloneWait = r.reclones.waiting(c.Namespace + "/" + c.Name)

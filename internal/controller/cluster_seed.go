@@ -66,6 +66,12 @@ func (r *MySQLClusterReconciler) reconcileSeeds(ctx context.Context, c *dolphinv
 		}
 		req := agent.SeedRequest{Mode: plan.Mode}
 		source := ""
+		if plan.Mode == SeedExternal {
+			if req, err = r.externalSeedRequest(ctx, c); err != nil {
+				return err
+			}
+			source = " from " + req.External.Host
+		}
 		if plan.Mode == SeedClone {
 			password, err := r.operatorPasswordFor(ctx, c)
 			if err != nil {

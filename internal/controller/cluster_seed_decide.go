@@ -18,6 +18,9 @@ const (
 	// SeedClone copies a healthy peer's data directory, streamed from its agent (an instance
 	// added to, or replaced in, a cluster that holds data).
 	SeedClone = "clone"
+	// SeedExternal copies the server of spec.bootstrap.external (a new cluster's first
+	// instance; the others are cloned from it).
+	SeedExternal = "external"
 )
 
 // seedPlan is what the operator tells an instance's seed container.
@@ -41,6 +44,9 @@ func decideSeed(c *dolphinv1.MySQLCluster, pods []corev1.Pod, pod *corev1.Pod) (
 		if c.Spec.Bootstrap == nil {
 			return seedPlan{Mode: SeedEmpty}, ""
 		}
+		if externalBootstrap(c) != nil {
+			return decideExternalSeed(c, pods, pod)
+		}
 		if c.Status.RestoredFrom == nil {
 			return seedPlan{}, "the backup of spec.bootstrap is not resolved yet"
 		}
@@ -57,6 +63,27 @@ func decideSeed(c *dolphinv1.MySQLCluster, pods []corev1.Pod, pod *corev1.Pod) (
 		return seedPlan{}, fmt.Sprintf("no peer to clone %s from: %v", pod.Name, err)
 	}
 	return seedPlan{Mode: SeedClone, Source: src.Pod}, ""
+}
+
+// decideExternalSeed seeds a new cluster of spec.bootstrap.external: its first instance
+// copies the external server once the checks passed, the others are cloned from the first
+// once it serves (a copy each would load the source thrice and land at three positions).
+func decideExternalSeed(c *dolphinv1.MySQLCluster, pods []corev1.Pod, pod *corev1.Pod) (seedPlan, string) {
+	if !externalSourceReady(c) {
+		return seedPlan{}, "the external server's checks have not passed (condition " + dolphinv1.ConditionExternalSourceReady + ")"
+	}
+	first := resources.PodName(c, 0)
+	if pod.Name == first {
+		return seedPlan{Mode: SeedExternal}, ""
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Name == first && p.DeletionTimestamp == nil && p.Status.PodIP != "" &&
+			containerReady(p, resources.ContainerMySQLD) && containerReady(p, resources.ContainerAgent) {
+			return seedPlan{Mode: SeedClone, Source: p}, ""
+		}
+	}
+	return seedPlan{}, first + " copies the external server first; " + pod.Name + " is cloned from it then"
 }
 
 // seedWaiting is true when pod's seed init container runs: it waits for an instruction, or

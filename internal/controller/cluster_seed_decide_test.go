@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
@@ -28,6 +29,15 @@ func TestDecideSeed(t *testing.T) {
 		}
 		return c
 	}
+	external := func(checked bool) *dolphinv1.MySQLCluster {
+		c := fresh()
+		c.Name = "db"
+		c.Spec.Bootstrap = &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{Host: "old", AccountSecretName: "s"}}
+		if checked {
+			c.Status.Conditions = []metav1.Condition{{Type: dolphinv1.ConditionExternalSourceReady, Status: metav1.ConditionTrue}}
+		}
+		return c
+	}
 	mysql := withData(fresh())
 	mysql.Spec.Engine.Flavor = dolphinv1.FlavorMySQL
 	pods := []corev1.Pod{sourcePod("db-0", true, true), sourcePod("db-1", true, true), sourcePod("db-3", false, false)}
@@ -47,6 +57,10 @@ func TestDecideSeed(t *testing.T) {
 		{"only the primary can serve", withData(fresh()), []corev1.Pod{sourcePod("db-0", true, true), sourcePod("db-1", true, false), pods[2]}, SeedClone, "db-0", ""},
 		{"nobody can serve", withData(fresh()), []corev1.Pod{sourcePod("db-0", false, true), pods[2]}, "", "", "no peer to clone db-3 from"},
 		{"mysql starts empty", mysql, pods, SeedEmpty, "", ""},
+		{"external, not checked", external(false), pods, "", "", "checks have not passed"},
+		{"external: the others clone the first", external(true), pods, SeedClone, "db-0", ""},
+		{"external: the first does not serve yet", external(true), []corev1.Pod{sourcePod("db-0", false, true), pods[2]}, "", "", "db-0 copies the external server first"},
+		{"external: with data, a normal clone", withData(external(true)), pods, SeedClone, "db-1", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan, wait := decideSeed(tc.c, tc.pods, newPod)
@@ -66,5 +80,21 @@ func TestDecideSeed(t *testing.T) {
 				t.Fatal("an instance is never cloned from itself")
 			}
 		})
+	}
+}
+
+// TestDecideExternalSeedFirstInstance: the first instance of a cluster bootstrapped from an
+// external server copies it, once its checks passed.
+func TestDecideExternalSeedFirstInstance(t *testing.T) {
+	c := &dolphinv1.MySQLCluster{}
+	c.Name = "db"
+	c.Spec.Bootstrap = &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{Host: "old", AccountSecretName: "s"}}
+	first := sourcePod("db-0", false, false)
+	if _, wait := decideSeed(c, []corev1.Pod{first}, &first); !strings.Contains(wait, "checks have not passed") {
+		t.Errorf("unchecked: wait %q", wait)
+	}
+	c.Status.Conditions = []metav1.Condition{{Type: dolphinv1.ConditionExternalSourceReady, Status: metav1.ConditionTrue}}
+	if plan, wait := decideSeed(c, []corev1.Pod{first}, &first); wait != "" || plan.Mode != SeedExternal {
+		t.Errorf("checked: plan %+v wait %q, want %s", plan, wait, SeedExternal)
 	}
 }

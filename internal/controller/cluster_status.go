@@ -55,8 +55,11 @@ type observation struct {
 	BackupConfigured bool
 	// BackupOverdue says why the scheduled slot that is due has no backup (backupOverdue), or "".
 	BackupOverdue string
-	// Bootstrap is true when spec.bootstrap is set.
+	// Bootstrap is true when spec.bootstrap names a backup to restore.
 	Bootstrap bool
+	// ExternalCheck is the outcome of the checks of spec.bootstrap.external this reconcile
+	// ran (nil when none ran: the condition stays as it was).
+	ExternalCheck *externalCheck
 	// Archiving is true when continuous archiving is on; ArchiveResult is the archive step's
 	// last result, when ArchiveObserved (cluster_binlog_archive.go).
 	Archiving       bool
@@ -100,6 +103,9 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		w.set(c.Type, c.Status == metav1.ConditionTrue, c.Reason, c.Message)
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, ConditionCertificateExpiring)
+	}
+	if e := o.ExternalCheck; e != nil {
+		w.set(dolphinv1.ConditionExternalSourceReady, e.ready, e.reason, e.message)
 	}
 	if rc := restoredCondition(o); rc != nil {
 		w.set(rc.Type, rc.Status == metav1.ConditionTrue, rc.Reason, rc.Message)

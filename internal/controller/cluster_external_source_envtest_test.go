@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+)
+
+// TestEnvtestServerExternalSourceCheckedBeforeAnything: a cluster bootstrapped from an external
+// server (a real mariadbd) creates nothing until the server passes the checks. A missing
+// account Secret, then a server whose binary log is not ROW and whose account lacks a
+// privilege, each fail the cluster with a message that says what to change, and the
+// ExternalSourceReady condition says the same; fixed on the server, the checks pass, the
+// condition is True with the server's GTID position, and the StatefulSet is created.
+func TestEnvtestServerExternalSourceCheckedBeforeAnything(t *testing.T) {
+	needEnvtest(t)
+	src := dbtest.Start(t, dbtest.Options{Instances: 1}).Instances[0]
+	db, err := sql.Open("mysql", "root@unix("+src.SocketPath()+")/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exec := func(qs ...string) {
+		t.Helper()
+		for _, q := range qs {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	exec("SET GLOBAL read_only = OFF", "SET GLOBAL binlog_format = 'MIXED'", "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)",
+		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'mig-pw'",
+		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE ON *.* TO 'migrate'@'%'")
+
+	ctx := context.Background()
+	c := directClient(t, nil)
+	ns := newNamespace(t)
+	r := &MySQLClusterReconciler{Client: c, Scheme: envScheme}
+	reconcile := func(key types.NamespacedName) {
+		t.Helper()
+		if _, err := r.Reconcile(ctrl.LoggerInto(ctx, ctrl.Log), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sourceCond := func(key types.NamespacedName) *metav1.Condition {
+		return meta.FindStatusCondition(getCluster(t, c, key).Status.Conditions, dolphinv1.ConditionExternalSourceReady)
+	}
+	key := createCluster(t, c, ns, "moved", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{
+		External: &dolphinv1.ExternalSource{Host: src.Host, Port: int32(src.Port), AccountSecretName: "old-db"}}})
+
+	reconcile(key)
+	wantFailed(t, getCluster(t, c, key), "ExternalSourceSecretMissing", "Secret old-db, which does not exist")
+	wantNoStatefulSet(t, c, ns)
+
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "old-db", Namespace: ns},
+		Data: map[string][]byte{"username": []byte("migrate"), "password": []byte("mig-pw")}})
+	reconcile(key)
+	cl := getCluster(t, c, key)
+	wantFailed(t, cl, "ExternalSourceNotReady", "binlog_format")
+	for _, want := range []string{"binlog_format", "BINLOG MONITOR"} {
+		if cond := sourceCond(key); cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, want) {
+			t.Fatalf("ExternalSourceReady %+v, want False naming %s", cond, want)
+		}
+	}
+	wantNoStatefulSet(t, c, ns)
+
+	// Fixed on the server (no spec change): the next check passes.
+	exec("SET GLOBAL binlog_format = 'ROW'", "GRANT BINLOG MONITOR ON *.* TO 'migrate'@'%'")
+	reconcile(key)
+	cond := sourceCond(key)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != "Checked" || !strings.Contains(cond.Message, "GTID position") {
+		t.Fatalf("ExternalSourceReady %+v, want True with the server's position", cond)
+	}
+	var sts appsv1.StatefulSet
+	if err := c.Get(ctx, key, &sts); err != nil {
+		t.Fatalf("no StatefulSet after the checks passed: %v", err)
+	}
+	if cl := getCluster(t, c, key); meta.FindStatusCondition(cl.Status.Conditions, dolphinv1.ConditionRestored) != nil {
+		t.Errorf("a cluster copied from an external server has a Restored condition (for backups)")
+	}
+	// Passed once, not run again: a server that changes later does not stop the cluster.
+	exec("SET GLOBAL binlog_format = 'MIXED'")
+	reconcile(key)
+	if cond := sourceCond(key); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("ExternalSourceReady after a later reconcile: %+v", cond)
+	}
+}
+
