@@ -96,4 +96,3 @@ func TestEnvtestServerExternalSourceCheckedBeforeAnything(t *testing.T) {
 		t.Errorf("ExternalSourceReady after a later reconcile: %+v", cond)
 	}
 }
-
