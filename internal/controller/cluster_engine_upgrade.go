@@ -42,8 +42,9 @@ func (r *MySQLClusterReconciler) engineUpgrades(c *dolphinv1.MySQLCluster) bool 
 }
 
 // engineUpgradePoll is how often a cluster is looked at again while an engine upgrade runs
-// beside its reconciles.
-const engineUpgradePoll = time.Second
+// beside its reconciles. A run that ends well wakes it sooner: its annotation is a pod update,
+// which the controller watches; the poll finds a failed one.
+const engineUpgradePoll = 5 * time.Second
 
 // engineUpgradeRecordWait is how long a successful run's pod may go without its annotation
 // in the cache (the patch on its way, or removed by someone) before the pod is run again.
