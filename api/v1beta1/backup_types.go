@@ -270,11 +270,12 @@ type BootstrapSpec struct {
 	// a managed service): Dolphin first checks the server through the account given (binary
 	// log, GTIDs, server_id, privileges, tables; the ExternalSourceReady condition says what to
 	// change on the server, and nothing is created until every blocking check passes), then
-	// the first instance takes a consistent logical copy of every user schema and account at
-	// one GTID position (mariadb-dump --single-transaction | mariadb, streamed, nothing
-	// staged), the others are cloned from it. Nothing is written on the server. Writes made
-	// on the server after the copy's snapshot are not in the cluster: stop them first, or
-	// use it as a copy (docs/migrate.md).
+	// the first instance takes a consistent logical copy of every user schema at one GTID
+	// position (mariadb-dump --single-transaction | mariadb, streamed, nothing staged) and the
+	// server's accounts as they are when it ends, and the others are cloned from it. Nothing
+	// is written on the server; a copy that fails is tried 3 times. Writes made on the server
+	// after the copy's snapshot are not in the cluster: stop them first, or use it as a copy
+	// (docs/migrate.md).
 	// +optional
 	External *ExternalSource `json:"external,omitempty"`
 }

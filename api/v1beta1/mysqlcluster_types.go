@@ -47,6 +47,7 @@ type MySQLClusterList struct {
 }
 
 // MySQLClusterSpec is the desired state of a MySQLCluster.
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.external) || !has(self.engine) || !has(self.engine.flavor) || self.engine.flavor == 'mariadb'",message="bootstrap.external copies a MariaDB server into a MariaDB cluster: set engine.flavor to mariadb"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap can only be set when the cluster is created: to restore a backup, create a new MySQLCluster"
 // +kubebuilder:validation:XValidation:rule="[has(self.podTemplate) && has(self.podTemplate.securityContext) && has(self.podTemplate.securityContext.runAsUser) ? self.podTemplate.securityContext.runAsUser : 999, has(self.podTemplate) && has(self.podTemplate.securityContext) && has(self.podTemplate.securityContext.runAsGroup) ? self.podTemplate.securityContext.runAsGroup : 999, has(self.podTemplate) && has(self.podTemplate.securityContext) && has(self.podTemplate.securityContext.fsGroup) ? self.podTemplate.securityContext.fsGroup : 999] == [has(oldSelf.podTemplate) && has(oldSelf.podTemplate.securityContext) && has(oldSelf.podTemplate.securityContext.runAsUser) ? oldSelf.podTemplate.securityContext.runAsUser : 999, has(oldSelf.podTemplate) && has(oldSelf.podTemplate.securityContext) && has(oldSelf.podTemplate.securityContext.runAsGroup) ? oldSelf.podTemplate.securityContext.runAsGroup : 999, has(oldSelf.podTemplate) && has(oldSelf.podTemplate.securityContext) && has(oldSelf.podTemplate.securityContext.fsGroup) ? oldSelf.podTemplate.securityContext.fsGroup : 999]",message="podTemplate.securityContext runAsUser, runAsGroup and fsGroup cannot change after the cluster is created: the data files belong to the user and group that wrote them. Keep them, or restore a backup into a new MySQLCluster with the new ones"
 type MySQLClusterSpec struct {
@@ -139,9 +140,9 @@ type MySQLClusterSpec struct {
 	// +optional
 	Backup *BackupSpec `json:"backup,omitempty"`
 
-	// Bootstrap creates the cluster's data from a backup instead of empty servers. It cannot
-	// be changed after creation.
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.bootstrap is immutable: to restore another backup, create a new MySQLCluster"
+	// Bootstrap creates the cluster's data from a backup, or from a MariaDB server outside
+	// the cluster, instead of empty servers. It cannot be changed after creation.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.bootstrap is immutable: to restore another backup or copy another server, create a new MySQLCluster"
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 }

@@ -25,6 +25,9 @@ func restoreFailure(pods []corev1.Pod) (pod, message string) {
 			if s.Name != resources.ContainerSeed {
 				continue
 			}
+			if t := s.State.Terminated; t != nil && t.ExitCode == 0 {
+				continue // it failed before, and then succeeded
+			}
 			for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
 				if t != nil && t.ExitCode != 0 {
 					msg := strings.TrimSpace(t.Message)
@@ -51,11 +54,10 @@ func (r *MySQLClusterReconciler) reconcileRestoreOutcome(ctx context.Context, c 
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	if pod, msg := restoreFailure(pods.Items); pod != "" && externalBootstrap(c) != nil {
-		return &userError{Reason: "ExternalCopyFailed", Message: fmt.Sprintf(
-			"copying the external server on %s failed: %s; no server was started on that instance, and it tries again. Fix the server "+
-				"or the account of spec.bootstrap.external if the message says so, or delete this cluster", pod, msg)}
-	} else if pod != "" {
+	if externalBootstrap(c) != nil {
+		return externalCopyOutcome(c, pods.Items)
+	}
+	if pod, msg := restoreFailure(pods.Items); pod != "" {
 		return &userError{Reason: "RestoreFailed", Message: fmt.Sprintf(
 			"restoring the backup on %s failed: %s; no server was started on that instance. Fix the store or its Secret "+
 				"if the message says so (the instance retries), or delete this cluster and create it again from another backup", pod, msg)}
@@ -97,4 +99,47 @@ func restoredCondition(o observation) *metav1.Condition {
 	}
 	return &metav1.Condition{Type: dolphinv1.ConditionRestored, Status: metav1.ConditionFalse, Reason: "Restoring",
 		Message: fmt.Sprintf("%d/%d instances restored from %s", done, o.Replicas, from.Path)}
+}
+
+// externalCopyAttempts is how many times the first instance of a cluster bootstrapped from an
+// external server copies it before Dolphin stops asking: each attempt is a long transaction
+// on the source, and a failure that repeats (a loader error) would repeat forever.
+const externalCopyAttempts = 3
+
+// seedRestarts is how many times pod's seed container has restarted (each failed attempt).
+func seedRestarts(p *corev1.Pod) int32 {
+	for _, s := range p.Status.InitContainerStatuses {
+		if s.Name == resources.ContainerSeed {
+			return s.RestartCount
+		}
+	}
+	return 0
+}
+
+// externalCopyOutcome is the userError of a failed copy of spec.bootstrap.external, while the
+// cluster has no primary yet (afterwards a seed failure is a clone's, not the copy's).
+func externalCopyOutcome(c *dolphinv1.MySQLCluster, pods []corev1.Pod) error {
+	if c.Status.Topology != nil && c.Status.Topology.Primary != "" {
+		return nil
+	}
+	pod, msg := restoreFailure(pods)
+	if pod == "" {
+		return nil
+	}
+	first := resources.PodName(c, 0)
+	if pod != first {
+		return &userError{Reason: "ExternalCopyFailed", Message: fmt.Sprintf(
+			"cloning %s from %s, which holds the copy of the external server, failed: %s; it tries again", pod, first, msg)}
+	}
+	for i := range pods {
+		if pods[i].Name == first && seedRestarts(&pods[i]) >= externalCopyAttempts {
+			return &userError{Reason: "ExternalCopyFailed", Message: fmt.Sprintf(
+				"copying the external server on %s failed %d times, the last: %s. Dolphin stopped trying (each attempt is a long "+
+					"transaction on the server). Fix the server or the account of spec.bootstrap.external if the message says so, then "+
+					"delete pod %s to try again, or delete this cluster", first, externalCopyAttempts, msg, first)}
+		}
+	}
+	return &userError{Reason: "ExternalCopyFailed", Message: fmt.Sprintf(
+		"copying the external server on %s failed: %s; no server was started on that instance, and it tries again (at most %d times)",
+		first, msg, externalCopyAttempts)}
 }

@@ -150,6 +150,7 @@ func (r *MySQLClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			}
 			metrics.ForgetCluster(req.Namespace, req.Name)
 			r.upgrades.forgetCluster(req.NamespacedName)
+			r.externalChecks.take(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("reading MySQLCluster: %w", err)
@@ -350,6 +351,7 @@ func (r *MySQLClusterReconciler) finalize(ctx context.Context, c *dolphinv1.MySQ
 	r.releaseAllStops(ctx, c)
 	metrics.ForgetCluster(c.Namespace, c.Name)
 	r.upgrades.forgetCluster(client.ObjectKeyFromObject(c))
+	r.externalChecks.take(client.ObjectKeyFromObject(c))
 	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(c, Finalizer)
 	if err := r.Client.Patch(ctx, c, patch); err != nil {

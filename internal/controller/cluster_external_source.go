@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -98,7 +97,7 @@ func (r *MySQLClusterReconciler) reconcileExternalSource(ctx context.Context, c 
 		r.externalChecks.put(key, externalCheck{reason: reason, message: message})
 		return &pollingUserError{err: &userError{Reason: reason, Message: message}, after: externalSourceRecheck}
 	}
-	ep, cleanup, err := r.externalEndpoint(ctx, c, ext)
+	ep, err := r.externalEndpoint(ctx, c, ext)
 	if err != nil {
 		var ue *userError
 		if errors.As(err, &ue) {
@@ -106,7 +105,6 @@ func (r *MySQLClusterReconciler) reconcileExternalSource(ctx context.Context, c 
 		}
 		return err
 	}
-	defer cleanup()
 	cctx, cancel := context.WithTimeout(ctx, externalSourceTimeout)
 	defer cancel()
 	db, err := ep.Open()
@@ -145,10 +143,9 @@ func (r *MySQLClusterReconciler) reconcileExternalSource(ctx context.Context, c 
 }
 
 // externalEndpoint is the source spec.bootstrap.external names, with the account and CA of
-// its Secrets; the CA goes to a temporary file that cleanup removes. A missing Secret or key
-// is a userError.
-func (r *MySQLClusterReconciler) externalEndpoint(ctx context.Context, c *dolphinv1.MySQLCluster, ext *dolphinv1.ExternalSource) (migrate.Endpoint, func(), error) {
-	noop := func() {}
+// its Secrets (the CA in memory: the operator has no writable temporary directory). A
+// missing Secret or key is a userError.
+func (r *MySQLClusterReconciler) externalEndpoint(ctx context.Context, c *dolphinv1.MySQLCluster, ext *dolphinv1.ExternalSource) (migrate.Endpoint, error) {
 	ep := migrate.Endpoint{Host: ext.Host, Port: int(ext.Port)}
 	secret := func(name string, keys ...string) (map[string][]byte, error) {
 		var s corev1.Secret
@@ -170,43 +167,27 @@ func (r *MySQLClusterReconciler) externalEndpoint(ctx context.Context, c *dolphi
 	}
 	acct, err := secret(ext.AccountSecretName, externalUsernameKey, externalPasswordKey)
 	if err != nil {
-		return ep, noop, err
+		return ep, err
 	}
 	ep.User, ep.Password = string(acct[externalUsernameKey]), string(acct[externalPasswordKey])
 	if ext.CASecretName == "" {
-		return ep, noop, nil
+		return ep, nil
 	}
 	ca, err := secret(ext.CASecretName, externalCAKey)
 	if err != nil {
-		return ep, noop, err
+		return ep, err
 	}
-	f, err := os.CreateTemp("", "dolphin-external-ca-*.crt")
-	if err != nil {
-		return ep, noop, fmt.Errorf("writing the external server's CA: %w", err)
-	}
-	_, werr := f.Write(ca[externalCAKey])
-	if err := errors.Join(werr, f.Close()); err != nil {
-		os.Remove(f.Name())
-		return ep, noop, fmt.Errorf("writing the external server's CA: %w", err)
-	}
-	ep.CAFile = f.Name()
-	return ep, func() { os.Remove(f.Name()) }, nil
+	ep.CACertPEM = ca[externalCAKey]
+	return ep, nil
 }
 
 // externalSeedRequest is the seed instruction of a cluster's first instance: copy the external
 // server, with the account and CA of spec.bootstrap.external's Secrets.
 func (r *MySQLClusterReconciler) externalSeedRequest(ctx context.Context, c *dolphinv1.MySQLCluster) (agent.SeedRequest, error) {
-	ext := externalBootstrap(c)
-	ep, cleanup, err := r.externalEndpoint(ctx, c, ext)
+	ep, err := r.externalEndpoint(ctx, c, externalBootstrap(c))
 	if err != nil {
 		return agent.SeedRequest{}, err
 	}
-	defer cleanup()
-	req := agent.SeedRequest{Mode: SeedExternal, External: &agent.SeedExternal{Host: ep.Host, Port: ep.Port, User: ep.User, Password: ep.Password}}
-	if ep.CAFile != "" {
-		if req.External.CACertPEM, err = os.ReadFile(ep.CAFile); err != nil {
-			return agent.SeedRequest{}, err
-		}
-	}
-	return req, nil
+	return agent.SeedRequest{Mode: SeedExternal, External: &agent.SeedExternal{
+		Host: ep.Host, Port: ep.Port, User: ep.User, Password: ep.Password, CACertPEM: ep.CACertPEM}}, nil
 }

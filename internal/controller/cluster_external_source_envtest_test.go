@@ -96,3 +96,36 @@ func TestEnvtestServerExternalSourceCheckedBeforeAnything(t *testing.T) {
 		t.Errorf("ExternalSourceReady after a later reconcile: %+v", cond)
 	}
 }
+
+// TestEnvtestExternalSourceSpecs: the API server refuses bootstrap.external with another
+// bootstrap choice, with pointInTime, and on a MySQL cluster, each with the fix; a CA Secret
+// that does not exist is reported like the account's.
+func TestEnvtestExternalSourceSpecs(t *testing.T) {
+	needEnvtest(t)
+	c := directClient(t, nil)
+	ns := newNamespace(t)
+	ext := &dolphinv1.ExternalSource{Host: "old.example", AccountSecretName: "old-db", CASecretName: "old-ca"}
+	for name, tc := range map[string]struct {
+		spec dolphinv1.MySQLClusterSpec
+		want string
+	}{
+		"with a backup": {dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: ext, Backup: &dolphinv1.BackupReference{Name: "b"}}}, "set exactly one of"},
+		"with pointInTime": {dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: ext, PointInTime: &dolphinv1.PointInTimeTarget{Latest: true}}}, "does not go with bootstrap.external"},
+		"mysql": {dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: dolphinv1.FlavorMySQL, Version: "8.4"},
+			Bootstrap: &dolphinv1.BootstrapSpec{External: ext}}, "set engine.flavor to mariadb"},
+	} {
+		err := c.Create(context.Background(), &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}, Spec: tc.spec})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want refused with %q", name, err, tc.want)
+		}
+	}
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "old-db", Namespace: ns},
+		Data: map[string][]byte{"username": []byte("migrate"), "password": []byte("pw")}})
+	key := createCluster(t, c, ns, "tls", dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: ext}})
+	r := &MySQLClusterReconciler{Client: c, Scheme: envScheme}
+	if _, err := r.Reconcile(ctrl.LoggerInto(context.Background(), ctrl.Log), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	wantFailed(t, getCluster(t, c, key), "ExternalSourceSecretMissing", "Secret old-ca, which does not exist")
+	wantNoStatefulSet(t, c, ns)
+}

@@ -74,6 +74,9 @@ func decideExternalSeed(c *dolphinv1.MySQLCluster, pods []corev1.Pod, pod *corev
 	}
 	first := resources.PodName(c, 0)
 	if pod.Name == first {
+		if n := seedRestarts(pod); n >= externalCopyAttempts {
+			return seedPlan{}, fmt.Sprintf("the copy of the external server failed %d times: delete pod %s to try again", n, first)
+		}
 		return seedPlan{Mode: SeedExternal}, ""
 	}
 	for i := range pods {

@@ -27,8 +27,11 @@ type Endpoint struct {
 	// option file, never on a command line.
 	User, Password string
 	// CAFile, when set, makes the connection use TLS and verify the server's certificate
-	// (its name included) against this CA.
+	// (its name included) against this CA; the client tools need it as a file.
 	CAFile string
+	// CACertPEM is the same CA in memory, for Open only: a process without a writable
+	// temporary directory (the operator) checks a source with it.
+	CACertPEM []byte
 }
 
 // clientOptions are the endpoint's [client] options.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -30,7 +31,7 @@ func (e Endpoint) port() int {
 }
 
 // Open returns a handle on the endpoint for Dolphin's own statements (Observe, CopyAccounts):
-// TLS verified against CAFile, the server's name included, when CAFile is set.
+// TLS verified against CACertPEM or CAFile, the server's name included, when either is set.
 func (e Endpoint) Open() (*sql.DB, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = e.User, e.Password
@@ -39,14 +40,17 @@ func (e Endpoint) Open() (*sql.DB, error) {
 	} else {
 		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(e.Host, strconv.Itoa(e.port()))
 	}
-	if e.CAFile != "" {
-		pem, err := os.ReadFile(e.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading the source's CA: %w", err)
+	if e.CAFile != "" || len(e.CACertPEM) > 0 {
+		pem := e.CACertPEM
+		if len(pem) == 0 {
+			var err error
+			if pem, err = os.ReadFile(e.CAFile); err != nil {
+				return nil, fmt.Errorf("reading the source's CA: %w", err)
+			}
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s holds no PEM certificate", e.CAFile)
+			return nil, errors.New("the source's CA holds no PEM certificate")
 		}
 		cfg.TLS = &tls.Config{RootCAs: pool, ServerName: e.Host, MinVersion: tls.VersionTLS12}
 	}

@@ -38,8 +38,13 @@ func WriteClientFile(dir, purpose string, options ...ClientOption) (string, erro
 		}
 		b.WriteString(o.Key + "=" + v + "\n")
 	}
-	return WriteSecretFile(dir, ".dolphin-client-*.cnf", b.String())
+	return WriteSecretFile(dir, ClientFilePattern, b.String())
 }
+
+// ClientFilePattern is the name pattern of WriteClientFile's files (a glob), for removing the
+// ones a killed process left.
+const ClientFilePattern = ".dolphin-client-*.cnf"
+
 
 // WriteSecretFile writes content to a new file in dir named after pattern (os.CreateTemp's),
 // readable by its owner only, and returns its path; nothing is left behind when it fails.

@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dolphin-operator/dolphin/internal/migrate"
+	"github.com/dolphin-operator/dolphin/internal/mycnf"
 )
 
 // ExternalOptions configures FromExternal.
@@ -108,6 +109,13 @@ func FromExternal(ctx context.Context, o ExternalOptions) (ExternalResult, error
 	if err := os.MkdirAll(o.DataDir, 0o750); err != nil {
 		return ExternalResult{}, err
 	}
+	// Option files holding the source's password that a killed attempt could not remove.
+	if stale, _ := filepath.Glob(filepath.Join(o.TmpDir, mycnf.ClientFilePattern)); len(stale) > 0 {
+		for _, f := range stale {
+			_ = os.Remove(f)
+		}
+		log("removed %d option file(s) a stopped attempt left in %s", len(stale), o.TmpDir)
+	}
 	if removed, err := ClearUninitialized(o.DataDir); err != nil {
 		return ExternalResult{}, fmt.Errorf("clearing the data directory: %w", err)
 	} else if len(removed) > 0 {
@@ -123,6 +131,12 @@ func FromExternal(ctx context.Context, o ExternalOptions) (ExternalResult, error
 	}
 	if err := moveUp(staging, o.DataDir); err != nil {
 		return res, fmt.Errorf("external copy: moving the copied files from %s into %s: %w; the next attempt starts over", staging, o.DataDir, err)
+	}
+	// The temporary server flushed nothing commit by commit, and a clean shutdown does not
+	// sync every file (.frm, Aria, the binary log) nor the renames: all of it must be on disk
+	// before a marker says the directory holds data.
+	if err := syncFilesystem(o.DataDir); err != nil {
+		return res, fmt.Errorf("external copy: syncing %s: %w", o.DataDir, err)
 	}
 	mk := Marker{Source: "external copy from " + o.Source.Describe(), GTIDPosition: res.GTIDPosition, RestoredAt: time.Now().UTC()}
 	if err := writeMarkers(o.DataDir, mk); err != nil {
