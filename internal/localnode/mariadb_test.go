@@ -49,7 +49,9 @@ func TestMariaDBPod(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "db-config", Namespace: e.ns}, Data: map[string]string{
 			"my.cnf": cnf,
 			// A client account for the host (install-db only creates root@localhost).
-			// --bootstrap skips the grant tables, so write the row as install-db does.
+			// --bootstrap skips the grant tables, so write the row as install-db does. Its
+			// name starts with dolphin, like Dolphin's own accounts: the server command's
+			// start-up refusal of application logins (mycnf.StartupLoginRefusal) spares it.
 			"init.sql": `INSERT INTO mysql.global_priv (Host, User, Priv) VALUES ('%', 'dolphintest', ` +
 				`JSON_OBJECT('access', 0, 'plugin', 'mysql_native_password', ` +
 				`'authentication_string', PASSWORD('secret')));` + "\n",
