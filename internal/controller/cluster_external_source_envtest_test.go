@@ -109,7 +109,7 @@ func TestEnvtestExternalSourceSpecs(t *testing.T) {
 		spec dolphinv1.MySQLClusterSpec
 		want string
 	}{
-		"with a backup": {dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: ext, Backup: &dolphinv1.BackupReference{Name: "b"}}}, "set exactly one of"},
+		"with a backup":    {dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: ext, Backup: &dolphinv1.BackupReference{Name: "b"}}}, "set exactly one of"},
 		"with pointInTime": {dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: ext, PointInTime: &dolphinv1.PointInTimeTarget{Latest: true}}}, "does not go with bootstrap.external"},
 		"mysql": {dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: dolphinv1.FlavorMySQL, Version: "8.4"},
 			Bootstrap: &dolphinv1.BootstrapSpec{External: ext}}, "set engine.flavor to mariadb"},

@@ -45,7 +45,6 @@ func WriteClientFile(dir, purpose string, options ...ClientOption) (string, erro
 // ones a killed process left.
 const ClientFilePattern = ".dolphin-client-*.cnf"
 
-
 // WriteSecretFile writes content to a new file in dir named after pattern (os.CreateTemp's),
 // readable by its owner only, and returns its path; nothing is left behind when it fails.
 // The caller removes the file.
