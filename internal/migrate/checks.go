@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/serverid"
 )
 
 // CopyMethod is how the initial copy is made.
@@ -143,7 +143,7 @@ func (f *findings) serverID(src Source) {
 	switch {
 	case src.ServerID == 0:
 		f.block("server-id", "server_id is 0, which cannot replicate: give the source a non-zero server_id")
-	case resources.ReservedServerID(src.ServerID):
+	case serverid.Reserved(src.ServerID):
 		f.block("server-id", "server_id %d is one Dolphin gives its own servers (1000 to 1008, 4000000000): a replica "+
 			"skips the events that carry its own server_id, so changes would be lost without an error; give the "+
 			"source another server_id", src.ServerID)

@@ -14,6 +14,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/binlog"
+	"github.com/dolphin-operator/dolphin/internal/serverid"
 )
 
 // The binlog archiver: one pod per cluster (`dolphin binlog-archive`) that copies the binary
@@ -37,7 +38,7 @@ const (
 	ArchiveServerCAKey = "server-ca.crt"
 	// ArchiveServerID is the server_id the archiver registers with; instances use
 	// serverIDBase (1000) plus their ordinal, far below.
-	ArchiveServerID = 4000000000
+	ArchiveServerID = serverid.Archive
 
 	binlogArchiveName      = "dolphin-binlog-archive"
 	binlogArchiveSecretDir = "/etc/dolphin/archive"

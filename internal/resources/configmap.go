@@ -15,6 +15,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
+	"github.com/dolphin-operator/dolphin/internal/serverid"
 )
 
 // Keys of the cluster ConfigMap, mounted at mycnf.ConfigDir in every instance.
@@ -24,20 +25,8 @@ const (
 	InstallShKey = "install.sh"
 )
 
-// serverIDBase is added to the pod ordinal to form server_id (so no instance gets 0, which
-// disables replication).
-const serverIDBase = 1000
-
-// maxInstances is the most instances the API allows (spec.instances).
-const maxInstances = 9
-
-// ReservedServerID reports whether id is a server_id Dolphin gives its own servers: an
-// instance's (serverIDBase + ordinal, for any instance count the API allows) or the binlog
-// archiver's. A server that replicates into a cluster must use another: a replica skips the
-// events that carry its own server_id.
-func ReservedServerID(id uint64) bool {
-	return (id >= serverIDBase && id < serverIDBase+maxInstances) || id == ArchiveServerID
-}
+// serverIDBase is added to the pod ordinal to form server_id (serverid.InstanceBase).
+const serverIDBase = serverid.InstanceBase
 
 // ConfigMap holds the generated my.cnf and the init script of the cluster. It fails when
 // spec.mysqlConfig holds a key the API schema should have rejected.
