@@ -279,19 +279,7 @@ func (o *ExternalOptions) copyAccounts(ctx context.Context, socket string) (migr
 // findInstallTool returns path when set, else mariadb-install-db from PATH, /usr/bin or
 // /usr/sbin.
 func findInstallTool(path string) (string, error) {
-	if path != "" {
-		return path, nil
-	}
-	if p, err := exec.LookPath("mariadb-install-db"); err == nil {
-		return p, nil
-	}
-	for _, dir := range []string{"/usr/bin", "/usr/sbin"} {
-		p := filepath.Join(dir, "mariadb-install-db")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", errors.New("mariadb-install-db not found on PATH, in /usr/bin or /usr/sbin: run the copy in the server's image")
+	return findTool(path, "mariadb-install-db", "/usr/bin", "/usr/sbin")
 }
 
 // lastLines returns the last n lines of s.

@@ -106,19 +106,25 @@ func (o *Options) startTempServer(ctx context.Context) (*tempServer, error) {
 
 // findServer returns path when set, else mariadbd from PATH, /usr/sbin or /usr/bin.
 func findServer(path string) (string, error) {
+	return findTool(path, "mariadbd", "/usr/sbin", "/usr/bin")
+}
+
+// findTool returns path when set, else name from PATH or the first of dirs that holds it as
+// an executable file.
+func findTool(path, name string, dirs ...string) (string, error) {
 	if path != "" {
 		return path, nil
 	}
-	if p, err := exec.LookPath("mariadbd"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	for _, dir := range []string{"/usr/sbin", "/usr/bin"} {
-		p := filepath.Join(dir, "mariadbd")
+	for _, dir := range dirs {
+		p := filepath.Join(dir, name)
 		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	return "", errors.New("mariadbd not found on PATH, in /usr/sbin or /usr/bin: run the restore in the server's image")
+	return "", fmt.Errorf("%s not found on PATH or in %s: run the restore in the server's image", name, strings.Join(dirs, ", "))
 }
 
 // connector returns a connector to the temporary server as any user (no grant tables):
