@@ -47,6 +47,9 @@ type Options struct {
 	// Interval is how long a writer waits between two writes (default 2 ms): it keeps the
 	// binary logs of a long run from filling the disk.
 	Interval time.Duration
+	// OnStaleRead, when set, is called (on its own goroutine) with the first stale read of
+	// each session: a test can take a picture of the network path while it still holds.
+	OnStaleRead func(StaleRead)
 }
 
 func (o *Options) defaults() {
@@ -124,6 +127,9 @@ type StaleRead struct {
 	At        time.Time
 	Got, Want int64
 	ServerID  uint32
+	// Client is the session's address as the server saw it (host:port), for matching the
+	// read with the network path that carried it.
+	Client string
 	// Fault is the kind of the fault whose window the read fell in ("" before the first).
 	Fault string
 }

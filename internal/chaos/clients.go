@@ -14,6 +14,10 @@ import (
 type session struct {
 	conn     *sql.Conn
 	serverID uint32
+	// client is the session's address as the server saw it (host:port).
+	client string
+	// staleSeen is set once the session made a stale read (OnStaleRead is called once).
+	staleSeen bool
 }
 
 // connect opens a connection and asks which server it reached; nil after Stop.
@@ -23,9 +27,11 @@ func (c *Checker) connect() *session {
 		conn, err := c.db.Conn(ctx)
 		if err == nil {
 			var id uint32
-			if err = conn.QueryRowContext(ctx, "SELECT @@server_id").Scan(&id); err == nil {
+			var host sql.NullString
+			// A session sees its own row of the process list without the PROCESS privilege.
+			if err = conn.QueryRowContext(ctx, "SELECT @@server_id, (SELECT HOST FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID())").Scan(&id, &host); err == nil {
 				cancel()
-				return &session{conn: conn, serverID: id}
+				return &session{conn: conn, serverID: id, client: host.String}
 			}
 			_ = conn.Raw(func(any) error { return errors.New("discard") }) // never back to the pool
 			conn.Close()
@@ -152,11 +158,19 @@ func (c *Checker) reader() {
 		}
 		c.mu.Lock()
 		c.reads++
+		var first *StaleRead
 		if v < floor {
-			c.staleReads = append(c.staleReads, StaleRead{At: time.Now(), Got: v, Want: floor, ServerID: s.serverID, Fault: c.currentKindLocked()})
+			r := StaleRead{At: time.Now(), Got: v, Want: floor, ServerID: s.serverID, Client: s.client, Fault: c.currentKindLocked()}
+			c.staleReads = append(c.staleReads, r)
+			if !s.staleSeen {
+				s.staleSeen, first = true, &r
+			}
 		}
 		c.floor = max(c.floor, v)
 		c.mu.Unlock()
+		if first != nil && c.opts.OnStaleRead != nil {
+			go c.opts.OnStaleRead(*first)
+		}
 		time.Sleep(2 * time.Millisecond)
 		return nil
 	})

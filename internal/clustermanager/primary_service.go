@@ -64,6 +64,7 @@ func (r *reporter) pointPrimaryService(ctx context.Context, rep topology.Report)
 		r.serviceSelects = oldPod
 		return fmt.Errorf("pointing Service %s at %v: %w", name, want, err)
 	}
+	r.m.Log.Info("primary Service moved", "cluster", r.key.String(), "from", podOrNone(oldPod), "to", podOrNone(wantPod))
 	if oldPod != "" && oldPod != wantPod {
 		if r.serviceLeft == nil {
 			r.serviceLeft = map[string]time.Time{}
@@ -85,4 +86,12 @@ func withoutPrimary(roles map[string]topology.Role) map[string]topology.Role {
 		out[name] = role
 	}
 	return out
+}
+
+// podOrNone names a pod a Service selects, or says it selects none.
+func podOrNone(pod string) string {
+	if pod == "" {
+		return "(no pod)"
+	}
+	return pod
 }

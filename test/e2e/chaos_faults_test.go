@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,8 +31,15 @@ import (
 // replica goes before the other one fetched what it alone received from the hung primary, it
 // may hold writes that primary acknowledged: Dolphin waits for its pod to come back (docs/design/0039),
 // 10–20 s on a busy machine, and sysbench's bound follows the checker's (sysbenchLimit).
+//
+// Every other round waits for the promotion instead, whatever status showed before: which of
+// the two stages a round meets otherwise depends on the machine's speed (an idle one almost
+// always shows the failover in progress), and the promoted replica's deletion — a pod-stop
+// switchover away from a primary a few hundred milliseconds old, while the first lost primary
+// restarts — is the path that once sent readers to that restarted primary.
 func podDeleteDuringFailover(s *stack, key client.ObjectKey) func() {
 	old := s.currentPrimary(key)
+	waitForPromotion := podDeleteDuringFailoverRounds.Add(1)%2 == 0
 	pid := signalServer(s, old, syscall.SIGSTOP)
 	victim, stage := "", ""
 	for deadline := time.Now().Add(60 * time.Second); victim == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -40,7 +48,7 @@ func podDeleteDuringFailover(s *stack, key client.ObjectKey) func() {
 			continue
 		}
 		switch t := c.Status.Topology; {
-		case t.FailoverInProgress != nil:
+		case t.FailoverInProgress != nil && !waitForPromotion:
 			for _, p := range s.clusterPods(key.Name) {
 				if p.Name != old && (victim == "" || p.Name < victim) {
 					victim = p.Name
@@ -62,6 +70,9 @@ func podDeleteDuringFailover(s *stack, key client.ObjectKey) func() {
 	s.t.Logf("pod-delete-during-failover: %s hung, pod %s deleted (%s)", old, victim, stage)
 	return func() { s.killAfterFailover(key, old, pid) }
 }
+
+// podDeleteDuringFailoverRounds counts podDeleteDuringFailover's rounds (which stage to meet).
+var podDeleteDuringFailoverRounds atomic.Int64
 
 // replicasLostFor is how long replicasLostThenPrimary keeps both replicas cut off: longer than
 // the 30 s after which a primary with durability Preferred acknowledges writes alone.

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -238,9 +240,15 @@ func TestChaos(t *testing.T) {
 	}
 	s.declareSysbenchAccount("chaos")
 	sb := s.startSysbench("chaos", 4)
-	checker := chaos.Start(db, chaos.Options{Database: "app"})
 	timeline := s.watchPrimaryTimeline("chaos")
+	witness := &staleWitness{timeline: timeline, service: s.serviceAddr("chaos-primary")}
+	checker := chaos.Start(db, chaos.Options{Database: "app", OnStaleRead: witness.observe})
 	defer checker.Stop()
+	defer func() {
+		if w := witness.String(); w != "" {
+			t.Logf("what carried the first stale reads:\n%s", w)
+		}
+	}()
 
 	outages := map[string][]time.Duration{}
 	errant := map[string]int{}
@@ -406,6 +414,107 @@ func netemAvailable() bool {
 	}
 	defer exec.Command("ip", "link", "del", dev).Run()
 	return exec.Command("tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", "1ms").Run() == nil
+}
+
+// staleWitness keeps, for the first stale reads of a run, what carried them: the session's
+// address, the host's connection-tracking entries towards the primary Service (kube-proxy
+// DNATs each connection once, at its first packet) and the primary Service's selector and
+// endpoints over the seconds before. A stale read then tells whether the Service, the proxy
+// or a reused connection-tracking entry sent the client to a server that was not primary.
+type staleWitness struct {
+	timeline *primaryTimeline
+	service  string // the primary Service's ClusterIP:port
+	mu       sync.Mutex
+	notes    []string
+}
+
+// maxStaleWitnessed bounds how many stale reads are described.
+const maxStaleWitnessed = 4
+
+// observe is the checker's OnStaleRead.
+func (w *staleWitness) observe(r chaos.StaleRead) {
+	w.mu.Lock()
+	if len(w.notes) >= maxStaleWitnessed {
+		w.mu.Unlock()
+		return
+	}
+	w.notes = append(w.notes, "") // reserved: the picture is taken outside the lock
+	i := len(w.notes) - 1
+	w.mu.Unlock()
+	tracked := conntrackTowards(w.service, r.Client)
+	time.Sleep(time.Second) // the watches deliver what happened up to the read
+	note := fmt.Sprintf("stale read at %s: read %d from server_id %d, %d known committed, session %s\nconnection tracking towards %s (reply source, state: entries):\n%sprimary Service before it:\n%s",
+		r.At.UTC().Format("15:04:05.000"), r.Got, r.ServerID, r.Want, r.Client, w.service, tracked,
+		w.timeline.History(r.At.Add(-20*time.Second), r.At.Add(time.Second)))
+	w.mu.Lock()
+	w.notes[i] = note
+	w.mu.Unlock()
+}
+
+// String is every description taken so far ("" when there was no stale read).
+func (w *staleWitness) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.notes, "\n")
+}
+
+// conntrackTowards describes the host's connection-tracking entries whose original destination
+// is addr (ip:port), from /proc/net/nf_conntrack: how many per endpoint (the reply's source)
+// and state, and in full those of the session whose address (as the server saw it) is client.
+// It says why when the table cannot be read.
+func conntrackTowards(addr, client string) string {
+	raw, err := os.ReadFile("/proc/net/nf_conntrack")
+	if err != nil {
+		return err.Error()
+	}
+	return describeConntrack(string(raw), addr, client)
+}
+
+// describeConntrack is conntrackTowards on the table's text.
+func describeConntrack(raw, addr, client string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err.Error()
+	}
+	_, clientPort, _ := net.SplitHostPort(client)
+	counts := map[string]int{}
+	var session []string
+	for _, line := range strings.Split(raw, "\n") {
+		f := strings.Fields(line)
+		// The first dst= and dport= are the original direction's, the second src= the reply's.
+		if !slices.Contains(f, "dst="+host) || firstField(f, "dport=", 0) != "dport="+port {
+			continue
+		}
+		state := "-"
+		if len(f) > 5 && !strings.Contains(f[5], "=") {
+			state = f[5]
+		}
+		counts[strings.TrimPrefix(firstField(f, "src=", 1), "src=")+" "+state]++
+		if clientPort != "" && (slices.Contains(f, "sport="+clientPort) || slices.Contains(f, "dport="+clientPort)) {
+			session = append(session, strings.Join(f, " "))
+		}
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(&b, "  %s: %d\n", k, counts[k])
+	}
+	for _, l := range session {
+		fmt.Fprintf(&b, "  session's: %s\n", l)
+	}
+	return b.String()
+}
+
+// firstField is the field with prefix after skip earlier ones, or "".
+func firstField(fields []string, prefix string, skip int) string {
+	for _, f := range fields {
+		if strings.HasPrefix(f, prefix) {
+			if skip == 0 {
+				return f
+			}
+			skip--
+		}
+	}
+	return ""
 }
 
 // primaryServiceState describes the pods' roles and the primary Service's endpoints (for a

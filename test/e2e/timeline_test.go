@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -29,7 +30,21 @@ type primaryTimeline struct {
 	oldIPs   map[string]bool
 	labeled  time.Time // first time another pod was labeled primary
 	endpoint time.Time // first time the Service had a ready endpoint that is not the old primary
+	// history is every change of the primary Service's selector and ready endpoints, for
+	// explaining a stale read or a slow move after the fact (the last maxHistory kept).
+	history []timelineEntry
+	// lastSelector and lastEndpoints are the last recorded states (a change is recorded once).
+	lastSelector, lastEndpoints string
 }
+
+// timelineEntry is one recorded change of the primary Service.
+type timelineEntry struct {
+	at   time.Time
+	what string
+}
+
+// maxHistory bounds the primary Service's recorded changes over a long run.
+const maxHistory = 400
 
 // watchPrimaryTimeline starts the watches for cluster; they end with the test.
 func (s *stack) watchPrimaryTimeline(cluster string) *primaryTimeline {
@@ -48,7 +63,51 @@ func (s *stack) watchPrimaryTimeline(cluster string) *primaryTimeline {
 		return wc.Watch(ctx, &discoveryv1.EndpointSliceList{}, client.InNamespace(s.ns),
 			client.MatchingLabels{discoveryv1.LabelServiceName: cluster + "-primary"})
 	}, tl.slice)
+	go follow(ctx, func(ctx context.Context) (watch.Interface, error) {
+		return wc.Watch(ctx, &corev1.ServiceList{}, client.InNamespace(s.ns),
+			client.MatchingFields{"metadata.name": cluster + "-primary"})
+	}, tl.service)
 	return tl
+}
+
+// record adds a change to the history (the caller holds mu).
+func (tl *primaryTimeline) record(at time.Time, what string) {
+	tl.history = append(tl.history, timelineEntry{at: at, what: what})
+	if len(tl.history) > maxHistory {
+		tl.history = tl.history[len(tl.history)-maxHistory:]
+	}
+}
+
+func (tl *primaryTimeline) service(obj client.Object) {
+	now := time.Now()
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	sel := fmt.Sprintf("selector %v", svc.Spec.Selector[appsv1.StatefulSetPodNameLabel])
+	if _, byPod := svc.Spec.Selector[appsv1.StatefulSetPodNameLabel]; !byPod {
+		sel = fmt.Sprintf("selector %v", svc.Spec.Selector)
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if sel != tl.lastSelector {
+		tl.lastSelector = sel
+		tl.record(now, sel)
+	}
+}
+
+// History describes the primary Service's recorded changes between from and to, one per line
+// with its UTC time.
+func (tl *primaryTimeline) History(from, to time.Time) string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var b strings.Builder
+	for _, e := range tl.history {
+		if !e.at.Before(from) && !e.at.After(to) {
+			fmt.Fprintf(&b, "%s %s\n", e.at.UTC().Format("15:04:05.000"), e.what)
+		}
+	}
+	return b.String()
 }
 
 // follow runs a watch and hands every object it delivers to seen, watching again (from the
@@ -101,6 +160,16 @@ func (tl *primaryTimeline) slice(obj client.Object) {
 	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
+	var ready []string
+	for _, ep := range sl.Endpoints {
+		if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+			ready = append(ready, ep.Addresses...)
+		}
+	}
+	if eps := fmt.Sprintf("endpoints %s %v", sl.Name, ready); eps != tl.lastEndpoints {
+		tl.lastEndpoints = eps
+		tl.record(now, eps)
+	}
 	if tl.at.IsZero() || !tl.endpoint.IsZero() {
 		return
 	}

@@ -67,3 +67,58 @@ func TestSysbenchLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeConntrack checks the stale-read witness's reading of the connection-tracking
+// table: entries towards the Service counted per endpoint and state, the session's in full.
+func TestDescribeConntrack(t *testing.T) {
+	table := strings.Join([]string{
+		"ipv4     2 tcp      6 117 TIME_WAIT src=192.0.2.2 dst=10.96.0.36 sport=40000 dport=3306 src=10.244.78.4 dst=192.0.2.2 sport=3306 dport=40000 [ASSURED] mark=0 zone=0 use=2",
+		"ipv4     2 tcp      6 86399 ESTABLISHED src=192.0.2.2 dst=10.96.0.36 sport=40002 dport=3306 src=10.244.78.5 dst=192.0.2.2 sport=3306 dport=40002 [ASSURED] mark=0 zone=0 use=2",
+		"ipv4     2 tcp      6 86399 ESTABLISHED src=192.0.2.2 dst=10.96.0.36 sport=40004 dport=3306 src=10.244.78.5 dst=192.0.2.2 sport=3306 dport=40004 [ASSURED] mark=0 zone=0 use=2",
+		"ipv4     2 tcp      6 86399 ESTABLISHED src=192.0.2.2 dst=10.96.0.99 sport=40006 dport=3306 src=10.244.78.6 dst=192.0.2.2 sport=3306 dport=40006 [ASSURED] mark=0 zone=0 use=2",
+		"ipv4     2 tcp      6 86399 ESTABLISHED src=192.0.2.2 dst=10.96.0.36 sport=40008 dport=80 src=10.244.78.6 dst=192.0.2.2 sport=80 dport=40008 [ASSURED] mark=0 zone=0 use=2",
+	}, "\n")
+	got := describeConntrack(table, "10.96.0.36:3306", "192.0.2.2:40002")
+	want := "  10.244.78.4 TIME_WAIT: 1\n  10.244.78.5 ESTABLISHED: 2\n" +
+		"  session's: ipv4 2 tcp 6 86399 ESTABLISHED src=192.0.2.2 dst=10.96.0.36 sport=40002 dport=3306 src=10.244.78.5 dst=192.0.2.2 sport=3306 dport=40002 [ASSURED] mark=0 zone=0 use=2\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestPrimaryTimelineHistory checks that every change of the primary Service's selector and
+// ready endpoints is recorded once, and History returns those of a window.
+func TestPrimaryTimelineHistory(t *testing.T) {
+	tl := &primaryTimeline{}
+	svc := func(pod string) *corev1.Service {
+		return &corev1.Service{Spec: corev1.ServiceSpec{Selector: map[string]string{"statefulset.kubernetes.io/pod-name": pod}}}
+	}
+	slice := func(addrs ...string) *discoveryv1.EndpointSlice {
+		sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "db-primary-x"}}
+		for _, a := range addrs {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+		}
+		return sl
+	}
+	start := time.Now()
+	tl.service(svc("db-0"))
+	tl.service(svc("db-0")) // unchanged: not recorded again
+	tl.slice(slice("10.0.0.1"))
+	tl.service(svc("db-1"))
+	tl.slice(slice())
+	tl.slice(slice("10.0.0.2"))
+	got := tl.History(start, time.Now())
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	want := []string{"selector db-0", "endpoints db-primary-x [10.0.0.1]", "selector db-1", "endpoints db-primary-x []", "endpoints db-primary-x [10.0.0.2]"}
+	if len(lines) != len(want) {
+		t.Fatalf("history:\n%s\nwant %v", got, want)
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(lines[i], " "+w) {
+			t.Errorf("line %d %q, want … %s", i, lines[i], w)
+		}
+	}
+	if h := tl.History(time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)); h != "" {
+		t.Errorf("a window without changes: %q", h)
+	}
+}
