@@ -6,7 +6,7 @@ import (
 )
 
 // Phase is a one-word summary of the cluster's lifecycle for humans.
-// +kubebuilder:validation:Enum=Pending;Initializing;Running;Progressing;Degraded;Failed;Deleting
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Progressing;Following;Degraded;Failed;Deleting
 type Phase string
 
 const (
@@ -19,6 +19,11 @@ const (
 	// PhaseProgressing means a primary accepts writes and the instances that are not ready
 	// are planned work (a rollout, a deleted pod being replaced, a new instance starting).
 	PhaseProgressing Phase = "Progressing"
+	// PhaseFollowing means the cluster follows the server it was copied from
+	// (spec.bootstrap.external with replicate): every instance is ready and replicates, and
+	// none takes writes until the cutover. The FollowingExternalSource condition says how far
+	// behind it is.
+	PhaseFollowing Phase = "Following"
 	// PhaseDegraded means a primary accepts writes but some instances are not ready.
 	PhaseDegraded Phase = "Degraded"
 	// PhaseFailed means Dolphin cannot make progress without a change by the user; the
@@ -213,6 +218,10 @@ type TopologyStatus struct {
 	// longer answer): clients feel a write stall.
 	// +optional
 	CommitsWaiting bool `json:"commitsWaiting,omitempty"`
+	// ExternalSource is the replication from the server outside the cluster that the cluster
+	// follows until a cutover (spec.bootstrap.external with replicate); unset otherwise.
+	// +optional
+	ExternalSource *ExternalReplication `json:"externalSource,omitempty"`
 	// AcknowledgedAlone is set while writes the primary acknowledged without any replica
 	// holding them may exist on that primary only (semi-sync fell back, or its source side
 	// was restarted to end a stall). A failover from it promotes only a replica that holds
@@ -360,4 +369,24 @@ type InstanceStatus struct {
 	// (status.capacity of the PersistentVolumeClaim), for example 2Gi.
 	// +optional
 	VolumeCapacity *resource.Quantity `json:"volumeCapacity,omitempty"`
+}
+
+// ExternalReplication is how the cluster follows a server outside it.
+type ExternalReplication struct {
+	// Source is the server, host:port.
+	Source string `json:"source"`
+	// Instance is the instance that replicates from it (the primary), unset before one does.
+	// +optional
+	Instance string `json:"instance,omitempty"`
+	// Replicating is true while that instance's receiver and applier both run.
+	Replicating bool `json:"replicating"`
+	// LagSeconds is how far behind the source it is (Seconds_Behind_Master), when known.
+	// +optional
+	LagSeconds *int64 `json:"lagSeconds,omitempty"`
+	// Received is the GTID position it received from the source.
+	// +optional
+	Received string `json:"received,omitempty"`
+	// Error is the last error of its replication from the source, what the server said.
+	// +optional
+	Error string `json:"error,omitempty"`
 }

@@ -307,6 +307,15 @@ type ExternalSource struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	CASecretName string `json:"caSecretName,omitempty"`
+	// Replicate keeps the cluster following the server after the copy: the primary replicates
+	// from it with GTIDs (read-only; what it applies is acknowledged by a replica before it
+	// moves on), the replicas replicate from the primary, the primary Service selects no pod,
+	// and status.topology.externalSource shows the lag and the position received. The cluster
+	// takes writes only after a cutover (docs/migrate.md). The account then also needs
+	// REPLICATION SLAVE, and the server must keep its binary logs until the cluster caught up.
+	// Unset: a one-time copy; the cluster opens for writes once it is made.
+	// +optional
+	Replicate bool `json:"replicate,omitempty"`
 }
 
 // ConditionExternalSourceReady is a MySQLCluster condition of a cluster bootstrapped from an
@@ -314,6 +323,12 @@ type ExternalSource struct {
 // to change on the server; Dolphin checks again every 30 s), True once none does (warnings
 // stay in the message).
 const ConditionExternalSourceReady = "ExternalSourceReady"
+
+// ConditionFollowingExternalSource is a MySQLCluster condition of a cluster that follows the
+// server it was copied from (spec.bootstrap.external with replicate): True while its primary
+// replicates from the server (the message says how far behind), False with the server's
+// error when it does not.
+const ConditionFollowingExternalSource = "FollowingExternalSource"
 
 // PointInTimeTarget is where a point-in-time restore stops. Set exactly one field.
 // +kubebuilder:validation:XValidation:rule="(has(self.time) ? 1 : 0) + (has(self.gtid) ? 1 : 0) + ((has(self.latest) && self.latest) ? 1 : 0) == 1",message="pointInTime: set exactly one of time (RFC 3339, e.g. 2026-12-01T14:03:27Z), gtid (e.g. 0-1-4711) or latest: true"

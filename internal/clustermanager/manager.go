@@ -364,6 +364,10 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	if err != nil {
 		return topology.Config{}, err
 	}
+	external, err := m.externalSource(ctx, d)
+	if err != nil {
+		return topology.Config{}, err
+	}
 	var dormant func() bool
 	if m.IdleWithoutPods {
 		dormant = func() bool { return !m.anyPodAddressed(d) }
@@ -375,6 +379,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		TLSRootsID:     tlsRootsID,
 		TLSRequired:    d.Spec.TLS.Enabled && d.Spec.TLS.RequireForClients,
 		TLSCAFile:      path.Join(resources.TLSDir, resources.TLSCAKey),
+		External:       external,
 		Flavor:         dbsql.Flavor(d.Spec.Engine.Flavor),
 		Members:        members,
 		Credentials: topology.Credentials{
@@ -496,7 +501,9 @@ func configHash(cfg topology.Config) string {
 		TLS       []byte
 		CAs       string
 		Secure    bool
-	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, certRaw(cfg.TLSCertificate), cfg.TLSRootsID, cfg.TLSRequired})
+		External  string
+	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, certRaw(cfg.TLSCertificate), cfg.TLSRootsID, cfg.TLSRequired,
+		externalID(cfg.External)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -558,4 +565,12 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		p.LastPromotion = &topology.PromotionSeen{From: lp.From, At: lp.Time.Time}
 	}
 	return p
+}
+
+// externalID identifies the external source of a configuration ("" when none).
+func externalID(x *topology.ExternalSource) string {
+	if x == nil {
+		return ""
+	}
+	return x.ID
 }

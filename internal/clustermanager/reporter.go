@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -426,6 +428,7 @@ func topologyStatus(old *dolphinv1.TopologyStatus, rep topology.Report) *dolphin
 		}
 	}
 	t.SwitchoverInProgress = switchoverStatus(rep.Persisted.Switchover)
+	t.ExternalSource = externalReplication(rep)
 	for _, in := range rep.Instances {
 		rec := rep.Persisted.Instances[in.Name]
 		it := dolphinv1.InstanceTopology{Name: in.Name, Reachable: in.Reachable(),
@@ -460,6 +463,9 @@ func onlyVolatileChanged(a, b *dolphinv1.TopologyStatus) bool {
 		t = t.DeepCopy()
 		for i := range t.Instances {
 			t.Instances[i].GTIDExecuted, t.Instances[i].ReplicationLagSeconds = "", nil
+		}
+		if x := t.ExternalSource; x != nil {
+			x.Received, x.LagSeconds = "", nil
 		}
 		return t
 	}
@@ -516,4 +522,33 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// externalReplication describes how the primary replicates from the external source the
+// cluster follows (nil when it follows none): the instance whose replication points at the
+// source, its lag, what it received and its last error.
+func externalReplication(rep topology.Report) *dolphinv1.ExternalReplication {
+	if rep.External == "" {
+		return nil
+	}
+	x := &dolphinv1.ExternalReplication{Source: rep.External}
+	for _, in := range rep.Instances {
+		if in.Name != rep.Persisted.Primary || in.Status == nil || in.Status.Replica == nil {
+			continue
+		}
+		rs := in.Status.Replica
+		if net.JoinHostPort(rs.SourceHost, strconv.Itoa(rs.SourcePort)) != rep.External {
+			continue
+		}
+		x.Instance, x.Replicating, x.LagSeconds = in.Name, rs.IORunning && rs.SQLRunning, rs.SecondsBehindSource
+		if rs.Received != nil {
+			x.Received = rs.Received.String()
+		}
+		if rs.LastSQLError != "" {
+			x.Error = rs.LastSQLError
+		} else if rs.LastIOError != "" {
+			x.Error = rs.LastIOError
+		}
+	}
+	return x
 }

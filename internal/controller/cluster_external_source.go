@@ -18,6 +18,7 @@ import (
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/agent"
 	"github.com/dolphin-operator/dolphin/internal/migrate"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // externalSourceRecheck is how soon the checks of an external source that failed run again:
@@ -29,9 +30,9 @@ const externalSourceTimeout = 20 * time.Second
 
 // Keys of the Secrets spec.bootstrap.external names.
 const (
-	externalUsernameKey = "username"
-	externalPasswordKey = "password"
-	externalCAKey       = "ca.crt"
+	externalUsernameKey = resources.ExternalUsernameKey
+	externalPasswordKey = resources.ExternalPasswordKey
+	externalCAKey       = resources.ExternalCAKey
 )
 
 // externalCheck is the outcome of one check of a cluster's external source, for the

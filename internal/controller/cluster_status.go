@@ -60,6 +60,9 @@ type observation struct {
 	// ExternalCheck is the outcome of the checks of spec.bootstrap.external this reconcile
 	// ran (nil when none ran: the condition stays as it was).
 	ExternalCheck *externalCheck
+	// FollowsExternal is true when the cluster follows the server it was copied from until a
+	// cutover (resources.FollowsExternalSource).
+	FollowsExternal bool
 	// Archiving is true when continuous archiving is on; ArchiveResult is the archive step's
 	// last result, when ArchiveObserved (cluster_binlog_archive.go).
 	Archiving       bool
@@ -107,6 +110,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 	if e := o.ExternalCheck; e != nil {
 		w.set(dolphinv1.ConditionExternalSourceReady, e.ready, e.reason, e.message)
 	}
+	w.setFollowing(o, h)
 	if rc := restoredCondition(o); rc != nil {
 		w.set(rc.Type, rc.Status == metav1.ConditionTrue, rc.Reason, rc.Message)
 	} else {

@@ -107,6 +107,9 @@ func podTemplate(c *dolphinv1.MySQLCluster, bo BuildOptions) (*corev1ac.PodTempl
 	if c.Spec.TLS.Enabled {
 		spec.WithVolumes(tlsVolume(c))
 	}
+	if externalSourceCA(c) {
+		spec.WithVolumes(externalSourceVolume(c))
+	}
 	if n := nonEmpty(o.NodeSelector); n != nil {
 		spec.WithNodeSelector(n)
 	}
@@ -189,6 +192,7 @@ func mysqldContainer(c *dolphinv1.MySQLCluster, generation int) *corev1ac.Contai
 		WithSecurityContext(containerSecurityContext()).
 		WithVolumeMounts(volumeMounts()...).
 		WithVolumeMounts(tlsMounts(c)...).
+		WithVolumeMounts(externalSourceMounts(c)...).
 		WithStartupProbe(probe().WithPeriodSeconds(probes.serverStartupPeriod).WithFailureThreshold(probes.serverStartupFailures)).
 		WithReadinessProbe(probe().WithPeriodSeconds(probes.serverReadyPeriod).WithFailureThreshold(probes.serverReadyFailures)).
 		WithLivenessProbe(probe().WithPeriodSeconds(10).WithFailureThreshold(6))

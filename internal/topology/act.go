@@ -165,6 +165,8 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		// Required durability: the clients of waiting commits are disconnected rather than
 		// told "committed" (docs/design/0043).
 		return in.RestartSemiSyncSource(ctx, !e.cfg.Settings.AckAlone)
+	case StepFollowExternal:
+		return e.followExternal(ctx, in, m, s)
 	case StepReplicate:
 		src, ok := byName[s.Source]
 		if !ok {

@@ -100,6 +100,9 @@ type Decision struct {
 // Decide is a pure function from an observation to a decision.
 func Decide(v ClusterView) Decision {
 	d := decide(v)
+	if v.External != nil {
+		d = followExternal(v, d)
+	}
 	d.Tail = settleTail(v, d)
 	d.AckedAlone = settleAckedAlone(v, d)
 	// Run-time settings only when nothing else is to be done, so that a value the server
@@ -330,8 +333,20 @@ func decideWithoutPrimary(v ClusterView, d Decision) Decision {
 func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 	var problems []string
 	delete(d.Replaced, p.Name) // the primary again: what it holds is the history
-	if p.Status.ReadOnly {
+	var following []Step
+	if v.External != nil {
+		// A cluster that follows an external source: its primary stays read-only and
+		// replicates from the source (followExternal).
+		var problem string
+		if following, problem = externalSteps(v, p); problem != "" {
+			problems = append(problems, problem)
+		}
+		d.Plan = append(d.Plan, following...)
+	}
+	if p.Status.ReadOnly && v.External == nil {
 		d.Plan = append(d.Plan, Step{Kind: StepPromote, Instance: p.Name, SemiSync: len(v.Instances) > 1})
+	} else if slices.ContainsFunc(following, func(s Step) bool { return s.Kind == StepFollowExternal }) {
+		// Sets the semi-sync source side itself.
 	} else if want := len(v.Instances) > 1; p.Status.SemiSync.SourceEnabled != want {
 		d.Plan = append(d.Plan, Step{Kind: StepSemiSyncSource, Instance: p.Name, SemiSync: want})
 	} else if ms := p.Status.SemiSync.TimeoutMS; want && ms != 0 && ms != v.Settings.SemiSyncTimeoutMS() {

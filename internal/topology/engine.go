@@ -84,6 +84,9 @@ type Config struct {
 	// TLSRequired makes every instance refuse plain TCP logins (require_secure_transport)
 	// once every member serves TLS; off otherwise.
 	TLSRequired bool
+	// External, when set, is the server outside the cluster that the cluster follows until a
+	// cutover (ExternalSource): no instance is opened for writes meanwhile.
+	External *ExternalSource
 	// Reporter receives the outcome of every cycle; may be nil.
 	Reporter Reporter
 	Log      logr.Logger
@@ -153,6 +156,8 @@ type Report struct {
 	Withheld map[string]string
 	// CredentialsGeneration is the current credentials generation (Credentials.Generation).
 	CredentialsGeneration string
+	// External names the external source the cluster follows ("host:port"; "" when none).
+	External string
 	// PrimaryLostSince is when this engine first missed the primary it still records (zero
 	// while it answers).
 	PrimaryLostSince time.Time
@@ -424,7 +429,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		Seen: maps.Clone(e.seen), Unseen: maps.Clone(e.unseen), PrimarySeenAt: e.primarySeenAt, Started: e.started,
 		Switchover: e.switchover, Settings: e.cfg.Settings, AcceptLossFrom: e.acceptLoss,
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
-		TLSRequired: e.cfg.TLSRequired,
+		TLSRequired: e.cfg.TLSRequired, External: e.cfg.External,
 	}
 	if e.switchover != nil {
 		view.SwitchoverWaited = time.Since(e.switchAt)
@@ -476,6 +481,9 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.mu.Lock()
 	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), Withheld: Withheld(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation,
 		PrimaryLostSince: lostSince}
+	if x := e.cfg.External; x != nil {
+		rep.External = x.String()
+	}
 	e.state.Errant = d.Errant
 	if err == nil {
 		if d.PromotedFrom != "" && d.Primary != d.PromotedFrom {

@@ -6,6 +6,8 @@ package topology
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,7 +213,35 @@ type ClusterView struct {
 	// TLSRequired asks for plain TCP logins to be refused once every instance serves TLS
 	// (Config.TLSRequired).
 	TLSRequired bool
+	// External is the server outside the cluster the primary replicates from until a cutover
+	// (Config.External); nil when the cluster is its own source of writes.
+	External *ExternalSource
 }
+
+// ExternalSource is a server outside the cluster that the cluster follows after copying it
+// (a migration): the primary stays read-only and replicates from it, semi-sync towards its
+// own replicas, so that what it applies is on a replica too before it moves on; the replicas
+// replicate from the primary as always. Every promotion (bootstrap, failover, switchover)
+// points the new primary at the source instead of opening it for writes, until a cutover.
+type ExternalSource struct {
+	// Host and Port are where the cluster's servers reach the source.
+	Host string
+	Port int
+	// User and Password are the replication account on the source.
+	User, Password string
+	// TLS, when set, is how the servers verify the source (the CA file as they see it).
+	TLS *dbsql.SourceTLS
+	// ID identifies the address, account and TLS settings (a hash of them): the primary is
+	// pointed at the source again when it changes.
+	ID string
+}
+
+// replicationGeneration is what an instance pointed at the source records as its
+// replication generation (InstanceView.ReplicationGeneration).
+func (x *ExternalSource) replicationGeneration() string { return "external:" + x.ID }
+
+// String names the source for messages.
+func (x *ExternalSource) String() string { return net.JoinHostPort(x.Host, strconv.Itoa(x.Port)) }
 
 // member is the instance's address as a Member.
 func (in InstanceView) member() Member {
@@ -276,6 +306,10 @@ const (
 	StepRestartSemiSyncSource StepKind = "RestartSemiSyncSource"
 	// StepSemiSyncTimeout sets the primary's semi-sync timeout to Settings.SemiSyncTimeoutMS.
 	StepSemiSyncTimeout StepKind = "SemiSyncTimeout"
+	// StepFollowExternal makes the instance the primary of a cluster that follows an
+	// external source (ClusterView.External): its semi-sync source side on (when SemiSync),
+	// read-only kept on, pointed at the source and replicating from it.
+	StepFollowExternal StepKind = "FollowExternal"
 )
 
 // Step is one action of a plan.
@@ -306,7 +340,7 @@ func (s Step) String() string {
 	if s.Rejoin {
 		b.WriteString(" rejoin")
 	}
-	if s.Kind == StepPromote || s.Kind == StepSemiSyncSource {
+	if s.Kind == StepPromote || s.Kind == StepSemiSyncSource || s.Kind == StepFollowExternal {
 		fmt.Fprintf(&b, " semisync=%t", s.SemiSync)
 	}
 	if s.Kind == StepSecureTransport {

@@ -1,0 +1,66 @@
+package clustermanager
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/resources"
+	"github.com/dolphin-operator/dolphin/internal/topology"
+)
+
+// externalSource is the server outside the cluster that c follows (spec.bootstrap.external
+// with replicate), with the account of its Secret and, for TLS, the CA as the servers see it
+// (mounted by the StatefulSet); nil when c follows none.
+func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster) (*topology.ExternalSource, error) {
+	if !resources.FollowsExternalSource(c) {
+		return nil, nil
+	}
+	ext := c.Spec.Bootstrap.External
+	read := func(name string) (*corev1.Secret, error) {
+		var s corev1.Secret
+		key := types.NamespacedName{Namespace: c.Namespace, Name: name}
+		err := m.Client.Get(ctx, key, &s)
+		if apierrors.IsNotFound(err) {
+			// The cache holds only Dolphin's labelled Secrets: the user's is read directly.
+			err = m.APIReader().Get(ctx, key, &s)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading Secret %s of spec.bootstrap.external: %w", key, err)
+		}
+		return &s, nil
+	}
+	acct, err := read(ext.AccountSecretName)
+	if err != nil {
+		return nil, err
+	}
+	user, password := string(acct.Data[resources.ExternalUsernameKey]), string(acct.Data[resources.ExternalPasswordKey])
+	if user == "" || password == "" {
+		return nil, fmt.Errorf("the Secret %s lacks %q or %q: spec.bootstrap.external needs both", ext.AccountSecretName,
+			resources.ExternalUsernameKey, resources.ExternalPasswordKey)
+	}
+	x := &topology.ExternalSource{Host: ext.Host, Port: int(ext.Port), User: user, Password: password}
+	if x.Port == 0 {
+		x.Port = 3306
+	}
+	id := sha256.New()
+	fmt.Fprintf(id, "%s\x00%d\x00%s\x00%s\x00", x.Host, x.Port, user, password)
+	if ext.CASecretName != "" {
+		ca, err := read(ext.CASecretName)
+		if err != nil {
+			return nil, err
+		}
+		// The host's name is verified as the operator's checks verified it.
+		x.TLS = &dbsql.SourceTLS{CAFile: resources.ExternalSourceCAFile, VerifyName: true}
+		id.Write(ca.Data[resources.ExternalCAKey])
+	}
+	x.ID = hex.EncodeToString(id.Sum(nil)[:8])
+	return x, nil
+}

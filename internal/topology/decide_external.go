@@ -1,0 +1,81 @@
+package topology
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Errors of a primary's replication from an external source that replication cannot get past
+// by itself.
+const (
+	// errnoSourceGone: error 1236 from the source — it no longer has the binary logs from the
+	// cluster's position on (purged before the copy caught up), or its history diverged.
+	errnoSourceGone = errnoSourceFatalReading
+)
+
+// followExternal rewrites a decision for a cluster that follows an external source
+// (ClusterView.External): every promotion — the bootstrap's, a failover's, a switchover's —
+// points the new primary at the source instead of opening it for writes (StepFollowExternal),
+// and the fence of a primary that follows the source stops its replication first, so that
+// what it holds no longer moves while the new primary catches up with it.
+func followExternal(v ClusterView, d Decision) Decision {
+	x := v.External
+	plan := make([]Step, 0, len(d.Plan))
+	for _, s := range d.Plan {
+		switch {
+		case s.Kind == StepPromote:
+			s.Kind = StepFollowExternal
+		case s.Kind == StepFence && s.Instance == v.Primary && !slices.ContainsFunc(plan, func(p Step) bool {
+			return p.Kind == StepStopReplication && p.Instance == s.Instance
+		}):
+			plan = append(plan, Step{Kind: StepStopReplication, Instance: s.Instance})
+		}
+		plan = append(plan, s)
+	}
+	d.Plan = plan
+	if d.State == StateHealthy {
+		d.Message = fmt.Sprintf("%s follows %s (read-only until the cutover)%s; every replica replicates from it", d.Primary, x, behind(v, d.Primary))
+	}
+	return d
+}
+
+// behind describes how far the primary is behind the external source (" 3 s behind"), or ""
+// when its replication reports no lag.
+func behind(v ClusterView, primary string) string {
+	p, ok := v.instance(primary)
+	if !ok || !p.Reachable() || p.Status.Replica == nil || p.Status.Replica.SecondsBehindSource == nil {
+		return ""
+	}
+	return fmt.Sprintf(", %d s behind", *p.Status.Replica.SecondsBehindSource)
+}
+
+// externalSteps are the steps that keep the reachable primary p following v.External, and the
+// problem to report ("" when none). A writable primary is never pointed at the source: writes
+// of its own would make its history diverge from the source's.
+func externalSteps(v ClusterView, p InstanceView) (steps []Step, problem string) {
+	x := v.External
+	if !p.Status.ReadOnly {
+		return nil, fmt.Sprintf("%s accepts writes although the cluster follows %s until a cutover: it is not pointed at %s; make it read-only (SET GLOBAL read_only=ON) to go on following, or cut over", p.Name, x, x)
+	}
+	rs := p.Status.Replica
+	follow := Step{Kind: StepFollowExternal, Instance: p.Name, SemiSync: len(v.Instances) > 1}
+	switch {
+	case rs == nil, rs.SourceHost != x.Host, rs.SourcePort != x.Port,
+		p.ReplicationGeneration != x.replicationGeneration(), !replicationTLSMatches(rs, x.TLS):
+		return []Step{follow}, ""
+	case rs.LastIOErrno == errnoSourceGone:
+		return nil, fmt.Sprintf("%s cannot go on replicating from %s: error %d: %s (the source no longer has the binary logs from the cluster's position: keep them longer on the source and copy it again into a new cluster)",
+			p.Name, x, rs.LastIOErrno, rs.LastIOError)
+	case !rs.SQLRunning && rs.LastSQLErrno != 0:
+		return nil, fmt.Sprintf("%s stopped applying what it replicates from %s: error %d: %s (fix the cause, then START SLAVE on it, or copy the source again into a new cluster)",
+			p.Name, x, rs.LastSQLErrno, rs.LastSQLError)
+	case !rs.IORunning && rs.LastIOErrno != 0:
+		// The receiver retries by itself (MASTER_CONNECT_RETRY); it is started again only
+		// when it stopped for good.
+		return []Step{{Kind: StepStartReplication, Instance: p.Name}},
+			fmt.Sprintf("%s cannot receive from %s: error %d: %s", p.Name, x, rs.LastIOErrno, rs.LastIOError)
+	case !rs.IORunning || !rs.SQLRunning:
+		return []Step{{Kind: StepStartReplication, Instance: p.Name}}, ""
+	}
+	return nil, ""
+}

@@ -1,0 +1,130 @@
+package topology
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+)
+
+// testSource is the external source of the tests: a server outside the cluster.
+func testSource() *ExternalSource {
+	return &ExternalSource{Host: "old-db.example", Port: 3306, User: "migrate", Password: "pw", ID: "abc"}
+}
+
+// following makes the instance replicate from testSource, pointed there by this engine.
+func (b *ib) following(x *ExternalSource) *ib {
+	b.v.Status.Replica = &dbsql.ReplicaStatus{SourceHost: x.Host, SourcePort: x.Port, IORunning: true, SQLRunning: true}
+	b.v.ReplicationGeneration = x.replicationGeneration()
+	b.v.Status.SemiSync.SourceEnabled, b.v.Status.SemiSync.SourceActive = true, true
+	return b
+}
+
+// external makes v follow testSource; the primary following it counts its replicas receiving
+// from it as semi-sync clients (cluster counts them for writable sources only).
+func external(v ClusterView) ClusterView {
+	v.External = testSource()
+	for i, src := range v.Instances {
+		if src.Name != v.Primary || src.Status == nil || !src.Status.ReadOnly {
+			continue
+		}
+		for _, r := range v.Instances {
+			if r.Status != nil && r.Status.Replica != nil && r.Status.Replica.IORunning && r.Status.Replica.SourceHost == src.Host {
+				v.Instances[i].Status.SemiSync.Clients++
+			}
+		}
+	}
+	return v
+}
+
+// TestDecideFollowsAnExternalSource: while a cluster follows a server outside it, no plan opens
+// an instance for writes — the bootstrap, a failover and a switchover each point the new
+// primary at the source instead — and a primary that follows it is left alone.
+func TestDecideFollowsAnExternalSource(t *testing.T) {
+	x := testSource()
+	cases := []struct {
+		name    string
+		view    ClusterView
+		state   State
+		primary string
+		plan    []string
+		message string
+	}{
+		{"bootstrap: the most advanced follows the source, the others replicate from it",
+			external(cluster("", inst(0).executed("0-9-100"), inst(1).executed("0-9-100"), inst(2).executed("0-9-100"))),
+			StateBootstrap, "db-0", []string{"FollowExternal(db-0 semisync=true)", "Replicate(db-1 from db-0 rejoin)", "Replicate(db-2 from db-0 rejoin)"}, ""},
+		{"following: nothing to do, the state says so",
+			external(cluster("db-0", inst(0).following(x).executed("0-9-120"), inst(1).replicaOf(0, "0-9-120").executed("0-9-120"),
+				inst(2).replicaOf(0, "0-9-120").executed("0-9-120"))),
+			StateHealthy, "db-0", nil, "db-0 follows old-db.example:3306 (read-only until the cutover)"},
+		{"read-only primary not pointed at the source yet: pointed, not promoted",
+			external(cluster("db-0", inst(0).executed("0-9-120"), inst(1).replicaOf(0, "0-9-120"), inst(2).replicaOf(0, "0-9-120"))),
+			StateHealing, "db-0", []string{"FollowExternal(db-0 semisync=true)"}, ""},
+		{"the source's account changed: pointed again",
+			func() ClusterView {
+				v := external(cluster("db-0", inst(0).following(x), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+				v.External.ID = "def"
+				return v
+			}(),
+			StateHealing, "db-0", []string{"FollowExternal(db-0 semisync=true)"}, ""},
+		{"receiver stopped: started again",
+			external(cluster("db-0", inst(0).following(x).ioStopped(), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, ""))),
+			StateHealing, "db-0", []string{"StartReplication(db-0)"}, ""},
+		{"the source purged the position: reported, nothing retried",
+			func() ClusterView {
+				b := inst(0).following(x).ioStopped()
+				b.v.Status.Replica.LastIOErrno, b.v.Status.Replica.LastIOError = 1236, "Could not find GTID state requested by slave in any binlog files"
+				return external(cluster("db-0", b, inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+			}(),
+			StateDegraded, "db-0", nil, "no longer has the binary logs"},
+		{"a writable primary is never pointed at the source",
+			external(cluster("db-0", inst(0).writable(), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, ""))),
+			StateDegraded, "db-0", nil, "accepts writes although the cluster follows old-db.example:3306"},
+		{"failover: the candidate follows the source instead of taking writes",
+			func() ClusterView {
+				v := cluster("db-0", inst(0).down(), inst(1).executed("0-9-130"), inst(2).executed("0-9-129").replicaOf(0, "0-9-129").ioStopped())
+				v.PrimaryMisses, v.Failover = 5, &FailoverProgress{From: "db-0", Fenced: true}
+				return external(v)
+			}(),
+			StateFailover, "db-1", []string{"FollowExternal(db-1 semisync=true)", "Replicate(db-2 from db-1)"}, ""},
+		{"switchover: the primary stops following before its fence",
+			func() ClusterView {
+				v := external(cluster("db-0", inst(0).following(x).executed("0-9-140"), inst(1).replicaOf(0, "0-9-140").executed("0-9-140"),
+					inst(2).replicaOf(0, "0-9-140").executed("0-9-140")))
+				v.Switchover = &SwitchoverRequest{To: "db-1"}
+				return v
+			}(),
+			StateSwitchover, "db-0", []string{"StopReplication(db-0)", "Fence(db-0)"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.view)
+			if d.State != tc.state || d.Primary != tc.primary || !slices.Equal(steps(d), tc.plan) {
+				t.Errorf("got %s primary %s plan %v (%s), want %s primary %s plan %v", d.State, d.Primary, steps(d), d.Message, tc.state, tc.primary, tc.plan)
+			}
+			if !strings.Contains(d.Message, tc.message) {
+				t.Errorf("message %q lacks %q", d.Message, tc.message)
+			}
+			for _, s := range d.Plan {
+				if s.Kind == StepPromote {
+					t.Errorf("a plan opened %s for writes while the cluster follows an external source", s.Instance)
+				}
+			}
+			// The primary Service selects no pod: clients write to the source until the cutover.
+			// (A writable primary keeps its clients: it may be a cutover whose record was lost.)
+			p, _ := tc.view.instance(tc.view.Primary)
+			if roles := Roles(tc.view, d, nil); (!p.Reachable() || p.Status.ReadOnly) && slices.Contains(mapsValues(roles), RolePrimary) {
+				t.Errorf("roles %v publish a primary while the cluster follows an external source", roles)
+			}
+		})
+	}
+}
+
+func mapsValues(m map[string]Role) []Role {
+	var out []Role
+	for _, r := range m {
+		out = append(out, r)
+	}
+	return out
+}

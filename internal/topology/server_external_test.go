@@ -1,0 +1,170 @@
+package topology
+
+import (
+	"database/sql"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+)
+
+// TestServerFollowsAnExternalSource runs the engine on three servers that follow a fourth one
+// outside the cluster (ClusterView.External), an application writing on that one the whole
+// time: the bootstrap points one instance at the source and the others at it, no instance is
+// ever writable, every acknowledged write reaches all three; the primary following the source
+// is killed and the failover points the promoted replica at the source, which goes on from
+// what it applied — the same rows everywhere again, nothing errant.
+func TestServerFollowsAnExternalSource(t *testing.T) {
+	db := dbtest.Start(t, dbtest.Options{Instances: 4})
+	src := db.Instances[3] // the server outside the cluster
+	root, err := sql.Open("mysql", src.RootDSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	for _, q := range []string{
+		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'migrate-Secret-5'",
+		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'migrate'@'%'",
+		"CREATE DATABASE app",
+		"CREATE TABLE app.rows (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))",
+		"SET GLOBAL read_only = OFF",
+	} {
+		mustExec(t, root, q)
+	}
+	for i := range 100 {
+		mustExec(t, root, "INSERT INTO app.rows (v) VALUES (?)", fmt.Sprint("before ", i))
+	}
+
+	members := make([]Member, 3)
+	for i, in := range db.Instances[:3] {
+		members[i] = Member{Name: in.Name, Host: in.Host, Port: in.Port}
+	}
+	h := &harness{t: t, db: db}
+	x := &ExternalSource{Host: src.Host, Port: src.Port, User: "migrate", Password: "migrate-Secret-5", ID: "test"}
+	h.cfg = Config{
+		Flavor:      dbsql.FlavorMariaDB,
+		Members:     func() []Member { return members },
+		Credentials: Credentials{Accounts: testAccounts, Bootstrap: dbsql.Account{User: "root"}},
+		Settings:    Settings{FailoverEnabled: true, DetectionAttempts: 2},
+		Interval:    200 * time.Millisecond,
+		WaitTimeout: 30 * time.Second,
+		Reporter:    h,
+		Log:         testr.New(t),
+		External:    x,
+	}
+	h.e = New(h.cfg, Persisted{})
+	t.Cleanup(func() { h.e.Close() })
+
+	// The application writes on the source throughout.
+	var acked atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := root.Exec("INSERT INTO app.rows (v) VALUES (?)", fmt.Sprint("during ", i)); err == nil {
+				acked.Add(1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	stopWriter := func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			<-done
+		}
+	}
+	t.Cleanup(stopWriter)
+
+	following := func(d Decision) bool { return d.State == StateHealthy && d.Primary != "" }
+	d := h.converge("following the source", following)
+	first := d.Primary
+	h.checkNoneWritable("after the bootstrap")
+	for deadline := time.Now().Add(30 * time.Second); acked.Load() < 200 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The primary that follows the source dies; a replica takes its place, following the source.
+	db.Instances[h.index(first)].Kill(t)
+	// Degraded while the dead one stays down; the new primary follows the source.
+	d = h.converge("a failover away from "+first, func(d Decision) bool {
+		return (d.State == StateHealthy || d.State == StateDegraded) && d.Primary != first && d.Primary != "" && len(d.Plan) == 0
+	})
+	second := d.Primary
+	t.Logf("failover %s -> %s while following: %s", first, second, d.Message)
+	h.checkNoneWritable("after the failover")
+	for _, p := range h.promotions {
+		if p.To == second && !p.Planned {
+			goto promoted
+		}
+	}
+	t.Errorf("no failover to %s reported: %+v", second, h.promotions)
+promoted:
+	db.Instances[h.index(first)].Start(t)
+	before := acked.Load()
+	for deadline := time.Now().Add(30 * time.Second); acked.Load() < before+200 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopWriter()
+	var want int
+	if err := root.QueryRow("SELECT COUNT(*) FROM app.rows").Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if int64(want) < 100+acked.Load() {
+		t.Fatalf("the source holds %d rows, fewer than the %d acknowledged", want, 100+acked.Load())
+	}
+	d = h.converge("every instance following again", func(d Decision) bool {
+		return following(d) && len(d.Errant) == 0
+	})
+	// Every row of the source, on every instance of the cluster.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		counts := map[string]int{}
+		for _, in := range db.Instances[:3] {
+			var n int
+			if err := h.pool(h.index(in.Name)).QueryRow("SELECT COUNT(*) FROM app.rows").Scan(&n); err != nil {
+				counts[in.Name] = -1
+				continue
+			}
+			counts[in.Name] = n
+		}
+		if counts["db-0"] == want && counts["db-1"] == want && counts["db-2"] == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rows on the cluster %v, the source has %d; %s", counts, want, h.describe())
+		}
+	}
+	h.waitSameRows("db-0", "db-1", "db-2")
+	var tbl, srcSum, clusterSum sql.NullString
+	if err := root.QueryRow("CHECKSUM TABLE app.rows").Scan(&tbl, &srcSum); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pool(0).QueryRow("CHECKSUM TABLE app.rows").Scan(&tbl, &clusterSum); err != nil || clusterSum != srcSum {
+		t.Errorf("checksum on the cluster %v (%v), on the source %v", clusterSum, err, srcSum)
+	}
+	h.checkNoneWritable("at the end")
+	t.Logf("%d rows, %d written during the run, on the source and all three instances; %s", want, acked.Load(), d.Message)
+}
+
+// checkNoneWritable fails the test when an instance of the cluster (db-0..db-2) accepts writes.
+func (h *harness) checkNoneWritable(when string) {
+	h.t.Helper()
+	for _, in := range h.db.Instances[:3] {
+		var ro int
+		err := h.pool(h.index(in.Name)).QueryRow("SELECT @@read_only").Scan(&ro)
+		if err == nil && ro != 1 {
+			h.t.Errorf("%s: %s is writable while the cluster follows an external source", when, in.Name)
+		}
+	}
+}
