@@ -4,15 +4,19 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
 // TestLocalBootstrapFromExternalServer: a MariaDB server on the host, outside the cluster (a
@@ -22,6 +26,11 @@ import (
 // changed to ROW on the server, the cluster is checked again by itself, copied by its first
 // instance, the others cloned, and Ready: every instance holds the server's rows, the
 // application account logs in through the primary Service with its own password and writes.
+//
+// Then a second cluster copies the same server with replicate: true while an application
+// writes on the server the whole time: it reaches phase Following with no instance writable
+// and no pod behind its primary Service, and every write the server acknowledged — before,
+// during and after the copy — arrives on both of its instances.
 func TestLocalBootstrapFromExternalServer(t *testing.T) {
 	s := upStack(t)
 	src := dbtest.Start(t, dbtest.Options{Instances: 1}).Instances[0]
@@ -96,4 +105,104 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 	if err := app.QueryRow("SELECT COUNT(*) FROM shop.orders").Scan(&n); err != nil || n != 5010 {
 		t.Errorf("after the application's writes: %d rows (%v), want 5010", n, err)
 	}
+	s.deleteCluster("moved") // room on the node for the next one
+
+	// Following: the server keeps taking writes through the copy and after it.
+	var acked atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for id := 100001; ; id++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := srcDB.Exec("INSERT INTO shop.orders VALUES (?, 'during')", id); err == nil {
+				acked.Add(1)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	stopWriter := sync.OnceFunc(func() { close(stop); <-done })
+	defer stopWriter()
+	fl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "follow"},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 2, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
+			Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
+				Host: s.gateway(), Port: int32(src.Port), AccountSecretName: "old-db", Replicate: true}}}}
+	if err := s.c.Create(s.ctx, fl); err != nil {
+		t.Fatal(err)
+	}
+	fkey := client.ObjectKeyFromObject(fl)
+	began = time.Now()
+	testenv.Eventually(t, 240*time.Second, "phase Following", func() error {
+		var c dolphinv1.MySQLCluster
+		if err := s.c.Get(s.ctx, fkey, &c); err != nil {
+			return err
+		}
+		if c.Status.Phase != dolphinv1.PhaseFollowing {
+			return fmt.Errorf("phase %s, topology %+v", c.Status.Phase, c.Status.Topology)
+		}
+		return nil
+	})
+	t.Logf("copied and following in %v", time.Since(began).Round(time.Second))
+	s.wantClusterCondition(fkey, dolphinv1.ConditionFollowingExternalSource, metav1.ConditionTrue, "replicates from")
+	time.Sleep(2 * time.Second) // writes after the copy too
+	stopWriter()
+	var want int
+	if err := srcDB.QueryRow("SELECT COUNT(*) FROM shop.orders").Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if int64(want) < 5000+acked.Load() || acked.Load() == 0 {
+		t.Fatalf("the server holds %d rows after %d acknowledged writes", want, acked.Load())
+	}
+	opPw = s.secretValue("follow-credentials", "operator-password")
+	for _, pod := range s.clusterPods("follow") {
+		db := s.sqlDBAs("dolphin", opPw, pod.Status.PodIP+":3306")
+		testenv.Eventually(t, 60*time.Second, pod.Name+" holds every row of the server", func() error {
+			var n int
+			var ro, host string
+			// Read apart from the table: MariaDB 10.11 answers @@read_only with 0 in a SELECT
+			// that reads a table (measured: `SELECT COUNT(*), @@read_only FROM t` 0, `SELECT
+			// @@read_only` 1 on the same read-only server).
+			if err := db.QueryRow("SELECT @@read_only, @@hostname").Scan(&ro, &host); err != nil {
+				return err
+			}
+			if err := db.QueryRow("SELECT COUNT(*) FROM shop.orders").Scan(&n); err != nil {
+				return err
+			}
+			if ro != "1" {
+				var c dolphinv1.MySQLCluster
+				_ = s.c.Get(s.ctx, fkey, &c)
+				t.Fatalf("%s (%s at %s) has read_only=%s while the cluster follows the server; topology %+v", pod.Name, host, pod.Status.PodIP, ro, c.Status.Topology)
+			}
+			if n != want {
+				return fmt.Errorf("%d rows, the server has %d", n, want)
+			}
+			return nil
+		})
+	}
+	if eps := s.endpointAddresses("follow-primary"); len(eps) != 0 {
+		t.Errorf("the primary Service of a following cluster has endpoints %v", eps)
+	}
+	t.Logf("%d rows, %d written on the server during the copy and after it, on both instances", want, acked.Load())
+}
+
+// endpointAddresses lists the ready endpoints of a Service (its EndpointSlices).
+func (s *stack) endpointAddresses(svc string) []string {
+	s.t.Helper()
+	var slices_ discoveryv1.EndpointSliceList
+	if err := s.c.List(s.ctx, &slices_, client.InNamespace(s.ns), client.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
+		s.t.Fatal(err)
+	}
+	var out []string
+	for _, sl := range slices_.Items {
+		for _, e := range sl.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				out = append(out, e.Addresses...)
+			}
+		}
+	}
+	return out
 }
