@@ -311,9 +311,9 @@ type ExternalSource struct {
 	// from it with GTIDs (read-only; what it applies is acknowledged by a replica before it
 	// moves on), the replicas replicate from the primary, the primary Service selects no pod,
 	// and status.topology.externalSource shows the lag and the position received. The cluster
-	// takes writes only after a cutover, which is not built yet: until then it stays
-	// read-only (docs/migrate.md). The server must keep its binary logs until the cluster
-	// caught up. Unset: a one-time copy; the cluster opens for writes once it is made.
+	// takes writes after the cutover, asked with the annotation mysql.dolphin.dev/cutover:
+	// "true" (docs/migrate.md). The server must keep its binary logs until the cluster caught
+	// up. Unset: a one-time copy; the cluster opens for writes once it is made.
 	// +optional
 	Replicate bool `json:"replicate,omitempty"`
 }

@@ -27,6 +27,16 @@ const (
 	// person, having looked, says so. Removed once the re-clone began.
 	RecloneApprovedAnnotation = "mysql.dolphin.dev/reclone-approved"
 
+	// CutoverAnnotation set to "true" on a cluster that follows the server it was copied from
+	// (spec.bootstrap.external with replicate) moves writes to the cluster, once: Dolphin
+	// fences the server (read_only, its clients' sessions ended), waits until the cluster's
+	// primary holds the server's final position, stops following and opens the primary for
+	// writes; status.topology.externalSource.cutOver records the position and the write
+	// pause. The account needs READ_ONLY ADMIN, CONNECTION ADMIN and PROCESS on the server. A
+	// cutover that fails before the primary opens is undone (the server open again, the
+	// cluster following) and tried again. The annotation may stay: it acts once.
+	CutoverAnnotation = "mysql.dolphin.dev/cutover"
+
 	// ForceRolloutAnnotation set to "true" lets a rolling restart start and continue while the
 	// cluster is degraded (errant instances, a failover in progress, a topology that is not
 	// Healthy, replicas not caught up, instances not ready). Pods are still restarted one at a

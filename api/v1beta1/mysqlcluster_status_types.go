@@ -392,4 +392,28 @@ type ExternalReplication struct {
 	// Error is the last error of its replication from the source, what the server said.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// CutOver is the cutover, once done: the cluster no longer follows the server and takes
+	// writes itself.
+	// +optional
+	CutOver *CutoverRecord `json:"cutOver,omitempty"`
+}
+
+// CutoverRecord is the cutover of a cluster that followed the server it was copied from.
+type CutoverRecord struct {
+	// Instance is the instance opened for writes.
+	Instance string `json:"instance"`
+	// At is when it was opened.
+	At metav1.Time `json:"at"`
+	// Position is the server's final GTID position, which the instance held when it opened
+	// (unset when the cutover was found done after an operator restart).
+	// +optional
+	Position string `json:"position,omitempty"`
+	// WritePauseMilliseconds is how long neither the server nor the cluster took writes, as
+	// the servers saw it (a client adds its reconnection).
+	// +optional
+	WritePauseMilliseconds int64 `json:"writePauseMilliseconds,omitempty"`
+	// Warning is what a person should look at, such as a write that reached the server after
+	// its fence (an account with READ_ONLY ADMIN): reconcile it by hand.
+	// +optional
+	Warning string `json:"warning,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/migrate"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/topology"
 )
@@ -20,7 +21,7 @@ import (
 // with replicate), with the account of its Secret and, for TLS, the CA as the servers see it
 // (mounted by the StatefulSet); nil when c follows none.
 func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster) (*topology.ExternalSource, error) {
-	if !resources.FollowsExternalSource(c) {
+	if !resources.FollowsExternalSource(c) || resources.CutOver(c) {
 		return nil, nil
 	}
 	ext := c.Spec.Bootstrap.External
@@ -46,10 +47,12 @@ func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster)
 		return nil, fmt.Errorf("the Secret %s lacks %q or %q: spec.bootstrap.external needs both", ext.AccountSecretName,
 			resources.ExternalUsernameKey, resources.ExternalPasswordKey)
 	}
-	x := &topology.ExternalSource{Host: ext.Host, Port: int(ext.Port), User: user, Password: password}
+	x := &topology.ExternalSource{Host: ext.Host, Port: int(ext.Port), User: user, Password: password,
+		Cutover: c.Annotations[dolphinv1.CutoverAnnotation] == "true"}
 	if x.Port == 0 {
 		x.Port = 3306
 	}
+	ep := migrate.Endpoint{Host: x.Host, Port: x.Port, User: user, Password: password}
 	id := sha256.New()
 	fmt.Fprintf(id, "%s\x00%d\x00%s\x00%s\x00", x.Host, x.Port, user, password)
 	if ext.CASecretName != "" {
@@ -60,7 +63,9 @@ func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster)
 		// The host's name is verified as the operator's checks verified it.
 		x.TLS = &dbsql.SourceTLS{CAFile: resources.ExternalSourceCAFile, VerifyName: true}
 		id.Write(ca.Data[resources.ExternalCAKey])
+		ep.CACertPEM = ca.Data[resources.ExternalCAKey]
 	}
 	x.ID = hex.EncodeToString(id.Sum(nil)[:8])
+	x.Open = ep.Open // the cutover's fence, from the operator (the CA in memory)
 	return x, nil
 }

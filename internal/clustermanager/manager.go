@@ -502,8 +502,9 @@ func configHash(cfg topology.Config) string {
 		CAs       string
 		Secure    bool
 		External  string
+		Cutover   bool
 	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, certRaw(cfg.TLSCertificate), cfg.TLSRootsID, cfg.TLSRequired,
-		externalID(cfg.External)})
+		externalID(cfg.External), cfg.External != nil && cfg.External.Cutover})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -561,6 +562,11 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced, From: sw.From}
 	}
 	p.LastSwitchoverRequest = t.LastSwitchoverRequest
+	if x := t.ExternalSource; x != nil && x.CutOver != nil {
+		co := x.CutOver
+		p.Cutover = &topology.CutoverRecord{Source: x.Source, Instance: co.Instance, At: co.At.Time, Position: co.Position,
+			Pause: time.Duration(co.WritePauseMilliseconds) * time.Millisecond, Warning: co.Warning}
+	}
 	if lp := t.LastPromotion; lp != nil {
 		p.LastPromotion = &topology.PromotionSeen{From: lp.From, At: lp.Time.Time}
 	}

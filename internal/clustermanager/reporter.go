@@ -246,6 +246,7 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 	var c dolphinv1.MySQLCluster
 	var newlyErrant []string
 	var newlyAlone *dolphinv1.AcknowledgedAlone
+	var cutOver *dolphinv1.ExternalReplication
 	written := false
 	err := retry.OnError(statusBackoff, func(err error) bool { return ctx.Err() == nil && !apierrors.IsNotFound(err) }, func() error {
 		if err := r.m.APIReader().Get(ctx, r.key, &c); err != nil {
@@ -259,6 +260,11 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 			next.LastPromotion = promotion
 		}
 		newlyErrant, newlyAlone = newlyReported(c.Status.Topology, next)
+		cutOver = nil
+		if x := next.ExternalSource; x != nil && x.CutOver != nil && (c.Status.Topology == nil || c.Status.Topology.ExternalSource == nil ||
+			c.Status.Topology.ExternalSource.CutOver == nil) {
+			cutOver = x
+		}
 		if equality.Semantic.DeepEqual(c.Status.Topology, next) {
 			return nil
 		}
@@ -292,7 +298,30 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 		newlyAlone = nil // said once, with the write that recorded it
 	}
 	r.events(&c, promotion, refused, newlyAlone, newlyErrant)
+	if x := cutOver; x != nil && written {
+		typ := corev1.EventTypeNormal
+		if x.CutOver.Warning != "" {
+			typ = corev1.EventTypeWarning
+		}
+		r.m.Recorder.Eventf(&c, r.podRef(x.CutOver.Instance), typ, "CutOver", "Cutover",
+			"writes moved from %s to %s at %s, write pause %d ms%s", x.Source, x.CutOver.Instance, orUnknown(x.CutOver.Position),
+			x.CutOver.WritePauseMilliseconds, warningSuffix(x.CutOver.Warning))
+	}
 	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown position"
+	}
+	return s
+}
+
+func warningSuffix(w string) string {
+	if w == "" {
+		return ""
+	}
+	return ": " + w
 }
 
 // newlyReported returns what next reports that old did not: instances newly errant, and a
@@ -528,6 +557,12 @@ func boolGauge(b bool) float64 {
 // cluster follows (nil when it follows none): the instance whose replication points at the
 // source, its lag, what it received and its last error.
 func externalReplication(rep topology.Report) *dolphinv1.ExternalReplication {
+	if co := rep.Persisted.Cutover; co != nil {
+		// Cut over: the record stays, for people and for every later engine (never
+		// following the source again).
+		return &dolphinv1.ExternalReplication{Source: co.Source, CutOver: &dolphinv1.CutoverRecord{Instance: co.Instance,
+			At: metav1.NewTime(co.At), Position: co.Position, WritePauseMilliseconds: co.Pause.Milliseconds(), Warning: co.Warning}}
+	}
 	if rep.External == "" {
 		return nil
 	}

@@ -58,3 +58,10 @@ func externalSourceMounts(c *dolphinv1.MySQLCluster) []*corev1ac.VolumeMountAppl
 	return []*corev1ac.VolumeMountApplyConfiguration{
 		corev1ac.VolumeMount().WithName(volumeExternalSource).WithMountPath(ExternalSourceDir).WithReadOnly(true)}
 }
+
+// CutOver reports whether the cluster's cutover from the server it followed is recorded
+// (status.topology.externalSource.cutOver): it no longer follows that server.
+func CutOver(c *dolphinv1.MySQLCluster) bool {
+	t := c.Status.Topology
+	return t != nil && t.ExternalSource != nil && t.ExternalSource.CutOver != nil
+}

@@ -167,6 +167,8 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		return in.RestartSemiSyncSource(ctx, !e.cfg.Settings.AckAlone)
 	case StepFollowExternal:
 		return e.followExternal(ctx, in, m, s)
+	case StepCutover:
+		return e.cutover(ctx, in, m)
 	case StepReplicate:
 		src, ok := byName[s.Source]
 		if !ok {

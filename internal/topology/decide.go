@@ -35,6 +35,8 @@ const (
 	StateSwitchover State = "Switchover"
 	// StateSplitBrain: more than one instance accepted writes; the extra ones are fenced.
 	StateSplitBrain State = "SplitBrain"
+	// StateCutover: writes move from the external source the cluster followed to its primary.
+	StateCutover State = "Cutover"
 )
 
 // Replication errors that mean an instance cannot continue as a replica without being
@@ -90,6 +92,10 @@ type Decision struct {
 	// acknowledgement: the clients feel a write stall (also while the primary still counts
 	// replicas that no longer answer, which NoSemiSyncReplica does not see).
 	CommitsWaiting bool
+	// CutOver is a cutover found done although not recorded (the primary writable and
+	// detached while the cutover was asked: an operator stopped between the opening and the
+	// record); the engine records it. Nil otherwise (StepCutover records its own).
+	CutOver *CutoverRecord
 	// SwitchoverRefused says why a requested switchover was dropped without a promotion
 	// ("" when none was): the operator reports it as an event.
 	SwitchoverRefused string
@@ -335,8 +341,13 @@ func decideHealthy(v ClusterView, d Decision, p InstanceView) Decision {
 	delete(d.Replaced, p.Name) // the primary again: what it holds is the history
 	var following []Step
 	if v.External != nil {
+		if d.CutOver = unrecordedCutover(v, p); d.CutOver != nil {
+			v.External = nil // cut over: from here on a cluster of its own
+		}
+	}
+	if v.External != nil {
 		// A cluster that follows an external source: its primary stays read-only and
-		// replicates from the source (followExternal).
+		// replicates from the source (followExternal), until the cutover.
 		var problem string
 		if following, problem = externalSteps(v, p); problem != "" {
 			problems = append(problems, problem)

@@ -33,7 +33,12 @@ func followExternal(v ClusterView, d Decision) Decision {
 		plan = append(plan, s)
 	}
 	d.Plan = plan
-	if d.State == StateHealthy {
+	if slices.ContainsFunc(plan, func(s Step) bool { return s.Kind == StepCutover }) {
+		d.State = StateCutover
+		d.Message = fmt.Sprintf("cutting over from %s to %s: fencing the source, waiting for its final position, opening %s for writes", x, d.Primary, d.Primary)
+		return d
+	}
+	if d.State == StateHealthy && d.CutOver == nil {
 		d.Message = fmt.Sprintf("%s follows %s (read-only until the cutover)%s; every replica replicates from it", d.Primary, x, behind(v, d.Primary))
 	}
 	return d
@@ -62,7 +67,9 @@ func externalSteps(v ClusterView, p InstanceView) (steps []Step, problem string)
 	switch {
 	case rs == nil, rs.SourceHost != x.Host, rs.SourcePort != x.Port,
 		p.ReplicationGeneration != x.replicationGeneration(), !replicationTLSMatches(rs, x.TLS):
-		return []Step{follow}, ""
+		return []Step{follow}, cutoverWaits(x, p)
+	case x.Cutover && rs.IORunning && rs.SQLRunning:
+		return []Step{{Kind: StepCutover, Instance: p.Name}}, ""
 	case rs.LastIOErrno == errnoSourceGone:
 		return nil, fmt.Sprintf("%s cannot go on replicating from %s: error %d: %s (the source no longer has the binary logs from the cluster's position: keep them longer on the source and copy it again into a new cluster)",
 			p.Name, x, rs.LastIOErrno, rs.LastIOError)
@@ -78,4 +85,26 @@ func externalSteps(v ClusterView, p InstanceView) (steps []Step, problem string)
 		return []Step{{Kind: StepStartReplication, Instance: p.Name}}, ""
 	}
 	return nil, ""
+}
+
+// cutoverWaits says that an asked cutover waits for p to follow the source again ("" when
+// none is asked).
+func cutoverWaits(x *ExternalSource, p InstanceView) string {
+	if !x.Cutover {
+		return ""
+	}
+	return fmt.Sprintf("the cutover waits until %s replicates from %s", p.Name, x)
+}
+
+// unrecordedCutover returns the record of a cutover found done although not recorded: the
+// cutover is asked and the primary is writable with no replication left (migrate.Cutover
+// detaches it before it opens it) — an operator stopped between the opening and the record.
+// Nil otherwise. Its position and pause are unknown.
+func unrecordedCutover(v ClusterView, p InstanceView) *CutoverRecord {
+	x := v.External
+	if !x.Cutover || p.Status.ReadOnly || p.Status.Replica != nil {
+		return nil
+	}
+	return &CutoverRecord{Source: x.String(), Instance: p.Name, At: v.Now,
+		Warning: "found cut over without a record (the operator stopped during the cutover): the final position and the write pause are unknown"}
 }

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -88,6 +89,28 @@ func TestDecideFollowsAnExternalSource(t *testing.T) {
 				return external(v)
 			}(),
 			StateFailover, "db-1", []string{"FollowExternal(db-1 semisync=true)", "Replicate(db-2 from db-1)"}, ""},
+		{"cutover asked: the following primary is cut over",
+			func() ClusterView {
+				v := external(cluster("db-0", inst(0).following(x).executed("0-9-150"), inst(1).replicaOf(0, "0-9-150").executed("0-9-150"),
+					inst(2).replicaOf(0, "0-9-150").executed("0-9-150")))
+				v.External.Cutover = true
+				return v
+			}(),
+			StateCutover, "db-0", []string{"Cutover(db-0)"}, "cutting over from old-db.example:3306 to db-0"},
+		{"cutover asked while the primary is not pointed at the source: pointed first, the cutover waits",
+			func() ClusterView {
+				v := external(cluster("db-0", inst(0).executed("0-9-150"), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+				v.External.Cutover = true
+				return v
+			}(),
+			StateDegraded, "db-0", []string{"FollowExternal(db-0 semisync=true)"}, "the cutover waits until db-0 replicates from old-db.example:3306"},
+		{"cutover asked while the receiver is stopped: started, the cutover waits",
+			func() ClusterView {
+				v := external(cluster("db-0", inst(0).following(x).ioStopped(), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+				v.External.Cutover = true
+				return v
+			}(),
+			StateHealing, "db-0", []string{"StartReplication(db-0)"}, ""},
 		{"switchover: the primary stops following before its fence",
 			func() ClusterView {
 				v := external(cluster("db-0", inst(0).following(x).executed("0-9-140"), inst(1).replicaOf(0, "0-9-140").executed("0-9-140"),
@@ -114,7 +137,8 @@ func TestDecideFollowsAnExternalSource(t *testing.T) {
 			// The primary Service selects no pod: clients write to the source until the cutover.
 			// (A writable primary keeps its clients: it may be a cutover whose record was lost.)
 			p, _ := tc.view.instance(tc.view.Primary)
-			if roles := Roles(tc.view, d, nil); (!p.Reachable() || p.Status.ReadOnly) && slices.Contains(mapsValues(roles), RolePrimary) {
+			cutover := slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepCutover })
+			if roles := Roles(tc.view, d, nil); (!p.Reachable() || p.Status.ReadOnly) && !cutover && slices.Contains(mapsValues(roles), RolePrimary) {
 				t.Errorf("roles %v publish a primary while the cluster follows an external source", roles)
 			}
 		})
@@ -127,4 +151,37 @@ func mapsValues(m map[string]Role) []Role {
 		out = append(out, r)
 	}
 	return out
+}
+
+// TestDecideCutover: the cutover's step makes the primary the primary Service's at once; a
+// cutover found done without its record (an operator stopped between the opening and the
+// record) is recorded, and the cluster is its own again — never pointed back at the source.
+func TestDecideCutover(t *testing.T) {
+	x := testSource()
+	v := external(cluster("db-0", inst(0).following(x).executed("0-9-150"), inst(1).replicaOf(0, "0-9-150"), inst(2).replicaOf(0, "0-9-150")))
+	v.External.Cutover = true
+	d := Decide(v)
+	if roles := Roles(v, d, nil); roles["db-0"] != RolePrimary {
+		t.Errorf("roles %v: the primary cut over takes the primary Service's clients with the cutover", roles)
+	}
+	if roles := Roles(v, d, errors.New("cutover undone")); roles["db-0"] == RolePrimary {
+		t.Errorf("roles %v after a failed cutover: the primary stays out", roles)
+	}
+
+	done := external(cluster("db-0", inst(0).writable().executed("0-9-160"), inst(1).replicaOf(0, "0-9-160").executed("0-9-160"),
+		inst(2).replicaOf(0, "0-9-160").executed("0-9-160")))
+	done.External.Cutover = true
+	d = Decide(done)
+	if d.CutOver == nil || d.CutOver.Instance != "db-0" || d.CutOver.Warning == "" {
+		t.Fatalf("cut over without a record: got %+v (%s)", d.CutOver, d.Message)
+	}
+	if d.State != StateHealthy || len(d.Plan) != 0 || strings.Contains(d.Message, "follows") {
+		t.Errorf("after an unrecorded cutover: %s %v (%s), want a healthy cluster of its own", d.State, steps(d), d.Message)
+	}
+	// Writable but still replicating: not a cutover (someone opened it by hand): reported.
+	open := external(cluster("db-0", inst(0).following(x).writable(), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+	open.External.Cutover = true
+	if d = Decide(open); d.CutOver != nil || !strings.Contains(d.Message, "accepts writes although") {
+		t.Errorf("a writable primary still replicating from the source: %+v (%s)", d.CutOver, d.Message)
+	}
 }

@@ -124,6 +124,9 @@ type Persisted struct {
 	// primary's clients disconnected (former_primary.go) — the engine that made it may have
 	// stopped before it could.
 	LastPromotion *PromotionSeen
+	// Cutover is the cutover of a cluster that followed an external source (nil before one):
+	// once recorded, the cluster no longer follows the source, whatever its configuration says.
+	Cutover *CutoverRecord
 	// Variables are the run-time settings this engine applies (Config.Variables plus
 	// DEFAULT for those an earlier engine applied). Carried from one engine to the next
 	// within a process, not stored in status.
@@ -131,6 +134,10 @@ type Persisted struct {
 }
 
 func (p Persisted) clone() Persisted {
+	if p.Cutover != nil {
+		c := *p.Cutover
+		p.Cutover = &c
+	}
 	p.Errant, p.Replaced, p.Instances, p.Variables = maps.Clone(p.Errant), maps.Clone(p.Replaced), maps.Clone(p.Instances), maps.Clone(p.Variables)
 	p.Answering = maps.Clone(p.Answering)
 	if p.Switchover != nil {
@@ -431,6 +438,9 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 		CredentialsGeneration: e.cfg.Credentials.Generation, TLSCAFile: e.cfg.TLSCAFile,
 		TLSRequired: e.cfg.TLSRequired, External: e.cfg.External,
 	}
+	if e.state.Cutover != nil {
+		view.External = nil // cut over: the cluster is its own source of writes
+	}
 	if e.switchover != nil {
 		view.SwitchoverWaited = time.Since(e.switchAt)
 	}
@@ -481,8 +491,11 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	e.mu.Lock()
 	rep := Report{Decision: d, Instances: views, Err: err, Roles: Roles(view, d, err), Withheld: Withheld(view, d, err), CredentialsGeneration: e.cfg.Credentials.Generation,
 		PrimaryLostSince: lostSince}
-	if x := e.cfg.External; x != nil {
+	if x := e.cfg.External; x != nil && e.state.Cutover == nil {
 		rep.External = x.String()
+	}
+	if d.CutOver != nil && e.state.Cutover == nil {
+		e.state.Cutover = d.CutOver
 	}
 	e.state.Errant = d.Errant
 	if err == nil {

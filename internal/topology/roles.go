@@ -92,7 +92,7 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 	}
 	// Read-only without a promotion in this plan: fenced (switchover under way) or restarted
 	// and waiting; clients must not be sent to a server that refuses their writes.
-	return !p.Status.ReadOnly || planned(StepPromote, p.Name)
+	return !p.Status.ReadOnly || planned(StepPromote, p.Name) || planned(StepCutover, p.Name)
 }
 
 // keptUntilPromotion reports whether the lost primary p stays in the primary Service during

@@ -3,6 +3,7 @@ package topology
 import (
 	"database/sql"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,7 +30,10 @@ func TestServerFollowsAnExternalSource(t *testing.T) {
 	t.Cleanup(func() { root.Close() })
 	for _, q := range []string{
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'migrate-Secret-5'",
-		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'migrate'@'%'",
+		// What following needs, and what the cutover's fence needs on top (docs/migrate.md).
+		"GRANT REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
+		"CREATE USER 'app'@'%' IDENTIFIED BY 'app-Secret-6'",
+		"GRANT SELECT, INSERT ON app.* TO 'app'@'%'",
 		"CREATE DATABASE app",
 		"CREATE TABLE app.rows (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))",
 		"SET GLOBAL read_only = OFF",
@@ -155,6 +159,127 @@ promoted:
 	}
 	h.checkNoneWritable("at the end")
 	t.Logf("%d rows, %d written during the run, on the source and all three instances; %s", want, acked.Load(), d.Message)
+
+	// The cutover, asked as the manager asks it (a new engine with the request), under an
+	// application that writes to the source until it refuses, then to the cluster's primary.
+	primary := d.Primary
+	app := &switchingWriter{from: appPool(t, src.Addr()), to: appPool(t, db.Instances[h.index(primary)].Addr())}
+	app.start()
+	time.Sleep(300 * time.Millisecond)
+	h.e.Close()
+	x.Cutover = true
+	x.Open = func() (*sql.DB, error) {
+		return sql.Open("mysql", "migrate:migrate-Secret-5@tcp("+src.Addr()+")/?timeout=2s")
+	}
+	h.e = New(h.cfg, h.e.State())
+	t.Cleanup(func() { h.e.Close() })
+	d = h.converge("cut over", func(d Decision) bool { return d.State == StateHealthy && len(d.Plan) == 0 })
+	rec := h.e.State().Cutover
+	if rec == nil || rec.Instance != primary || rec.Position == "" || rec.Warning != "" {
+		t.Fatalf("cutover record %+v", rec)
+	}
+	for deadline := time.Now().Add(10 * time.Second); app.onTarget.Load() < 50 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	app.stop()
+	t.Logf("cut over to %s at %s: servers' write pause %s, the application's %s (%d writes on the source, %d on the cluster)",
+		primary, rec.Position, rec.Pause, app.pause(), app.onSource.Load(), app.onTarget.Load())
+	if app.onTarget.Load() == 0 {
+		t.Fatalf("the application never wrote on the cluster after the cutover: %v", app.lastErr())
+	}
+	var ro int
+	if err := root.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
+		t.Errorf("the source after the cutover: read_only %d (%v), want 1", ro, err)
+	}
+	// Every write the application was told committed, on the cluster's primary, once.
+	var rows, distinct int
+	if err := h.pool(h.index(primary)).QueryRow("SELECT COUNT(*), COUNT(DISTINCT v) FROM app.rows WHERE v LIKE 'app %'").Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if acked := app.onSource.Load() + app.onTarget.Load(); int64(rows) != acked || rows != distinct {
+		t.Errorf("the cluster holds %d of the application's rows (%d distinct), %d were acknowledged", rows, distinct, acked)
+	}
+	h.waitSameRows("db-0", "db-1", "db-2")
+	st, err := statusOf(h, h.index(primary))
+	if err != nil || st.ReadOnly || st.Replica != nil {
+		t.Errorf("the primary after the cutover: %+v (%v), want writable and detached", st, err)
+	}
+}
+
+// appPool is a pool of the migrated application account on addr.
+func appPool(t *testing.T, addr string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", "app:app-Secret-6@tcp("+addr+")/?timeout=1s&readTimeout=5s&writeTimeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// switchingWriter writes one row at a time to `from` until it refuses (read-only, or its
+// session ended), then to `to`, as an application told to move does: it counts the writes
+// acknowledged on each and the pause between the last on `from` and the first on `to`.
+type switchingWriter struct {
+	from, to           *sql.DB
+	onSource, onTarget atomic.Int64
+	mu                 sync.Mutex
+	lastFrom, firstTo  time.Time
+	err                error
+	stopc, done        chan struct{}
+}
+
+func (w *switchingWriter) start() {
+	w.stopc, w.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(w.done)
+		moved := false
+		for i := 0; ; i++ {
+			select {
+			case <-w.stopc:
+				return
+			default:
+			}
+			db := w.from
+			if moved {
+				db = w.to
+			}
+			_, err := db.Exec("INSERT INTO app.rows (v) VALUES (?)", fmt.Sprint("app ", i))
+			now := time.Now()
+			w.mu.Lock()
+			switch {
+			case err == nil && !moved:
+				w.onSource.Add(1)
+				w.lastFrom = now
+			case err == nil:
+				if w.onTarget.Add(1) == 1 {
+					w.firstTo = now
+				}
+			default:
+				w.err = err
+				moved = true // refused or cut off by the fence: the application moves
+			}
+			w.mu.Unlock()
+			if err != nil {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+}
+
+func (w *switchingWriter) stop() { close(w.stopc); <-w.done }
+
+func (w *switchingWriter) pause() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.firstTo.Sub(w.lastFrom)
+}
+
+func (w *switchingWriter) lastErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 // checkNoneWritable fails the test when an instance of the cluster (db-0..db-2) accepts writes.

@@ -5,6 +5,7 @@
 package topology
 
 import (
+	"database/sql"
 	"fmt"
 	"net"
 	"strconv"
@@ -234,6 +235,31 @@ type ExternalSource struct {
 	// ID identifies the address, account and TLS settings (a hash of them): the primary is
 	// pointed at the source again when it changes.
 	ID string
+	// Cutover asks for the cutover: writes move from the source to the cluster (StepCutover),
+	// once. It stays asked; the cutover's record (Persisted.Cutover) ends following.
+	Cutover bool
+	// Open connects the operator to the source (the account, and TLS with the CA in memory),
+	// for the cutover's fence.
+	Open func() (*sql.DB, error) `json:"-"`
+}
+
+// CutoverRecord is the cutover of a cluster that followed an external source: from then on
+// it is its own source of writes.
+type CutoverRecord struct {
+	// Source is the server the cluster followed (host:port).
+	Source string
+	// Instance is the instance opened for writes.
+	Instance string
+	// At is when it was opened.
+	At time.Time
+	// Position is the source's final GTID position, which the instance held when it opened
+	// ("" when the record was rebuilt from a writable primary after an operator restart).
+	Position string
+	// Pause is how long no server took writes: from the source's fence to the opening.
+	Pause time.Duration
+	// Warning is what a person should look at (a write that reached the source after its
+	// fence), "" when none.
+	Warning string
 }
 
 // replicationGeneration is what an instance pointed at the source records as its
@@ -306,6 +332,10 @@ const (
 	StepRestartSemiSyncSource StepKind = "RestartSemiSyncSource"
 	// StepSemiSyncTimeout sets the primary's semi-sync timeout to Settings.SemiSyncTimeoutMS.
 	StepSemiSyncTimeout StepKind = "SemiSyncTimeout"
+	// StepCutover moves writes from the external source to the instance, the primary that
+	// follows it: the source fenced (read_only, its clients' sessions ended), the instance
+	// caught up to the source's final position, detached and opened (migrate.Cutover).
+	StepCutover StepKind = "Cutover"
 	// StepFollowExternal makes the instance the primary of a cluster that follows an
 	// external source (ClusterView.External): its semi-sync source side on (when SemiSync),
 	// read-only kept on, pointed at the source and replicating from it.

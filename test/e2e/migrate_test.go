@@ -3,6 +3,7 @@ package e2e
 import (
 	"database/sql"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,6 +50,8 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 		"CREATE USER 'shop'@'%' IDENTIFIED BY 'shop-pw'", "GRANT SELECT, INSERT ON shop.* TO 'shop'@'%'",
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'mig-pw'",
 		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'migrate'@'%'",
+		// For the cutover's fence (docs/migrate.md).
+		"GRANT READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
 	} {
 		if _, err := srcDB.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -187,6 +191,117 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 		t.Errorf("the primary Service of a following cluster has endpoints %v", eps)
 	}
 	t.Logf("%d rows, %d written on the server during the copy and after it, on both instances", want, acked.Load())
+
+	// The cutover, asked by annotation, while the application writes on the server until it
+	// refuses, then through the cluster's primary Service (its ClusterIP: no endpoint yet).
+	var svc corev1.Service
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: "follow-primary"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	app = s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second)
+	w := startMovingWriter(app, s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second))
+	defer w.stop()
+	time.Sleep(time.Second)
+	s.patchCluster(fkey, func(c *dolphinv1.MySQLCluster) {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[dolphinv1.CutoverAnnotation] = "true"
+	})
+	var rec *dolphinv1.CutoverRecord
+	testenv.Eventually(t, 120*time.Second, "cut over and Ready", func() error {
+		var c dolphinv1.MySQLCluster
+		if err := s.c.Get(s.ctx, fkey, &c); err != nil {
+			return err
+		}
+		if t := c.Status.Topology; t == nil || t.ExternalSource == nil || t.ExternalSource.CutOver == nil {
+			return fmt.Errorf("not cut over: %+v", c.Status.Topology)
+		}
+		rec = c.Status.Topology.ExternalSource.CutOver
+		if !meta.IsStatusConditionTrue(c.Status.Conditions, dolphinv1.ConditionReady) || w.onTarget.Load() < 20 {
+			return fmt.Errorf("phase %s, %d writes through follow-primary", c.Status.Phase, w.onTarget.Load())
+		}
+		return nil
+	})
+	w.stop()
+	t.Logf("cut over to %s at %s: the servers' write pause %d ms, the application's %s (%d writes on the server, %d through follow-primary)",
+		rec.Instance, rec.Position, rec.WritePauseMilliseconds, w.pause().Round(time.Millisecond), w.onSource.Load(), w.onTarget.Load())
+	if rec.Position == "" || rec.Warning != "" {
+		t.Errorf("cutover record %+v", rec)
+	}
+	var ro int
+	if err := srcDB.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
+		t.Errorf("the server after the cutover: read_only %d (%v), want 1", ro, err)
+	}
+	primaryDB := s.sqlDBAs("shop", "shop-pw", s.serviceAddr("follow-primary"))
+	var mine int64
+	if err := primaryDB.QueryRow("SELECT COUNT(*) FROM shop.orders WHERE item = 'moving'").Scan(&mine); err != nil {
+		t.Fatal(err)
+	}
+	if acked := w.onSource.Load() + w.onTarget.Load(); mine != acked {
+		t.Errorf("the cluster holds %d of the application's %d acknowledged writes across the cutover", mine, acked)
+	}
+}
+
+// movingWriter inserts rows into shop.orders through `from` until it refuses (read-only, or
+// its session ended by the fence), then through `to`, as an application told to move does:
+// it counts the writes acknowledged on each and the pause between the last on `from` and the
+// first on `to`.
+type movingWriter struct {
+	from, to           *sql.DB
+	onSource, onTarget atomic.Int64
+	mu                 sync.Mutex
+	lastFrom, firstTo  time.Time
+	stopc, done        chan struct{}
+	once               sync.Once
+}
+
+func startMovingWriter(from, to *sql.DB) *movingWriter {
+	w := &movingWriter{from: from, to: to, stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		moved := false
+		for id := 200001; ; id++ {
+			select {
+			case <-w.stopc:
+				return
+			default:
+			}
+			db := w.from
+			if moved {
+				db = w.to
+			}
+			_, err := db.Exec("INSERT INTO shop.orders VALUES (?, 'moving')", id)
+			now := time.Now()
+			w.mu.Lock()
+			switch {
+			case err == nil && !moved:
+				w.onSource.Add(1)
+				w.lastFrom = now
+			case err == nil:
+				if w.onTarget.Add(1) == 1 {
+					w.firstTo = now
+				}
+			default:
+				moved = true
+			}
+			w.mu.Unlock()
+			if err != nil {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	return w
+}
+
+func (w *movingWriter) stop() { w.once.Do(func() { close(w.stopc); <-w.done }) }
+
+// pause is the time between the last write acknowledged through `from` and the first
+// through `to`.
+func (w *movingWriter) pause() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.firstTo.Sub(w.lastFrom)
 }
 
 // endpointAddresses lists the ready endpoints of a Service (its EndpointSlices).
