@@ -108,6 +108,14 @@ func TestEnvtestPluginRequests(t *testing.T) {
 		}
 	}
 
+	// A cluster that follows no server has nothing to cut over.
+	if _, err := p.run("cutover", "db"); err == nil || !strings.Contains(err.Error(), "does not follow a server") {
+		t.Errorf("cutover of a cluster that follows no server: %v, want refused", err)
+	}
+	if p.cluster().Annotations[dolphinv1.CutoverAnnotation] != "" {
+		t.Error("a refused cutover left its annotation")
+	}
+
 	if _, err := p.run("accept-loss", "db", "--instance", "db-0"); err == nil || !strings.Contains(err.Error(), "no failover from") {
 		t.Errorf("accept-loss with no failover in progress: %v", err)
 	}
@@ -265,4 +273,30 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// `kubectl dolphin cutover` asks the cutover of a cluster that follows a server, once.
+func TestEnvtestPluginCutover(t *testing.T) {
+	p := startPluginEnv(t)
+	ctx := context.Background()
+	mc := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "moving"},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 2, Engine: dolphinv1.EngineSpec{Flavor: dolphinv1.FlavorMariaDB},
+			Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{Host: "old-db.example", AccountSecretName: "old-db", Replicate: true}}}}
+	if err := p.c.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	if out := p.mustRun("cutover", "moving"); !strings.Contains(out, "cutover of moving requested: writes move from old-db.example") {
+		t.Errorf("cutover:\n%s", out)
+	}
+	if err := p.c.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil || mc.Annotations[dolphinv1.CutoverAnnotation] != "true" {
+		t.Fatalf("the cutover annotation: %v (%v)", mc.Annotations, err)
+	}
+	mc.Status.Topology = &dolphinv1.TopologyStatus{ExternalSource: &dolphinv1.ExternalReplication{Source: "old-db.example:3306",
+		CutOver: &dolphinv1.CutoverRecord{Instance: "moving-0", At: metav1.Now(), Position: "0-9-100"}}}
+	if err := p.c.Status().Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.run("cutover", "moving"); err == nil || !strings.Contains(err.Error(), "cut over already, to moving-0") {
+		t.Errorf("a second cutover: %v, want refused", err)
+	}
 }

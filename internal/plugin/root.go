@@ -56,6 +56,7 @@ func NewRootCmd() *cobra.Command {
 	root.AddCommand(
 		newStatusCmd(e),
 		newSwitchoverCmd(e),
+		newCutoverCmd(e),
 		newAcceptLossCmd(e),
 		newRecloneCmd(e),
 		newPauseCmd(e, true),

@@ -1,0 +1,68 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+)
+
+func newCutoverCmd(e *env) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "cutover CLUSTER [--wait DURATION]",
+		Short: "Move writes from the server a cluster follows to the cluster (the end of a migration)",
+		Long: "Request the cutover of a cluster that follows the server it was copied from\n" +
+			"(spec.bootstrap.external with replicate: true; annotation " + dolphinv1.CutoverAnnotation + "):\n" +
+			"Dolphin fences the server (read_only, its clients' sessions ended), waits until the\n" +
+			"cluster's primary holds the server's final position, stops following and opens the\n" +
+			"primary for writes. Point the application at the cluster's primary Service. With --wait,\n" +
+			"waits until the cluster is cut over and Ready, and prints the final position and the\n" +
+			"write pause (docs/migrate.md).",
+		Args: cobra.ExactArgs(1),
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, _ []string) error {
+			if b := mc.Spec.Bootstrap; b == nil || b.External == nil || !b.External.Replicate {
+				return fmt.Errorf("%s does not follow a server (spec.bootstrap.external with replicate: true): there is nothing to cut over", mc.Name)
+			}
+			if co := cutOver(mc); co != nil {
+				return fmt.Errorf("%s was cut over already, to %s at %s (%s)", mc.Name, co.Instance, co.At.UTC().Format(time.RFC3339), orDash(co.Position))
+			}
+			if mc.Spec.Paused {
+				return fmt.Errorf("%s is paused (spec.paused): Dolphin carries out no cutover until it is resumed; resume it first (kubectl dolphin resume %s)", mc.Name, mc.Name)
+			}
+			if err := e.annotate(ctx, mc, dolphinv1.CutoverAnnotation, "true"); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "cutover of %s requested: writes move from %s to the cluster\n", mc.Name, mc.Spec.Bootstrap.External.Host)
+			if wait == 0 {
+				return nil
+			}
+			var done *dolphinv1.CutoverRecord
+			err := e.waitFor(ctx, mc.Name, wait, "the cutover, Ready", func(c *dolphinv1.MySQLCluster) bool {
+				done = cutOver(c)
+				return done != nil && ready(c)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "cut over to %s at %s, write pause %d ms\n", done.Instance, orDash(done.Position), done.WritePauseMilliseconds)
+			if done.Warning != "" {
+				fmt.Fprintf(e.out, "warning: %s\n", done.Warning)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 0, "Wait this long for the cutover to finish (0: return once requested).")
+	return cmd
+}
+
+// cutOver is the cluster's cutover record, nil before one.
+func cutOver(c *dolphinv1.MySQLCluster) *dolphinv1.CutoverRecord {
+	if t := c.Status.Topology; t != nil && t.ExternalSource != nil {
+		return t.ExternalSource.CutOver
+	}
+	return nil
+}
