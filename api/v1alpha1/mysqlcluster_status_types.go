@@ -389,10 +389,51 @@ type ExternalReplication struct {
 	// Error is the last error of its replication from the source, what the server said.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// LastVerification is the last comparison of the cluster with the server (annotation
+	// mysql.dolphin.dev/verify-external): every user table's checksum on both sides at one
+	// GTID position of the server.
+	// +optional
+	LastVerification *CopyVerification `json:"lastVerification,omitempty"`
+	// LastCutoverFailure is the last cutover that failed before the cluster opened: what
+	// failed and what was undone. It is not tried again for the same request: set a new value
+	// of mysql.dolphin.dev/cutover to try again.
+	// +optional
+	LastCutoverFailure *CutoverFailure `json:"lastCutoverFailure,omitempty"`
 	// CutOver is the cutover, once done: the cluster no longer follows the server and takes
 	// writes itself.
 	// +optional
 	CutOver *CutoverRecord `json:"cutOver,omitempty"`
+}
+
+// CutoverFailure is a cutover that failed before the cluster opened for writes.
+type CutoverFailure struct {
+	// Request is the value of the annotation that asked for it.
+	Request string `json:"request"`
+	// At is when it failed.
+	At metav1.Time `json:"at"`
+	// Error is what failed, and what was undone.
+	Error string `json:"error"`
+}
+
+// CopyVerification is the outcome of a comparison of a following cluster with its server.
+type CopyVerification struct {
+	// Request is the value of the annotation that asked for it.
+	Request string `json:"request"`
+	// At is when it ended.
+	At metav1.Time `json:"at"`
+	// Position is the server's GTID position both sides were compared at.
+	// +optional
+	Position string `json:"position,omitempty"`
+	// Tables is how many tables were compared.
+	// +optional
+	Tables int32 `json:"tables,omitempty"`
+	// Mismatched are the tables whose checksums differ (schema.table): the cluster does not
+	// hold what the server holds there.
+	// +optional
+	Mismatched []string `json:"mismatched,omitempty"`
+	// Error is why the comparison could not be made; ask again with a new value.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // CutoverRecord is the cutover of a cluster that followed the server it was copied from.

@@ -27,15 +27,24 @@ const (
 	// person, having looked, says so. Removed once the re-clone began.
 	RecloneApprovedAnnotation = "mysql.dolphin.dev/reclone-approved"
 
-	// CutoverAnnotation set to "true" on a cluster that follows the server it was copied from
-	// (spec.bootstrap.external with replicate) moves writes to the cluster, once: Dolphin
-	// fences the server (read_only, its clients' sessions ended), waits until the cluster's
-	// primary holds the server's final position, stops following and opens the primary for
-	// writes; status.topology.externalSource.cutOver records the position and the write
-	// pause. The account needs READ_ONLY ADMIN, CONNECTION ADMIN and PROCESS on the server. A
-	// cutover that fails before the primary opens is undone (the server open again, the
-	// cluster following) and tried again. The annotation may stay: it acts once.
+	// CutoverAnnotation, set to any value on a cluster that follows the server it was copied
+	// from (spec.bootstrap.external with replicate), moves writes to the cluster: once the
+	// primary is less than 5 s behind and a replica acknowledges, Dolphin fences the server
+	// (read_only, its clients' sessions ended), waits until the cluster's primary holds the
+	// server's final position, stops following and opens the primary for writes;
+	// status.topology.externalSource.cutOver records the position and the write pause. The
+	// account needs READ_ONLY ADMIN, CONNECTION ADMIN and PROCESS on the server. A cutover
+	// that fails before the primary opens is undone (the server open again, the cluster
+	// following), recorded in status.topology.externalSource.lastCutoverFailure and not tried
+	// again for the same value: set a new one to try again. It may stay once cut over.
 	CutoverAnnotation = "mysql.dolphin.dev/cutover"
+
+	// VerifyExternalAnnotation asks Dolphin to compare a cluster that follows the server it
+	// was copied from with that server: every user table's checksum on both sides at one GTID
+	// position of the server, while the server keeps taking writes (the cluster's primary
+	// stops replicating meanwhile). Each new value is one request; the outcome is in
+	// status.topology.externalSource.lastVerification with that value.
+	VerifyExternalAnnotation = "mysql.dolphin.dev/verify-external"
 
 	// ForceRolloutAnnotation set to "true" lets a rolling restart start and continue while the
 	// cluster is degraded (errant instances, a failover in progress, a topology that is not

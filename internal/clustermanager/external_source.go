@@ -48,7 +48,7 @@ func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster)
 			resources.ExternalUsernameKey, resources.ExternalPasswordKey)
 	}
 	x := &topology.ExternalSource{Host: ext.Host, Port: int(ext.Port), User: user, Password: password,
-		Cutover: c.Annotations[dolphinv1.CutoverAnnotation] == "true"}
+		Cutover: c.Annotations[dolphinv1.CutoverAnnotation], Verify: c.Annotations[dolphinv1.VerifyExternalAnnotation]}
 	if x.Port == 0 {
 		x.Port = 3306
 	}

@@ -502,9 +502,10 @@ func configHash(cfg topology.Config) string {
 		CAs       string
 		Secure    bool
 		External  string
-		Cutover   bool
+		Cutover   string
+		Verify    string
 	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, certRaw(cfg.TLSCertificate), cfg.TLSRootsID, cfg.TLSRequired,
-		externalID(cfg.External), cfg.External != nil && cfg.External.Cutover})
+		externalID(cfg.External), externalCutover(cfg.External), externalVerify(cfg.External)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -562,6 +563,15 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		p.Switchover = &topology.SwitchoverRequest{To: sw.To, Fenced: sw.Fenced, From: sw.From}
 	}
 	p.LastSwitchoverRequest = t.LastSwitchoverRequest
+	if x := t.ExternalSource; x != nil && x.LastVerification != nil {
+		lv := x.LastVerification
+		p.Verification = &topology.VerificationRecord{ID: lv.Request, At: lv.At.Time, Position: lv.Position, Tables: int(lv.Tables),
+			Mismatched: lv.Mismatched, Error: lv.Error}
+	}
+	if x := t.ExternalSource; x != nil && x.LastCutoverFailure != nil {
+		f := x.LastCutoverFailure
+		p.CutoverFailed = &topology.CutoverFailure{ID: f.Request, At: f.At.Time, Error: f.Error}
+	}
 	if x := t.ExternalSource; x != nil && x.CutOver != nil {
 		co := x.CutOver
 		p.Cutover = &topology.CutoverRecord{Source: x.Source, Instance: co.Instance, At: co.At.Time, Position: co.Position,
@@ -571,6 +581,22 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		p.LastPromotion = &topology.PromotionSeen{From: lp.From, At: lp.Time.Time}
 	}
 	return p
+}
+
+// externalCutover is the cutover asked of the external source ("" when none).
+func externalCutover(x *topology.ExternalSource) string {
+	if x == nil {
+		return ""
+	}
+	return x.Cutover
+}
+
+// externalVerify is the verification asked of the external source ("" when none).
+func externalVerify(x *topology.ExternalSource) string {
+	if x == nil {
+		return ""
+	}
+	return x.Verify
 }
 
 // externalID identifies the external source of a configuration ("" when none).

@@ -53,15 +53,17 @@ func (w conditionWriter) setFollowing(o observation, h clusterHealth) {
 		w.set(dolphinv1.ConditionReady, false, "FollowingExternalSource", h.instances+"; "+why)
 	}
 	switch {
-	case h.allReady && following:
+	case h.allReady && following && h.topologyProblem == nil && o.StepErr == nil:
 		w.st.Phase = dolphinv1.PhaseFollowing
-		if h.topologyProblem == nil && o.StepErr == nil {
-			w.set(dolphinv1.ConditionDegraded, false, "AsExpected", h.instances+"; "+msg)
-		}
+		w.set(dolphinv1.ConditionDegraded, false, "AsExpected", h.instances+"; "+msg)
 		if p := meta.FindStatusCondition(w.st.Conditions, dolphinv1.ConditionProgressing); p != nil && p.Reason == "Bootstrapping" {
 			// Established: following is where the bootstrap ends until the cutover.
 			w.set(dolphinv1.ConditionProgressing, false, "Following", h.instances+"; "+msg)
 		}
+	case h.allReady && following:
+		// Following, with trouble besides (an errant instance, a step that fails): the
+		// Degraded condition set before says what.
+		w.st.Phase = dolphinv1.PhaseDegraded
 	case x != nil && x.Instance != "" && !x.Replicating:
 		w.st.Phase = dolphinv1.PhaseDegraded
 		w.set(dolphinv1.ConditionDegraded, true, reason, msg)

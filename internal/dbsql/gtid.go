@@ -88,3 +88,17 @@ func AheadWithWritesOf(set, base GTIDSet, serverID uint32) bool {
 	}
 	return true
 }
+
+// LastWriters returns the server_id of the last transaction of every domain of a MariaDB set
+// (nil for a set of another flavor, or nil).
+func LastWriters(set GTIDSet) []uint32 {
+	s, ok := set.(mariaDBSet)
+	if !ok {
+		return nil
+	}
+	out := make([]uint32, 0, len(s.domains))
+	for _, g := range s.domains {
+		out = append(out, g.server)
+	}
+	return out
+}

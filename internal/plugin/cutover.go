@@ -33,7 +33,8 @@ func newCutoverCmd(e *env) *cobra.Command {
 			if mc.Spec.Paused {
 				return fmt.Errorf("%s is paused (spec.paused): Dolphin carries out no cutover until it is resumed; resume it first (kubectl dolphin resume %s)", mc.Name, mc.Name)
 			}
-			if err := e.annotate(ctx, mc, dolphinv1.CutoverAnnotation, "true"); err != nil {
+			// A new value each time: a cutover that failed is tried again only for a new one.
+			if err := e.annotate(ctx, mc, dolphinv1.CutoverAnnotation, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.out, "cutover of %s requested: writes move from %s to the cluster\n", mc.Name, mc.Spec.Bootstrap.External.Host)

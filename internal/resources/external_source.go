@@ -46,6 +46,9 @@ func externalSourceVolume(c *dolphinv1.MySQLCluster) *corev1ac.VolumeApplyConfig
 	return corev1ac.Volume().WithName(volumeExternalSource).WithSecret(
 		corev1ac.SecretVolumeSource().WithSecretName(c.Spec.Bootstrap.External.CASecretName).
 			WithItems(corev1ac.KeyToPath().WithKey(ExternalCAKey).WithPath(ExternalCAKey)).
+			// Optional: once cut over, a user may delete the migration's Secrets; a pod
+			// restarted then must still start.
+			WithOptional(true).
 			WithDefaultMode(0o440))
 }
 

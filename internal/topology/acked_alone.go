@@ -18,6 +18,11 @@ func settleAckedAlone(v ClusterView, d Decision) *AckedAlone {
 	if len(v.Instances) < 2 {
 		return nil // no replica: every write is on one server by nature, nothing to wait for
 	}
+	if v.External != nil {
+		// Following a source: what the primary applied is the source's, which still holds
+		// it; no client was told "committed" by the cluster.
+		return nil
+	}
 	if a != nil && d.Primary != a.Primary {
 		return nil
 	}

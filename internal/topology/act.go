@@ -169,6 +169,8 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		return e.followExternal(ctx, in, m, s)
 	case StepCutover:
 		return e.cutover(ctx, in, m)
+	case StepVerifyExternal:
+		return e.verifyExternal(ctx, m)
 	case StepReplicate:
 		src, ok := byName[s.Source]
 		if !ok {

@@ -106,7 +106,7 @@ type Decision struct {
 // Decide is a pure function from an observation to a decision.
 func Decide(v ClusterView) Decision {
 	d := decide(v)
-	if v.External != nil {
+	if v.External != nil && d.CutOver == nil {
 		d = followExternal(v, d)
 	}
 	d.Tail = settleTail(v, d)
@@ -174,6 +174,16 @@ func decide(v ClusterView) Decision {
 	}
 	p, _ := v.instance(v.Primary)
 	extra := writableExcept(v, v.Primary)
+	if v.External != nil && len(extra) > 0 {
+		// A cluster that follows a source takes no writes: an instance found writable besides
+		// the recorded primary was opened by hand, never a promotion to adopt.
+		for _, name := range extra {
+			d.Plan = append(d.Plan, Step{Kind: StepFence, Instance: name})
+		}
+		d.State = StateSplitBrain
+		d.Message = fmt.Sprintf("%s accepted writes while the cluster follows %s: made read-only", strings.Join(extra, ", "), v.External)
+		return d
+	}
 	if p.Reachable() && p.Status.ReadOnly && len(extra) == 1 && !d.Errant[extra[0]] {
 		// The recorded primary restarted read-only while another instance took over (a
 		// promotion whose record was lost — a failover's, or a switchover's whose target was
@@ -235,8 +245,21 @@ func decide(v ClusterView) Decision {
 func replicasAheadOf(v ClusterView, d Decision, p InstanceView) []string {
 	var out []string
 	for _, in := range v.Instances {
-		if in.Name != p.Name && in.Reachable() && !in.Fresh && !d.Errant[in.Name] &&
-			dbsql.AheadWithWritesOf(received(in), p.Status.Executed, p.Status.ServerID) {
+		if in.Name == p.Name || !in.Reachable() || in.Fresh || d.Errant[in.Name] {
+			continue
+		}
+		ahead := dbsql.AheadWithWritesOf(received(in), p.Status.Executed, p.Status.ServerID)
+		if v.External != nil {
+			// Following, every transaction is the source's: a replica that received any p
+			// no longer has (a restarted primary rolled back what it applied last) is ahead.
+			// Only while p's replication is stopped, as a restarted server's is
+			// (skip_slave_start): while it applies, a replica observed a moment after it may
+			// hold its next commit, which is no reason for a failover.
+			rs := p.Status.Replica
+			ahead = (rs == nil || (!rs.IORunning && !rs.SQLRunning)) &&
+				!isEmpty(received(in)) && !p.Status.Executed.Contains(received(in))
+		}
+		if ahead {
 			out = append(out, in.Name)
 		}
 	}
@@ -280,6 +303,13 @@ func adopt(v ClusterView, d Decision, name string) Decision {
 func decideWithoutPrimary(v ClusterView, d Decision) Decision {
 	writable := writableExcept(v, "")
 	switch {
+	case len(writable) > 0 && v.External != nil:
+		for _, name := range writable {
+			d.Plan = append(d.Plan, Step{Kind: StepFence, Instance: name})
+		}
+		d.State = StateSplitBrain
+		d.Message = fmt.Sprintf("%s accept writes although the cluster follows %s and has no primary yet: made read-only", strings.Join(writable, ", "), v.External)
+		return d
 	case len(writable) == 1:
 		v.Primary = writable[0]
 		d.Primary = writable[0]

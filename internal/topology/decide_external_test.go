@@ -16,7 +16,8 @@ func testSource() *ExternalSource {
 
 // following makes the instance replicate from testSource, pointed there by this engine.
 func (b *ib) following(x *ExternalSource) *ib {
-	b.v.Status.Replica = &dbsql.ReplicaStatus{SourceHost: x.Host, SourcePort: x.Port, IORunning: true, SQLRunning: true}
+	lag := int64(0)
+	b.v.Status.Replica = &dbsql.ReplicaStatus{SourceHost: x.Host, SourcePort: x.Port, IORunning: true, SQLRunning: true, SecondsBehindSource: &lag}
 	b.v.ReplicationGeneration = x.replicationGeneration()
 	b.v.Status.SemiSync.SourceEnabled, b.v.Status.SemiSync.SourceActive = true, true
 	return b
@@ -93,24 +94,61 @@ func TestDecideFollowsAnExternalSource(t *testing.T) {
 			func() ClusterView {
 				v := external(cluster("db-0", inst(0).following(x).executed("0-9-150"), inst(1).replicaOf(0, "0-9-150").executed("0-9-150"),
 					inst(2).replicaOf(0, "0-9-150").executed("0-9-150")))
-				v.External.Cutover = true
+				v.External.Cutover = "req-1"
 				return v
 			}(),
 			StateCutover, "db-0", []string{"Cutover(db-0)"}, "cutting over from old-db.example:3306 to db-0"},
 		{"cutover asked while the primary is not pointed at the source: pointed first, the cutover waits",
 			func() ClusterView {
 				v := external(cluster("db-0", inst(0).executed("0-9-150"), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
-				v.External.Cutover = true
+				v.External.Cutover = "req-1"
 				return v
 			}(),
 			StateDegraded, "db-0", []string{"FollowExternal(db-0 semisync=true)"}, "the cutover waits until db-0 replicates from old-db.example:3306"},
 		{"cutover asked while the receiver is stopped: started, the cutover waits",
 			func() ClusterView {
 				v := external(cluster("db-0", inst(0).following(x).ioStopped(), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
-				v.External.Cutover = true
+				v.External.Cutover = "req-1"
 				return v
 			}(),
 			StateHealing, "db-0", []string{"StartReplication(db-0)"}, ""},
+		{"cutover asked while the primary is far behind: it waits",
+			func() ClusterView {
+				b := inst(0).following(x)
+				lag := int64(30)
+				b.v.Status.Replica.SecondsBehindSource = &lag
+				v := external(cluster("db-0", b, inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+				v.External.Cutover = "req-1"
+				return v
+			}(),
+			StateDegraded, "db-0", nil, "the cutover waits: db-0 is 30 s behind"},
+		{"cutover asked while no replica acknowledges: it waits",
+			func() ClusterView {
+				v := external(cluster("db-0", inst(0).following(x), inst(1).down(), inst(2).down()))
+				v.External.Cutover = "req-1"
+				return v
+			}(),
+			StateDegraded, "db-0", nil, "no replica acknowledges what db-0 applies"},
+		{"a cutover that failed is not tried again for the same request",
+			func() ClusterView {
+				v := external(cluster("db-0", inst(0).following(x), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+				v.External.Cutover, v.CutoverFailed = "req-1", "req-1"
+				return v
+			}(),
+			StateDegraded, "db-0", nil, "failed and is not tried again"},
+		{"a new request after a failed one: tried",
+			func() ClusterView {
+				v := external(cluster("db-0", inst(0).following(x), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+				v.External.Cutover, v.CutoverFailed = "req-2", "req-1"
+				return v
+			}(),
+			StateCutover, "db-0", []string{"Cutover(db-0)"}, ""},
+		{"a replica opened by hand is fenced, never adopted",
+			external(cluster("db-0", inst(0).following(x), inst(1).writable(), inst(2).replicaOf(0, ""))),
+			StateSplitBrain, "db-0", []string{"Fence(db-1)"}, "accepted writes while the cluster follows"},
+		{"the primary holds writes of the cluster's own: never pointed at the source again",
+			external(cluster("db-0", inst(0).serverID(1000).executed("0-1000-7"), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, ""))),
+			StateDegraded, "db-0", []string{"SemiSyncSource(db-0 semisync=true)"}, "holds writes of the cluster's own"},
 		{"switchover: the primary stops following before its fence",
 			func() ClusterView {
 				v := external(cluster("db-0", inst(0).following(x).executed("0-9-140"), inst(1).replicaOf(0, "0-9-140").executed("0-9-140"),
@@ -159,7 +197,7 @@ func mapsValues(m map[string]Role) []Role {
 func TestDecideCutover(t *testing.T) {
 	x := testSource()
 	v := external(cluster("db-0", inst(0).following(x).executed("0-9-150"), inst(1).replicaOf(0, "0-9-150"), inst(2).replicaOf(0, "0-9-150")))
-	v.External.Cutover = true
+	v.External.Cutover = "req-1"
 	d := Decide(v)
 	if roles := Roles(v, d, nil); roles["db-0"] != RolePrimary {
 		t.Errorf("roles %v: the primary cut over takes the primary Service's clients with the cutover", roles)
@@ -170,7 +208,7 @@ func TestDecideCutover(t *testing.T) {
 
 	done := external(cluster("db-0", inst(0).writable().executed("0-9-160"), inst(1).replicaOf(0, "0-9-160").executed("0-9-160"),
 		inst(2).replicaOf(0, "0-9-160").executed("0-9-160")))
-	done.External.Cutover = true
+	done.External.Cutover = "req-1"
 	d = Decide(done)
 	if d.CutOver == nil || d.CutOver.Instance != "db-0" || d.CutOver.Warning == "" {
 		t.Fatalf("cut over without a record: got %+v (%s)", d.CutOver, d.Message)
@@ -180,8 +218,36 @@ func TestDecideCutover(t *testing.T) {
 	}
 	// Writable but still replicating: not a cutover (someone opened it by hand): reported.
 	open := external(cluster("db-0", inst(0).following(x).writable(), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
-	open.External.Cutover = true
+	open.External.Cutover = "req-1"
 	if d = Decide(open); d.CutOver != nil || !strings.Contains(d.Message, "accepts writes although") {
 		t.Errorf("a writable primary still replicating from the source: %+v (%s)", d.CutOver, d.Message)
+	}
+}
+
+// TestFollowingCornerCases: what a following cluster's primary that misses observations, or
+// acknowledges alone, or restarted after an unrecorded cutover, leads to.
+func TestFollowingCornerCases(t *testing.T) {
+	x := testSource()
+	// Suspected: it takes no clients (it took none before).
+	v := external(cluster("db-0", inst(0).down(), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+	v.PrimaryMisses = 1
+	if d := Decide(v); d.State != StatePrimarySuspect || Roles(v, d, nil)["db-0"] == RolePrimary {
+		t.Errorf("a suspected following primary: %s, roles %v", d.State, Roles(v, d, nil))
+	}
+	// Semi-sync fallen back: nothing acknowledged alone is recorded (the source holds it all).
+	b := inst(0).following(x)
+	b.v.Status.SemiSync.SourceActive = false
+	v = external(cluster("db-0", b, inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+	if d := Decide(v); d.AckedAlone != nil {
+		t.Errorf("acknowledged alone recorded while following: %+v", d.AckedAlone)
+	}
+	// The opened primary restarted (read-only, detached, holding writes of its own) after a
+	// cutover whose record was lost: recorded, then opened again — never pointed at the source.
+	v = external(cluster("db-0", inst(0).serverID(1000).executed("0-1000-7"), inst(1).serverID(1001).replicaOf(0, "0-1000-7"),
+		inst(2).serverID(1002).replicaOf(0, "0-1000-7")))
+	v.External.Cutover = "req-1"
+	d := Decide(v)
+	if d.CutOver == nil || !slices.Equal(steps(d), []string{"Promote(db-0 semisync=true)"}) {
+		t.Errorf("restarted after an unrecorded cutover: record %+v, plan %v (%s)", d.CutOver, steps(d), d.Message)
 	}
 }

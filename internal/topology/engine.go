@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -127,6 +128,12 @@ type Persisted struct {
 	// Cutover is the cutover of a cluster that followed an external source (nil before one):
 	// once recorded, the cluster no longer follows the source, whatever its configuration says.
 	Cutover *CutoverRecord
+	// CutoverFailed is the last cutover attempt that failed (nil when none): it is not made
+	// again for the same request.
+	CutoverFailed *CutoverFailure
+	// Verification is the last verification of the copy against the external source (nil
+	// before one): a request is run once per ID.
+	Verification *VerificationRecord
 	// Variables are the run-time settings this engine applies (Config.Variables plus
 	// DEFAULT for those an earlier engine applied). Carried from one engine to the next
 	// within a process, not stored in status.
@@ -137,6 +144,15 @@ func (p Persisted) clone() Persisted {
 	if p.Cutover != nil {
 		c := *p.Cutover
 		p.Cutover = &c
+	}
+	if p.CutoverFailed != nil {
+		f := *p.CutoverFailed
+		p.CutoverFailed = &f
+	}
+	if p.Verification != nil {
+		v := *p.Verification
+		v.Mismatched = slices.Clone(v.Mismatched)
+		p.Verification = &v
 	}
 	p.Errant, p.Replaced, p.Instances, p.Variables = maps.Clone(p.Errant), maps.Clone(p.Replaced), maps.Clone(p.Instances), maps.Clone(p.Variables)
 	p.Answering = maps.Clone(p.Answering)
@@ -440,6 +456,12 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	}
 	if e.state.Cutover != nil {
 		view.External = nil // cut over: the cluster is its own source of writes
+	}
+	if v := e.state.Verification; v != nil {
+		view.Verified = v.ID
+	}
+	if f := e.state.CutoverFailed; f != nil {
+		view.CutoverFailed = f.ID
 	}
 	if e.switchover != nil {
 		view.SwitchoverWaited = time.Since(e.switchAt)

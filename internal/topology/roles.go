@@ -65,6 +65,11 @@ func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
 // primaryKeepsRole reports whether the recorded primary p takes the primary Service's
 // traffic after this cycle.
 func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, planned func(StepKind, string) bool) bool {
+	if v.External != nil && (!p.Reachable() || p.Status.ReadOnly) && !planned(StepCutover, p.Name) {
+		// Following a source: the primary takes no clients until the cutover (a writable one
+		// keeps them: it may be a cutover whose record was lost).
+		return false
+	}
 	if planned(StepFence, p.Name) {
 		// A switchover's fence too: keeping the fenced primary in the Service until the
 		// promotion (one change; restart_change_pause 1.14 s -> 0.18 s on the real node) let

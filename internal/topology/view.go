@@ -217,6 +217,10 @@ type ClusterView struct {
 	// External is the server outside the cluster the primary replicates from until a cutover
 	// (Config.External); nil when the cluster is its own source of writes.
 	External *ExternalSource
+	// Verified is the ID of the last verification made against External ("" when none).
+	Verified string
+	// CutoverFailed is the ID of the last cutover request that failed ("" when none).
+	CutoverFailed string
 }
 
 // ExternalSource is a server outside the cluster that the cluster follows after copying it
@@ -235,12 +239,44 @@ type ExternalSource struct {
 	// ID identifies the address, account and TLS settings (a hash of them): the primary is
 	// pointed at the source again when it changes.
 	ID string
-	// Cutover asks for the cutover: writes move from the source to the cluster (StepCutover),
-	// once. It stays asked; the cutover's record (Persisted.Cutover) ends following.
-	Cutover bool
+	// Cutover asks for the cutover by an ID of the request ("" asks none): writes move from
+	// the source to the cluster (StepCutover). The cutover's record (Persisted.Cutover) ends
+	// following; a failed attempt (Persisted.CutoverFailed) is not made again for the same ID.
+	Cutover string
+	// Verify asks for a verification of the copy (StepVerifyExternal) by an ID of the
+	// request: it runs once per ID ("" asks none).
+	Verify string
 	// Open connects the operator to the source (the account, and TLS with the CA in memory),
 	// for the cutover's fence.
 	Open func() (*sql.DB, error) `json:"-"`
+}
+
+// VerificationRecord is the outcome of a verification of a following cluster against its
+// source (migrate.Verify): every user table's checksum on both sides at one GTID position.
+type VerificationRecord struct {
+	// ID is the request's.
+	ID string
+	// At is when it ended.
+	At time.Time
+	// Position is the source's GTID position both sides were compared at.
+	Position string
+	// Tables is how many tables were compared.
+	Tables int
+	// Mismatched are the tables whose checksums differ.
+	Mismatched []string
+	// Error is why the verification could not be made ("" when it was).
+	Error string
+}
+
+// CutoverFailure is a cutover attempt that failed before the primary opened (undone, or
+// not: Error says).
+type CutoverFailure struct {
+	// ID is the request's.
+	ID string
+	// At is when it failed.
+	At time.Time
+	// Error is what failed, and what was undone.
+	Error string
 }
 
 // CutoverRecord is the cutover of a cluster that followed an external source: from then on
@@ -332,6 +368,10 @@ const (
 	StepRestartSemiSyncSource StepKind = "RestartSemiSyncSource"
 	// StepSemiSyncTimeout sets the primary's semi-sync timeout to Settings.SemiSyncTimeoutMS.
 	StepSemiSyncTimeout StepKind = "SemiSyncTimeout"
+	// StepVerifyExternal compares every user table of the external source and of the
+	// instance, the primary that follows it, at one GTID position of the source
+	// (migrate.Verify): its replication is stopped meanwhile and started again.
+	StepVerifyExternal StepKind = "VerifyExternal"
 	// StepCutover moves writes from the external source to the instance, the primary that
 	// follows it: the source fenced (read_only, its clients' sessions ended), the instance
 	// caught up to the source's final position, detached and opened (migrate.Cutover).
