@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -261,18 +258,7 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 			next.LastPromotion = promotion
 		}
 		newlyErrant, newlyAlone = newlyReported(c.Status.Topology, next)
-		cutOver, verified = nil, nil
-		var was *dolphinv1.ExternalReplication
-		if c.Status.Topology != nil {
-			was = c.Status.Topology.ExternalSource
-		}
-		if x := next.ExternalSource; x != nil && x.CutOver != nil && (was == nil || was.CutOver == nil) {
-			cutOver = x
-		}
-		if x := next.ExternalSource; x != nil && x.LastVerification != nil && (was == nil || was.LastVerification == nil ||
-			was.LastVerification.Request != x.LastVerification.Request) {
-			verified = x
-		}
+		cutOver, verified = externalNews(c.Status.Topology, next)
 		if equality.Semantic.DeepEqual(c.Status.Topology, next) {
 			return nil
 		}
@@ -306,44 +292,10 @@ func (r *reporter) status(ctx context.Context, rep topology.Report) error {
 		newlyAlone = nil // said once, with the write that recorded it
 	}
 	r.events(&c, promotion, refused, newlyAlone, newlyErrant)
-	if x := verified; x != nil && written {
-		v := x.LastVerification
-		switch {
-		case v.Error != "":
-			r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "CopyNotVerified", "Verify",
-				"the comparison with %s (request %q) could not be made: %s", x.Source, v.Request, v.Error)
-		case len(v.Mismatched) > 0:
-			r.m.Recorder.Eventf(&c, nil, corev1.EventTypeWarning, "CopyMismatch", "Verify",
-				"%d of %d tables differ from %s at %s: %s", len(v.Mismatched), v.Tables, x.Source, v.Position, strings.Join(v.Mismatched, ", "))
-		default:
-			r.m.Recorder.Eventf(&c, nil, corev1.EventTypeNormal, "CopyVerified", "Verify",
-				"all %d tables equal to %s at %s", v.Tables, x.Source, v.Position)
-		}
-	}
-	if x := cutOver; x != nil && written {
-		typ := corev1.EventTypeNormal
-		if x.CutOver.Warning != "" {
-			typ = corev1.EventTypeWarning
-		}
-		r.m.Recorder.Eventf(&c, r.podRef(x.CutOver.Instance), typ, "CutOver", "Cutover",
-			"writes moved from %s to %s at %s, write pause %d ms%s", x.Source, x.CutOver.Instance, orUnknown(x.CutOver.Position),
-			x.CutOver.WritePauseMilliseconds, warningSuffix(x.CutOver.Warning))
+	if written {
+		r.externalEvents(&c, cutOver, verified)
 	}
 	return nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "an unknown position"
-	}
-	return s
-}
-
-func warningSuffix(w string) string {
-	if w == "" {
-		return ""
-	}
-	return ": " + w
 }
 
 // newlyReported returns what next reports that old did not: instances newly errant, and a
@@ -573,48 +525,4 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// externalReplication describes how the primary replicates from the external source the
-// cluster follows (nil when it follows none): the instance whose replication points at the
-// source, its lag, what it received and its last error.
-func externalReplication(rep topology.Report) *dolphinv1.ExternalReplication {
-	var verified *dolphinv1.CopyVerification
-	if v := rep.Persisted.Verification; v != nil {
-		verified = &dolphinv1.CopyVerification{Request: v.ID, At: metav1.NewTime(v.At), Position: v.Position,
-			Tables: int32(v.Tables), Mismatched: v.Mismatched, Error: v.Error}
-	}
-	var failed *dolphinv1.CutoverFailure
-	if f := rep.Persisted.CutoverFailed; f != nil {
-		failed = &dolphinv1.CutoverFailure{Request: f.ID, At: metav1.NewTime(f.At), Error: f.Error}
-	}
-	if co := rep.Persisted.Cutover; co != nil {
-		// Cut over: the record stays, for people and for every later engine (never
-		// following the source again).
-		return &dolphinv1.ExternalReplication{Source: co.Source, LastVerification: verified, LastCutoverFailure: failed, CutOver: &dolphinv1.CutoverRecord{Instance: co.Instance,
-			At: metav1.NewTime(co.At), Position: co.Position, WritePauseMilliseconds: co.Pause.Milliseconds(), Warning: co.Warning}}
-	}
-	if rep.External == "" {
-		return nil
-	}
-	x := &dolphinv1.ExternalReplication{Source: rep.External, LastVerification: verified, LastCutoverFailure: failed}
-	for _, in := range rep.Instances {
-		if in.Name != rep.Persisted.Primary || in.Status == nil || in.Status.Replica == nil {
-			continue
-		}
-		rs := in.Status.Replica
-		if net.JoinHostPort(rs.SourceHost, strconv.Itoa(rs.SourcePort)) != rep.External {
-			continue
-		}
-		x.Instance, x.Replicating, x.LagSeconds = in.Name, rs.IORunning && rs.SQLRunning, rs.SecondsBehindSource
-		if rs.Received != nil {
-			x.Received = rs.Received.String()
-		}
-		if rs.LastSQLError != "" {
-			x.Error = rs.LastSQLError
-		} else if rs.LastIOError != "" {
-			x.Error = rs.LastIOError
-		}
-	}
-	return x
 }
