@@ -96,6 +96,7 @@ func (v statusView) render(w io.Writer) error {
 	}
 
 	if topo != nil {
+		b.WriteString(externalLines(topo.ExternalSource, v.Now))
 		if s := topo.SwitchoverInProgress; s != nil {
 			fenced := ""
 			if s.Fenced {
@@ -322,4 +323,45 @@ func agoPtr(now time.Time, t *metav1.Time) string {
 		return "-"
 	}
 	return ago(now, *t)
+}
+
+// externalLines describe the server the cluster follows or was cut over from ("" when none).
+func externalLines(x *dolphinv1.ExternalReplication, now time.Time) string {
+	if x == nil {
+		return ""
+	}
+	var b strings.Builder
+	switch co := x.CutOver; {
+	case co != nil:
+		fmt.Fprintf(&b, "\nCut over from %s to %s %s ago at %s, write pause %d ms\n", x.Source, co.Instance, ago(now, co.At), orDash(co.Position), co.WritePauseMilliseconds)
+		if co.Warning != "" {
+			fmt.Fprintf(&b, "! %s\n", co.Warning)
+		}
+	case x.Replicating:
+		lag := "lag unknown"
+		if x.LagSeconds != nil {
+			lag = fmt.Sprintf("%d s behind", *x.LagSeconds)
+		}
+		fmt.Fprintf(&b, "\nFollowing %s: %s replicates, %s, received %s; no writes until the cutover (kubectl dolphin cutover)\n", x.Source, x.Instance, lag, orDash(x.Received))
+	default:
+		fmt.Fprintf(&b, "\nFollowing %s: not replicating", x.Source)
+		if x.Error != "" {
+			fmt.Fprintf(&b, ": %s", x.Error)
+		}
+		b.WriteString("\n")
+	}
+	if v := x.LastVerification; v != nil {
+		switch {
+		case v.Error != "":
+			fmt.Fprintf(&b, "! Verification %q could not be made: %s\n", v.Request, v.Error)
+		case len(v.Mismatched) > 0:
+			fmt.Fprintf(&b, "! Verification %q: %d of %d tables differ at %s: %s\n", v.Request, len(v.Mismatched), v.Tables, v.Position, strings.Join(v.Mismatched, ", "))
+		default:
+			fmt.Fprintf(&b, "Verification %q: all %d tables equal at %s, %s ago\n", v.Request, v.Tables, v.Position, ago(now, v.At))
+		}
+	}
+	if f := x.LastCutoverFailure; f != nil && x.CutOver == nil {
+		fmt.Fprintf(&b, "! Cutover %q failed %s ago: %s (kubectl dolphin cutover asks again)\n", f.Request, ago(now, f.At), f.Error)
+	}
+	return b.String()
 }

@@ -80,6 +80,29 @@ func degradedCluster() *dolphinv1.MySQLCluster {
 	}
 }
 
+// followingCluster follows the server it was copied from: verified once, a cutover failed.
+func followingCluster() *dolphinv1.MySQLCluster {
+	return &dolphinv1.MySQLCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "moving"},
+		Spec:       dolphinv1.MySQLClusterSpec{Instances: 2},
+		Status: dolphinv1.MySQLClusterStatus{
+			Phase: dolphinv1.PhaseFollowing, ReadyInstances: 2,
+			Instances: []dolphinv1.InstanceStatus{{Name: "moving-0", Ready: true}, {Name: "moving-1", Role: dolphinv1.RoleReplica, Ready: true}},
+			Topology: &dolphinv1.TopologyStatus{State: "Healthy", Primary: "moving-0",
+				Message: "moving-0 follows old-db:3306 (read-only until the cutover), 1 s behind; every replica replicates from it",
+				ExternalSource: &dolphinv1.ExternalReplication{Source: "old-db:3306", Instance: "moving-0", Replicating: true,
+					LagSeconds: ptr.To[int64](1), Received: "0-7-90210",
+					LastVerification:   &dolphinv1.CopyVerification{Request: "v1", At: at(10 * time.Minute), Position: "0-7-90001", Tables: 42},
+					LastCutoverFailure: &dolphinv1.CutoverFailure{Request: "c1", At: at(5 * time.Minute), Error: "fencing the source (read_only needs READ_ONLY ADMIN): Error 1227"}},
+				Instances: []dolphinv1.InstanceTopology{
+					{Name: "moving-0", Reachable: true, ReadOnly: true, Replicating: true, ReplicationLagSeconds: ptr.To[int64](1), GTIDExecuted: "0-7-90210"},
+					{Name: "moving-1", Reachable: true, ReadOnly: true, Replicating: true, ReplicationLagSeconds: ptr.To[int64](0), GTIDExecuted: "0-7-90210"},
+				}},
+			Conditions: []metav1.Condition{{Type: "Ready", Status: "False", Reason: "FollowingExternalSource", LastTransitionTime: at(time.Hour)}},
+		},
+	}
+}
+
 // The status view of a cluster in a switchover and of one whose failover waits for a person
 // are what the golden files say (go test ./internal/plugin -update rewrites them).
 func TestStatusView(t *testing.T) {
@@ -91,6 +114,7 @@ func TestStatusView(t *testing.T) {
 	for name, v := range map[string]statusView{
 		"status-switchover.txt": {Cluster: healthyCluster(), Backups: backups, Now: now},
 		"status-waiting.txt":    {Cluster: degradedCluster(), Now: now},
+		"status-following.txt":  {Cluster: followingCluster(), Now: now},
 	} {
 		var got bytes.Buffer
 		if err := v.render(&got); err != nil {
