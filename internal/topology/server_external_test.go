@@ -3,6 +3,7 @@ package topology
 import (
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,7 +21,11 @@ import (
 // ever writable, every acknowledged write reaches all three; the primary following the source
 // is killed and the failover points the promoted replica at the source, which goes on from
 // what it applied — the same rows everywhere again, nothing errant.
-func TestServerFollowsAnExternalSource(t *testing.T) {
+// followingHarness is an engine on three servers (db-0..db-2) that follows a fourth (db-3, the
+// source, returned with a root pool on it) holding app.rows with 100 rows; migrate is the
+// account on the source, with the privileges grants lists.
+func followingHarness(t *testing.T, grants string) (h *harness, x *ExternalSource, root *sql.DB) {
+	t.Helper()
 	db := dbtest.Start(t, dbtest.Options{Instances: 4})
 	src := db.Instances[3] // the server outside the cluster
 	root, err := sql.Open("mysql", src.RootDSN(""))
@@ -30,8 +35,7 @@ func TestServerFollowsAnExternalSource(t *testing.T) {
 	t.Cleanup(func() { root.Close() })
 	for _, q := range []string{
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'migrate-Secret-5'",
-		// What following needs, and what the cutover's fence needs on top (docs/migrate.md).
-		"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
+		"GRANT " + grants + " ON *.* TO 'migrate'@'%'",
 		"CREATE USER 'app'@'%' IDENTIFIED BY 'app-Secret-6'",
 		"GRANT SELECT, INSERT ON app.* TO 'app'@'%'",
 		"CREATE DATABASE app",
@@ -43,13 +47,15 @@ func TestServerFollowsAnExternalSource(t *testing.T) {
 	for i := range 100 {
 		mustExec(t, root, "INSERT INTO app.rows (v) VALUES (?)", fmt.Sprint("before ", i))
 	}
-
 	members := make([]Member, 3)
 	for i, in := range db.Instances[:3] {
 		members[i] = Member{Name: in.Name, Host: in.Host, Port: in.Port}
 	}
-	h := &harness{t: t, db: db}
-	x := &ExternalSource{Host: src.Host, Port: src.Port, User: "migrate", Password: "migrate-Secret-5", ID: "test"}
+	h = &harness{t: t, db: db}
+	x = &ExternalSource{Host: src.Host, Port: src.Port, User: "migrate", Password: "migrate-Secret-5", ID: "test",
+		Open: func() (*sql.DB, error) {
+			return sql.Open("mysql", "migrate:migrate-Secret-5@tcp("+src.Addr()+")/?timeout=2s")
+		}}
 	h.cfg = Config{
 		Flavor:      dbsql.FlavorMariaDB,
 		Members:     func() []Member { return members },
@@ -63,6 +69,22 @@ func TestServerFollowsAnExternalSource(t *testing.T) {
 	}
 	h.e = New(h.cfg, Persisted{})
 	t.Cleanup(func() { h.e.Close() })
+	return h, x, root
+}
+
+// restart starts a new engine on the harness's cluster with the state of the current one, as
+// the manager does when the configuration changes (a request by annotation).
+func (h *harness) restart() {
+	h.e.Close()
+	h.e = New(h.cfg, h.e.State())
+	e := h.e
+	h.t.Cleanup(func() { e.Close() })
+}
+
+func TestServerFollowsAnExternalSource(t *testing.T) {
+	// What following needs, and what the cutover's fence needs on top (docs/migrate.md).
+	h, x, root := followingHarness(t, "SELECT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS")
+	db, src := h.db, h.db.Instances[3]
 
 	// The application writes on the source throughout.
 	var acked atomic.Int64
@@ -165,13 +187,8 @@ promoted:
 	primary := d.Primary
 	app := &switchingWriter{from: appPool(t, src.Addr()), to: appPool(t, db.Instances[h.index(primary)].Addr())}
 	app.start()
-	h.e.Close()
 	x.Verify = "v1"
-	x.Open = func() (*sql.DB, error) {
-		return sql.Open("mysql", "migrate:migrate-Secret-5@tcp("+src.Addr()+")/?timeout=2s")
-	}
-	h.e = New(h.cfg, h.e.State())
-	t.Cleanup(func() { h.e.Close() })
+	h.restart()
 	h.converge("verified", func(Decision) bool {
 		v := h.e.State().Verification
 		return v != nil && v.ID == "v1"
@@ -187,10 +204,8 @@ promoted:
 
 	// The cutover, asked the same way, under the application, which writes to the source
 	// until it refuses, then to the cluster's primary.
-	h.e.Close()
 	x.Cutover = "req-1"
-	h.e = New(h.cfg, h.e.State())
-	t.Cleanup(func() { h.e.Close() })
+	h.restart()
 	d = h.converge("cut over", func(d Decision) bool { return d.State == StateHealthy && len(d.Plan) == 0 })
 	rec := h.e.State().Cutover
 	if rec == nil || rec.Instance != primary || rec.Position == "" || rec.Warning != "" {
@@ -338,5 +353,55 @@ func (h *harness) checkNoneWritable(when string) {
 		if err == nil && ro != 1 {
 			h.t.Errorf("%s: %s is writable while the cluster follows an external source", when, in.Name)
 		}
+	}
+}
+
+// TestServerCutoverFailsThenAskedAgain: a cutover the source refuses (the account may not set
+// read_only) fails before anything moved: recorded, not tried again for the same request, the
+// source writable and untouched, the cluster still following and read-only. Once the privilege
+// is granted, a new request cuts over.
+func TestServerCutoverFailsThenAskedAgain(t *testing.T) {
+	h, x, root := followingHarness(t, "SELECT, REPLICATION SLAVE, BINLOG MONITOR")
+	d := h.converge("following the source", func(d Decision) bool { return d.State == StateHealthy && d.Primary != "" })
+	primary := d.Primary
+
+	x.Cutover = "c1"
+	h.restart()
+	h.converge("the cutover failed", func(Decision) bool { return h.e.State().CutoverFailed != nil })
+	f := h.e.State().CutoverFailed
+	if f.ID != "c1" || !strings.Contains(f.Error, "READ_ONLY ADMIN") {
+		t.Errorf("failure record %+v, want request c1 and the missing privilege named", f)
+	}
+	if h.e.State().Cutover != nil {
+		t.Fatalf("a failed cutover recorded as done: %+v", h.e.State().Cutover)
+	}
+	// Not tried again for c1: the next cycles say so and plan nothing.
+	d = h.converge("the failure reported", func(d Decision) bool { return strings.Contains(d.Message, "not tried again") })
+	for _, s := range d.Plan {
+		if s.Kind == StepCutover {
+			t.Fatalf("cutover c1 planned again: %v", steps(d))
+		}
+	}
+	var ro int
+	if err := root.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 0 {
+		t.Errorf("the source after a refused cutover: read_only %d (%v), want 0", ro, err)
+	}
+	mustExec(t, root, "INSERT INTO app.rows (v) VALUES ('after c1')")
+	h.checkNoneWritable("after the failed cutover")
+	h.waitSameRows("db-0", "db-1", "db-2") // still following: the row above arrives everywhere
+
+	mustExec(t, root, "GRANT READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'")
+	x.Cutover = "c2"
+	h.restart()
+	h.converge("cut over by c2", func(d Decision) bool { return h.e.State().Cutover != nil && d.State == StateHealthy })
+	if co := h.e.State().Cutover; co.Instance != primary || co.Position == "" {
+		t.Errorf("cutover record %+v", co)
+	}
+	if err := root.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
+		t.Errorf("the source after the cutover: read_only %d (%v), want 1", ro, err)
+	}
+	st, err := statusOf(h, h.index(primary))
+	if err != nil || st.ReadOnly || st.Replica != nil {
+		t.Errorf("the primary after the cutover: %+v (%v), want writable and detached", st, err)
 	}
 }
