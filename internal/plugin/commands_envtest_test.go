@@ -285,10 +285,17 @@ func TestEnvtestPluginCutover(t *testing.T) {
 	if err := p.c.Create(ctx, mc); err != nil {
 		t.Fatal(err)
 	}
+	if out := p.mustRun("verify-copy", "moving"); !strings.Contains(out, "comparison of moving with old-db.example requested") {
+		t.Errorf("verify-copy:\n%s", out)
+	}
+	if _, err := p.run("verify-copy", "db"); err == nil || !strings.Contains(err.Error(), "does not follow a server") {
+		t.Errorf("verify-copy of a cluster that follows no server: %v, want refused", err)
+	}
 	if out := p.mustRun("cutover", "moving"); !strings.Contains(out, "cutover of moving requested: writes move from old-db.example") {
 		t.Errorf("cutover:\n%s", out)
 	}
-	if err := p.c.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil || mc.Annotations[dolphinv1.CutoverAnnotation] == "" {
+	if err := p.c.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil || mc.Annotations[dolphinv1.CutoverAnnotation] == "" ||
+		mc.Annotations[dolphinv1.VerifyExternalAnnotation] == "" {
 		t.Fatalf("the cutover annotation: %v (%v)", mc.Annotations, err)
 	}
 	mc.Status.Topology = &dolphinv1.TopologyStatus{ExternalSource: &dolphinv1.ExternalReplication{Source: "old-db.example:3306",

@@ -57,6 +57,7 @@ func NewRootCmd() *cobra.Command {
 		newStatusCmd(e),
 		newSwitchoverCmd(e),
 		newCutoverCmd(e),
+		newVerifyCopyCmd(e),
 		newAcceptLossCmd(e),
 		newRecloneCmd(e),
 		newPauseCmd(e, true),

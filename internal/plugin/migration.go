@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,4 +67,53 @@ func cutOver(c *dolphinv1.MySQLCluster) *dolphinv1.CutoverRecord {
 		return t.ExternalSource.CutOver
 	}
 	return nil
+}
+
+func newVerifyCopyCmd(e *env) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "verify-copy CLUSTER [--wait DURATION]",
+		Short: "Compare a cluster that follows a server with that server, table by table",
+		Long: "Request a comparison of a cluster that follows the server it was copied from with that\n" +
+			"server (annotation " + dolphinv1.VerifyExternalAnnotation + "): every user table's checksum on\n" +
+			"both sides at one GTID position of the server, while it keeps taking writes. Nothing is\n" +
+			"written on either side. With --wait, waits for the outcome and prints it; it fails when a\n" +
+			"table differs or the comparison could not be made (docs/migrate.md).",
+		Args: cobra.ExactArgs(1),
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, _ []string) error {
+			if b := mc.Spec.Bootstrap; b == nil || b.External == nil || !b.External.Replicate {
+				return fmt.Errorf("%s does not follow a server (spec.bootstrap.external with replicate: true): there is nothing to compare it with", mc.Name)
+			}
+			if co := cutOver(mc); co != nil {
+				return fmt.Errorf("%s was cut over already, to %s at %s: it no longer follows the server", mc.Name, co.Instance, co.At.UTC().Format(time.RFC3339))
+			}
+			request := time.Now().UTC().Format(time.RFC3339Nano)
+			if err := e.annotate(ctx, mc, dolphinv1.VerifyExternalAnnotation, request); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "comparison of %s with %s requested (%s)\n", mc.Name, mc.Spec.Bootstrap.External.Host, request)
+			if wait == 0 {
+				return nil
+			}
+			var v *dolphinv1.CopyVerification
+			if err := e.waitFor(ctx, mc.Name, wait, "the comparison's outcome", func(c *dolphinv1.MySQLCluster) bool {
+				if t := c.Status.Topology; t != nil && t.ExternalSource != nil && t.ExternalSource.LastVerification != nil {
+					v = t.ExternalSource.LastVerification
+				}
+				return v != nil && v.Request == request
+			}); err != nil {
+				return err
+			}
+			switch {
+			case v.Error != "":
+				return fmt.Errorf("the comparison could not be made: %s", v.Error)
+			case len(v.Mismatched) > 0:
+				return fmt.Errorf("%d of %d tables differ at %s: %s", len(v.Mismatched), v.Tables, v.Position, strings.Join(v.Mismatched, ", "))
+			}
+			fmt.Fprintf(e.out, "all %d tables equal at %s\n", v.Tables, v.Position)
+			return nil
+		}),
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 0, "Wait this long for the outcome (0: return once requested).")
+	return cmd
 }
