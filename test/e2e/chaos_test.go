@@ -242,13 +242,16 @@ func TestChaos(t *testing.T) {
 	sb := s.startSysbench("chaos", 4)
 	timeline := s.watchPrimaryTimeline("chaos")
 	witness := &staleWitness{timeline: timeline, service: s.serviceAddr("chaos-primary")}
-	checker := chaos.Start(db, chaos.Options{Database: "app", OnStaleRead: witness.observe})
-	defer checker.Stop()
 	defer func() {
+		// After the checker stopped (deferred below, so it runs first), and once the witness
+		// had its second to gather what it describes.
 		if w := witness.String(); w != "" {
-			t.Logf("what carried the first stale reads:\n%s", w)
+			time.Sleep(time.Second)
+			t.Logf("what carried the first stale reads:\n%s", witness.String())
 		}
 	}()
+	checker := chaos.Start(db, chaos.Options{Database: "app", OnStaleRead: witness.observe})
+	defer checker.Stop()
 
 	outages := map[string][]time.Duration{}
 	errant := map[string]int{}
