@@ -69,3 +69,27 @@ func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster)
 	x.Open = ep.Open // the cutover's fence, from the operator (the CA in memory)
 	return x, nil
 }
+
+// externalCutover is the cutover asked of the external source ("" when none).
+func externalCutover(x *topology.ExternalSource) string {
+	if x == nil {
+		return ""
+	}
+	return x.Cutover
+}
+
+// externalVerify is the verification asked of the external source ("" when none).
+func externalVerify(x *topology.ExternalSource) string {
+	if x == nil {
+		return ""
+	}
+	return x.Verify
+}
+
+// externalID identifies the external source of a configuration ("" when none).
+func externalID(x *topology.ExternalSource) string {
+	if x == nil {
+		return ""
+	}
+	return x.ID
+}

@@ -582,27 +582,3 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 	}
 	return p
 }
-
-// externalCutover is the cutover asked of the external source ("" when none).
-func externalCutover(x *topology.ExternalSource) string {
-	if x == nil {
-		return ""
-	}
-	return x.Cutover
-}
-
-// externalVerify is the verification asked of the external source ("" when none).
-func externalVerify(x *topology.ExternalSource) string {
-	if x == nil {
-		return ""
-	}
-	return x.Verify
-}
-
-// externalID identifies the external source of a configuration ("" when none).
-func externalID(x *topology.ExternalSource) string {
-	if x == nil {
-		return ""
-	}
-	return x.ID
-}

@@ -25,11 +25,8 @@ func newCutoverCmd(e *env) *cobra.Command {
 			"write pause (docs/migrate.md).",
 		Args: cobra.ExactArgs(1),
 		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, _ []string) error {
-			if b := mc.Spec.Bootstrap; b == nil || b.External == nil || !b.External.Replicate {
-				return fmt.Errorf("%s does not follow a server (spec.bootstrap.external with replicate: true): there is nothing to cut over", mc.Name)
-			}
-			if co := cutOver(mc); co != nil {
-				return fmt.Errorf("%s was cut over already, to %s at %s (%s)", mc.Name, co.Instance, co.At.UTC().Format(time.RFC3339), orDash(co.Position))
+			if err := stillFollowing(mc, "there is nothing to cut over"); err != nil {
+				return err
 			}
 			if mc.Spec.Paused {
 				return fmt.Errorf("%s is paused (spec.paused): Dolphin carries out no cutover until it is resumed; resume it first (kubectl dolphin resume %s)", mc.Name, mc.Name)
@@ -81,11 +78,8 @@ func newVerifyCopyCmd(e *env) *cobra.Command {
 			"table differs or the comparison could not be made (docs/migrate.md).",
 		Args: cobra.ExactArgs(1),
 		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, _ []string) error {
-			if b := mc.Spec.Bootstrap; b == nil || b.External == nil || !b.External.Replicate {
-				return fmt.Errorf("%s does not follow a server (spec.bootstrap.external with replicate: true): there is nothing to compare it with", mc.Name)
-			}
-			if co := cutOver(mc); co != nil {
-				return fmt.Errorf("%s was cut over already, to %s at %s: it no longer follows the server", mc.Name, co.Instance, co.At.UTC().Format(time.RFC3339))
+			if err := stillFollowing(mc, "there is nothing to compare it with"); err != nil {
+				return err
 			}
 			request := time.Now().UTC().Format(time.RFC3339Nano)
 			if err := e.annotate(ctx, mc, dolphinv1.VerifyExternalAnnotation, request); err != nil {
@@ -116,4 +110,17 @@ func newVerifyCopyCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 0, "Wait this long for the outcome (0: return once requested).")
 	return cmd
+}
+
+// stillFollowing refuses a request about the server mc follows when mc follows none (why says
+// what that leaves to do) or was cut over already.
+func stillFollowing(mc *dolphinv1.MySQLCluster, why string) error {
+	if b := mc.Spec.Bootstrap; b == nil || b.External == nil || !b.External.Replicate {
+		return fmt.Errorf("%s does not follow a server (spec.bootstrap.external with replicate: true): %s", mc.Name, why)
+	}
+	if co := cutOver(mc); co != nil {
+		return fmt.Errorf("%s was cut over already, to %s at %s (%s): it no longer follows the server", mc.Name, co.Instance,
+			co.At.UTC().Format(time.RFC3339), orDash(co.Position))
+	}
+	return nil
 }
