@@ -273,7 +273,8 @@ type BootstrapSpec struct {
 	// the first instance takes a consistent logical copy of every user schema at one GTID
 	// position (mariadb-dump --single-transaction | mariadb, streamed, nothing staged) and the
 	// server's accounts as they are when it ends, and the others are cloned from it. Nothing
-	// is written on the server; a copy that fails is tried 3 times. Writes made on the server
+	// is written on the server; a copy that fails is tried 3 times (physicalCopy: every instance
+	// restores a backup taken on the server's host instead). Writes made on the server
 	// after the copy's snapshot are not in the cluster: stop them first, or use it as a copy
 	// (docs/migrate.md).
 	// +optional
@@ -316,6 +317,16 @@ type ExternalSource struct {
 	// up. Unset: a one-time copy; the cluster opens for writes once it is made.
 	// +optional
 	Replicate bool `json:"replicate,omitempty"`
+	// PhysicalCopy starts the cluster from a backup of this server taken on its host with
+	// `dolphin backup` (a mariadb-backup stream, checksummed, at an exact GTID position;
+	// docs/migrate.md) instead of a logical copy through the account: every instance restores
+	// it, its checksums verified, and continues from its position. Before anything is created
+	// Dolphin checks the server as for a logical copy (without the privileges only the copy
+	// needs) and that the server reached the backup's position, so a backup of another server
+	// is refused. With replicate, the cluster then follows the server from that position: it
+	// must still be in the server's binary logs.
+	// +optional
+	PhysicalCopy *BackupLocation `json:"physicalCopy,omitempty"`
 }
 
 // ConditionExternalSourceReady is a MySQLCluster condition of a cluster bootstrapped from an

@@ -1466,6 +1466,15 @@ func autoConvert_v1alpha1_ExternalSource_To_v1beta1_ExternalSource(in *ExternalS
 	out.AccountSecretName = in.AccountSecretName
 	out.CASecretName = in.CASecretName
 	out.Replicate = in.Replicate
+	if in.PhysicalCopy != nil {
+		in, out := &in.PhysicalCopy, &out.PhysicalCopy
+		*out = new(v1beta1.BackupLocation)
+		if err := Convert_v1alpha1_BackupLocation_To_v1beta1_BackupLocation(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.PhysicalCopy = nil
+	}
 	return nil
 }
 
@@ -1480,6 +1489,15 @@ func autoConvert_v1beta1_ExternalSource_To_v1alpha1_ExternalSource(in *v1beta1.E
 	out.AccountSecretName = in.AccountSecretName
 	out.CASecretName = in.CASecretName
 	out.Replicate = in.Replicate
+	if in.PhysicalCopy != nil {
+		in, out := &in.PhysicalCopy, &out.PhysicalCopy
+		*out = new(BackupLocation)
+		if err := Convert_v1beta1_BackupLocation_To_v1alpha1_BackupLocation(*in, *out, s); err != nil {
+			return err
+		}
+	} else {
+		out.PhysicalCopy = nil
+	}
 	return nil
 }
 

@@ -46,6 +46,9 @@ func storeRefs(c *dolphinv1.MySQLCluster) []string {
 	if b := c.Spec.Bootstrap; b != nil && b.From != nil && b.From.StoreRef != nil {
 		names = append(names, b.From.StoreRef.Name)
 	}
+	if pc := physicalExternalCopy(c); pc != nil && pc.StoreRef != nil {
+		names = append(names, pc.StoreRef.Name)
+	}
 	return names
 }
 

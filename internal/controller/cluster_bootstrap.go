@@ -32,6 +32,16 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 	if err != nil {
 		return err
 	}
+	if err := r.checkRestoreSource(ctx, c, from, c.Spec.Bootstrap.PointInTime); err != nil {
+		return err
+	}
+	return r.recordRestoredFrom(ctx, c, from)
+}
+
+// checkRestoreSource checks the backup at from (its manifest, and every object it lists
+// stored with its size) and completes from with what the manifest says: the GTID position,
+// the target of a point-in-time restore (pit, optional) and the store's URL for the pods.
+func (r *MySQLClusterReconciler) checkRestoreSource(ctx context.Context, c *dolphinv1.MySQLCluster, from *dolphinv1.RestoreStatus, pit *dolphinv1.PointInTimeTarget) error {
 	cfg, err := resolveStore(ctx, storeClients{Reader: r.apiReader(), Writer: r.Client, Build: r.Build, Owner: c}, c.Namespace, &from.Store)
 	if err != nil {
 		return err
@@ -45,7 +55,7 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 		return err
 	}
 	from.GTIDPosition = m.GTIDPosition
-	if pit := c.Spec.Bootstrap.PointInTime; pit != nil {
+	if pit != nil {
 		if from.TargetGTID, err = resolvePointInTime(ctx, store, from.ArchivePrefix, m, pit); err != nil {
 			return err
 		}
@@ -53,6 +63,11 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 	if cfg.HTTP != nil {
 		from.StoreURL = cfg.HTTP.URL
 	}
+	return nil
+}
+
+// recordRestoredFrom writes status.restoredFrom, once: every instance restores from there.
+func (r *MySQLClusterReconciler) recordRestoredFrom(ctx context.Context, c *dolphinv1.MySQLCluster, from *dolphinv1.RestoreStatus) error {
 	if err := r.recordOwnedStatus(ctx, c, dolphinv1.MySQLClusterStatus{RestoredFrom: from}, "status.restoredFrom"); err != nil {
 		return err
 	}
@@ -64,14 +79,7 @@ func (r *MySQLClusterReconciler) reconcileBootstrap(ctx context.Context, c *dolp
 func (r *MySQLClusterReconciler) bootstrapSource(ctx context.Context, c *dolphinv1.MySQLCluster) (*dolphinv1.RestoreStatus, error) {
 	b := c.Spec.Bootstrap
 	if b.From != nil {
-		store, err := storeOrRef(ctx, r.Client, c.Namespace, "spec.bootstrap.from", b.From.Store, b.From.StoreRef)
-		if err != nil {
-			return nil, err
-		}
-		if store == nil {
-			return nil, &userError{Reason: "NoBackupStore", Message: "spec.bootstrap.from names no store: create the cluster again with bootstrap.from.store or bootstrap.from.storeRef"}
-		}
-		return &dolphinv1.RestoreStatus{Store: *store, Path: b.From.Path}, nil
+		return r.backupLocation(ctx, c, "spec.bootstrap.from", b.From)
 	}
 	if b.Backup == nil && b.PointInTime != nil && b.PointInTime.Cluster != "" {
 		name, err := r.chooseBaseBackup(ctx, c.Namespace, b.PointInTime)
@@ -99,6 +107,18 @@ func (r *MySQLClusterReconciler) bootstrapSource(ctx context.Context, c *dolphin
 		from.ArchivePrefix = resources.BinlogArchivePrefix(&dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: bk.Namespace, Name: bk.Spec.Cluster}})
 	}
 	return from, nil
+}
+
+// backupLocation resolves loc (the field named field) to a store and path.
+func (r *MySQLClusterReconciler) backupLocation(ctx context.Context, c *dolphinv1.MySQLCluster, field string, loc *dolphinv1.BackupLocation) (*dolphinv1.RestoreStatus, error) {
+	store, err := storeOrRef(ctx, r.Client, c.Namespace, field, loc.Store, loc.StoreRef)
+	if err != nil {
+		return nil, err
+	}
+	if store == nil {
+		return nil, &userError{Reason: "NoBackupStore", Message: field + " names no store: create the cluster again with " + field + ".store or " + field + ".storeRef"}
+	}
+	return &dolphinv1.RestoreStatus{Store: *store, Path: loc.Path}, nil
 }
 
 // checkBackupObjects reads the manifest under path and checks that every object it lists is

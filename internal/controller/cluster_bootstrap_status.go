@@ -54,7 +54,7 @@ func (r *MySQLClusterReconciler) reconcileRestoreOutcome(ctx context.Context, c 
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	if externalBootstrap(c) != nil {
+	if externalBootstrap(c) != nil && physicalExternalCopy(c) == nil {
 		return externalCopyOutcome(c, pods.Items)
 	}
 	if pod, msg := restoreFailure(pods.Items); pod != "" {

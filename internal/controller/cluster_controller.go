@@ -312,7 +312,7 @@ func (r *MySQLClusterReconciler) observe(ctx context.Context, c *dolphinv1.MySQL
 	}
 	o.Backups, o.BackupConfigured = backups, c.Spec.Backup != nil
 	o.BackupOverdue = backupOverdue(c, backups, time.Now())
-	o.Bootstrap = c.Spec.Bootstrap != nil && c.Spec.Bootstrap.External == nil
+	o.Bootstrap = c.Spec.Bootstrap != nil && (c.Spec.Bootstrap.External == nil || c.Spec.Bootstrap.External.PhysicalCopy != nil)
 	o.FollowsExternal = resources.FollowsExternalSource(c) && !resources.CutOver(c)
 	if check, ok := r.externalChecks.take(client.ObjectKeyFromObject(c)); ok {
 		o.ExternalCheck = &check

@@ -17,6 +17,7 @@ import (
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/agent"
+	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/migrate"
 	"github.com/dolphin-operator/dolphin/internal/resources"
 )
@@ -75,6 +76,52 @@ func externalBootstrap(c *dolphinv1.MySQLCluster) *dolphinv1.ExternalSource {
 	return c.Spec.Bootstrap.External
 }
 
+// physicalExternalCopy is spec.bootstrap.external.physicalCopy, or nil.
+func physicalExternalCopy(c *dolphinv1.MySQLCluster) *dolphinv1.BackupLocation {
+	if ext := externalBootstrap(c); ext != nil {
+		return ext.PhysicalCopy
+	}
+	return nil
+}
+
+// physicalCopySource checks the backup spec.bootstrap.external.physicalCopy names, as a
+// bootstrap backup is checked, and that the server (at sourcePos) reached the backup's
+// position: a backup the server never was at is another server's, and replicating from the
+// server after it would skip or repeat transactions.
+func (r *MySQLClusterReconciler) physicalCopySource(ctx context.Context, c *dolphinv1.MySQLCluster, loc *dolphinv1.BackupLocation, sourcePos string) (*dolphinv1.RestoreStatus, error) {
+	const field = "spec.bootstrap.external.physicalCopy"
+	from, err := r.backupLocation(ctx, c, field, loc)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkRestoreSource(ctx, c, from, nil); err != nil {
+		return nil, err
+	}
+	if msg := physicalCopyMismatch(sourcePos, from.GTIDPosition); msg != "" {
+		return nil, &userError{Reason: "ExternalBackupNotOfSource", Message: fmt.Sprintf("%s: the backup at %s %s; take a backup of this server on its host "+
+			"with dolphin backup (docs/migrate.md), then create the cluster again naming it", field, from.Path, msg)}
+	}
+	return from, nil
+}
+
+// physicalCopyMismatch says why a backup at backupPos cannot be the copy of a server at
+// sourcePos ("" when it can): the server must hold every transaction of the backup's position
+// (it may be further: writes after the backup are what the cluster replicates in).
+func physicalCopyMismatch(sourcePos, backupPos string) string {
+	bp, err := binlog.Parse(backupPos)
+	if err != nil {
+		return fmt.Sprintf("has a GTID position Dolphin cannot read (%q: %v)", backupPos, err)
+	}
+	sp, err := binlog.Parse(sourcePos)
+	if err != nil {
+		return fmt.Sprintf("cannot be compared with the server's GTID position %q (%v)", sourcePos, err)
+	}
+	if !sp.Covers(bp) {
+		return fmt.Sprintf("is at GTID position %q, which the server (at %q) never reached: it is a backup of another server", backupPos, sourcePos)
+	}
+	return ""
+}
+
 // externalSourceReady reports whether the checks of c's external source passed (the
 // ExternalSourceReady condition, for this generation of the spec).
 func externalSourceReady(c *dolphinv1.MySQLCluster) bool {
@@ -120,7 +167,11 @@ func (r *MySQLClusterReconciler) reconcileExternalSource(ctx context.Context, c 
 				"Dolphin tries again every %s, and nothing of the cluster is created until then",
 			ep.Describe(), err, ext.AccountSecretName, externalSourceRecheck))
 	}
-	findings := migrate.Check(src, migrate.Target{EngineVersion: c.Spec.Engine.Version, Copy: migrate.CopyLogical})
+	method := migrate.CopyLogical
+	if ext.PhysicalCopy != nil {
+		method = migrate.CopyPhysical
+	}
+	findings := migrate.Check(src, migrate.Target{EngineVersion: c.Spec.Engine.Version, Copy: method})
 	var lines []string
 	for _, f := range findings {
 		lines = append(lines, f.String())
@@ -131,6 +182,22 @@ func (r *MySQLClusterReconciler) reconcileExternalSource(ctx context.Context, c 
 			ep.Describe(), src.Version, strings.Join(lines, "; "), externalSourceRecheck))
 	}
 	msg := fmt.Sprintf("the server %s (%s, GTID position %q) passed the checks", ep.Describe(), src.Version, src.GTIDBinlogPos)
+	if ext.PhysicalCopy != nil {
+		from, err := r.physicalCopySource(ctx, c, ext.PhysicalCopy, src.GTIDBinlogPos)
+		if err != nil {
+			var ue *userError
+			if errors.As(err, &ue) {
+				return fail(ue.Reason, ue.Message)
+			}
+			return err
+		}
+		if c.Status.RestoredFrom == nil {
+			if err := r.recordRestoredFrom(ctx, c, from); err != nil {
+				return err
+			}
+		}
+		msg += fmt.Sprintf("; the backup %s was taken from it at GTID position %q", from.Path, from.GTIDPosition)
+	}
 	if len(lines) > 0 {
 		msg += "; warnings: " + strings.Join(lines, "; ")
 	}

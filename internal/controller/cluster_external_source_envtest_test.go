@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -14,7 +15,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
+	"github.com/dolphin-operator/dolphin/internal/backup"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/objectstore"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 )
 
 // TestEnvtestServerExternalSourceCheckedBeforeAnything: a cluster bootstrapped from an external
@@ -128,4 +132,100 @@ func TestEnvtestExternalSourceSpecs(t *testing.T) {
 	}
 	wantFailed(t, getCluster(t, c, key), "ExternalSourceSecretMissing", "Secret old-ca, which does not exist")
 	wantNoStatefulSet(t, c, ns)
+}
+
+// TestEnvtestServerPhysicalCopyOfExternalSource: a cluster whose external server is copied
+// physically (spec.bootstrap.external.physicalCopy, a backup taken on the server's host) is
+// checked without the privileges only a logical copy needs, and the backup must be the
+// server's: one at a position the server never reached is refused with nothing created; the
+// server's own is recorded as status.restoredFrom and every instance restores it.
+func TestEnvtestServerPhysicalCopyOfExternalSource(t *testing.T) {
+	needEnvtest(t)
+	src := dbtest.Start(t, dbtest.Options{Instances: 1}).Instances[0]
+	db, err := sql.Open("mysql", "root@unix("+src.SocketPath()+")/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{"SET GLOBAL read_only = OFF", "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)",
+		"INSERT INTO app.t VALUES (1), (2)", "CREATE USER 'migrate'@'%' IDENTIFIED BY 'mig-pw'",
+		// Replication only: no SELECT, SHOW VIEW, TRIGGER or EVENT (a logical copy's).
+		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'migrate'@'%'"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var pos string
+	if err := db.QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := objectstore.NewDirectory(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	putBackup := func(path, gtid string) {
+		m := backup.Manifest{Format: backup.ManifestFormat, Name: "old-db", Flavor: "mariadb", Compression: "zstd", GTIDPosition: gtid,
+			Objects: []backup.Object{{Key: "data.mbstream.zst", Size: 10, SHA256: strings.Repeat("a", 64), RawSize: 20}}}
+		mb, _ := json.Marshal(m)
+		putObject(t, dir, path+"data.mbstream.zst", []byte("0123456789"))
+		putObject(t, dir, path+backup.ManifestKey, mb)
+	}
+	putBackup("other/", "0-1-999999")
+	putBackup("old-db/", pos)
+
+	c := directClient(t, nil)
+	ns := newNamespace(t)
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "old-db", Namespace: ns},
+		Data: map[string][]byte{"username": []byte("migrate"), "password": []byte("mig-pw")}})
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: ns},
+		Data: map[string][]byte{S3AccessKeyIDKey: []byte("AKID"), S3SecretAccessKeyKey: []byte("sekrit")}})
+	store := &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{Endpoint: "http://127.0.0.1:1", Bucket: "backups", CredentialsSecret: "s3", Region: "us-east-1"}}
+	spec := func(path string) dolphinv1.MySQLClusterSpec {
+		return dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
+			Host: src.Host, Port: int32(src.Port), AccountSecretName: "old-db", Replicate: true,
+			PhysicalCopy: &dolphinv1.BackupLocation{Store: store, Path: path}}}}
+	}
+
+	key := createCluster(t, c, ns, "other", spec("other/"))
+	bootstrapReconcile(t, c, dir, key)
+	cl := getCluster(t, c, key)
+	wantFailed(t, cl, "ExternalBackupNotOfSource", "never reached")
+	if cond := meta.FindStatusCondition(cl.Status.Conditions, dolphinv1.ConditionExternalSourceReady); cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Errorf("ExternalSourceReady %+v, want False", cond)
+	}
+	if cl.Status.RestoredFrom != nil {
+		t.Errorf("restoredFrom %+v recorded for another server's backup", cl.Status.RestoredFrom)
+	}
+	wantNoStatefulSet(t, c, ns)
+	if err := c.Delete(context.Background(), cl); err != nil {
+		t.Fatal(err)
+	}
+	bootstrapReconcile(t, c, dir, key) // the finalizer
+
+	key = createCluster(t, c, ns, "moved", spec("old-db/"))
+	bootstrapReconcile(t, c, dir, key)
+	cl = getCluster(t, c, key)
+	if cond := meta.FindStatusCondition(cl.Status.Conditions, dolphinv1.ConditionExternalSourceReady); cond == nil || cond.Status != metav1.ConditionTrue ||
+		!strings.Contains(cond.Message, "the backup old-db/ was taken from it") {
+		t.Fatalf("ExternalSourceReady %+v, want True naming the backup", cond)
+	}
+	if from := cl.Status.RestoredFrom; from == nil || from.Path != "old-db/" || from.GTIDPosition != pos {
+		t.Fatalf("restoredFrom %+v, want old-db/ at %s", from, pos)
+	}
+	if cond := meta.FindStatusCondition(cl.Status.Conditions, dolphinv1.ConditionRestored); cond == nil || cond.Reason != "Restoring" {
+		t.Errorf("Restored condition %+v, want Restoring", cond)
+	}
+	var sts appsv1.StatefulSet
+	if err := c.Get(context.Background(), key, &sts); err != nil {
+		t.Fatalf("no StatefulSet after the checks passed: %v", err)
+	}
+	var seed *corev1.Container
+	for i, ic := range sts.Spec.Template.Spec.InitContainers {
+		if ic.Name == resources.ContainerSeed {
+			seed = &sts.Spec.Template.Spec.InitContainers[i]
+		}
+	}
+	if seed == nil || !strings.Contains(strings.Join(seed.Command, " "), "--path old-db/") {
+		t.Errorf("the seed container does not restore the backup: %+v", seed)
+	}
 }

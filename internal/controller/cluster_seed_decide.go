@@ -68,9 +68,18 @@ func decideSeed(c *dolphinv1.MySQLCluster, pods []corev1.Pod, pod *corev1.Pod) (
 // decideExternalSeed seeds a new cluster of spec.bootstrap.external: its first instance
 // copies the external server once the checks passed, the others are cloned from the first
 // once it serves (a copy each would load the source thrice and land at three positions).
+// With physicalCopy every instance restores the backup instead.
 func decideExternalSeed(c *dolphinv1.MySQLCluster, pods []corev1.Pod, pod *corev1.Pod) (seedPlan, string) {
 	if !externalSourceReady(c) {
 		return seedPlan{}, "the external server's checks have not passed (condition " + dolphinv1.ConditionExternalSourceReady + ")"
+	}
+	if physicalExternalCopy(c) != nil {
+		// Every instance restores the backup taken on the server's host: they all start at
+		// its position, as from any bootstrap backup.
+		if c.Status.RestoredFrom == nil {
+			return seedPlan{}, "the backup of spec.bootstrap.external.physicalCopy is not resolved yet"
+		}
+		return seedPlan{Mode: SeedBackup}, ""
 	}
 	first := resources.PodName(c, 0)
 	if pod.Name == first {

@@ -38,6 +38,14 @@ func TestDecideSeed(t *testing.T) {
 		}
 		return c
 	}
+	physical := func(checked, resolved bool) *dolphinv1.MySQLCluster {
+		c := external(checked)
+		c.Spec.Bootstrap.External.PhysicalCopy = &dolphinv1.BackupLocation{Path: "old/b1/"}
+		if resolved {
+			c.Status.RestoredFrom = &dolphinv1.RestoreStatus{Path: "old/b1/"}
+		}
+		return c
+	}
 	mysql := withData(fresh())
 	mysql.Spec.Engine.Flavor = dolphinv1.FlavorMySQL
 	pods := []corev1.Pod{sourcePod("db-0", true, true), sourcePod("db-1", true, true), sourcePod("db-3", false, false)}
@@ -61,6 +69,11 @@ func TestDecideSeed(t *testing.T) {
 		{"external: the others clone the first", external(true), pods, SeedClone, "db-0", ""},
 		{"external: the first does not serve yet", external(true), []corev1.Pod{sourcePod("db-0", false, true), pods[2]}, "", "", "db-0 copies the external server first"},
 		{"external: with data, a normal clone", withData(external(true)), pods, SeedClone, "db-1", ""},
+		{"physical copy, not checked", physical(false, true), pods, "", "", "checks have not passed"},
+		{"physical copy, backup not resolved", physical(true, false), pods, "", "", "physicalCopy is not resolved"},
+		{"physical copy: every instance restores it", physical(true, true), pods, SeedBackup, "", ""},
+		{"physical copy: the first too", physical(true, true), []corev1.Pod{sourcePod("db-0", false, false), pods[2]}, SeedBackup, "", ""},
+		{"physical copy: with data, a normal clone", withData(physical(true, true)), pods, SeedClone, "db-1", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan, wait := decideSeed(tc.c, tc.pods, newPod)
@@ -96,5 +109,28 @@ func TestDecideExternalSeedFirstInstance(t *testing.T) {
 	c.Status.Conditions = []metav1.Condition{{Type: dolphinv1.ConditionExternalSourceReady, Status: metav1.ConditionTrue}}
 	if plan, wait := decideSeed(c, []corev1.Pod{first}, &first); wait != "" || plan.Mode != SeedExternal {
 		t.Errorf("checked: plan %+v wait %q, want %s", plan, wait, SeedExternal)
+	}
+}
+
+// TestPhysicalCopyMismatch: a backup is the copy of a server only at a position the server
+// reached; the server may be further (what the cluster then replicates in).
+func TestPhysicalCopyMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		source, backup, want string
+	}{
+		{"0-1-100", "0-1-100", ""},
+		{"0-1-250", "0-1-100", ""},
+		{"0-1-250,1-7-3", "0-1-100", ""},
+		{"0-1-250,1-7-3", "1-7-3,0-1-100", ""},
+		{"0-1-99", "0-1-100", "never reached"},
+		{"0-1-250", "0-1-100,2-5-1", "never reached"},
+		{"0-1-250", "", ""},
+		{"0-1-250", "garbage", "cannot read"},
+		{"", "0-1-1", "never reached"},
+	} {
+		got := physicalCopyMismatch(tc.source, tc.backup)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("source %q backup %q: %q, want %q", tc.source, tc.backup, got, tc.want)
+		}
 	}
 }
