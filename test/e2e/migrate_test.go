@@ -154,15 +154,28 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 	s.wantClusterCondition(fkey, dolphinv1.ConditionFollowingExternalSource, metav1.ConditionTrue, "replicates from")
 	time.Sleep(2 * time.Second) // writes after the copy too
 	stopWriter()
+	want := s.wantFollowingHoldsServer(fkey, srcDB, acked.Load())
+	t.Logf("%d rows, %d written on the server during the copy and after it, on both instances", want, acked.Load())
+
+	s.verifyAndCutOver(fkey, src, srcDB)
+}
+
+// wantFollowingHoldsServer checks, once the application on the server (acked writes
+// acknowledged) stopped, that every instance of the following cluster fkey holds every row of
+// shop.orders the server holds, none is writable and the primary Service has no endpoint; it
+// returns the number of rows.
+func (s *stack) wantFollowingHoldsServer(fkey client.ObjectKey, srcDB *sql.DB, acked int64) int {
+	t := s.t
+	t.Helper()
 	var want int
 	if err := srcDB.QueryRow("SELECT COUNT(*) FROM shop.orders").Scan(&want); err != nil {
 		t.Fatal(err)
 	}
-	if int64(want) < 5000+acked.Load() || acked.Load() == 0 {
-		t.Fatalf("the server holds %d rows after %d acknowledged writes", want, acked.Load())
+	if int64(want) < 5000+acked || acked == 0 {
+		t.Fatalf("the server holds %d rows after %d acknowledged writes", want, acked)
 	}
-	opPw = s.secretValue("follow-credentials", "operator-password")
-	for _, pod := range s.clusterPods("follow") {
+	opPw := s.secretValue(fkey.Name+"-credentials", "operator-password")
+	for _, pod := range s.clusterPods(fkey.Name) {
 		db := s.sqlDBAs("dolphin", opPw, pod.Status.PodIP+":3306")
 		testenv.Eventually(t, 60*time.Second, pod.Name+" holds every row of the server", func() error {
 			var n int
@@ -187,18 +200,27 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 			return nil
 		})
 	}
-	if eps := s.endpointAddresses("follow-primary"); len(eps) != 0 {
+	if eps := s.endpointAddresses(fkey.Name + "-primary"); len(eps) != 0 {
 		t.Errorf("the primary Service of a following cluster has endpoints %v", eps)
 	}
-	t.Logf("%d rows, %d written on the server during the copy and after it, on both instances", want, acked.Load())
+	return want
+}
 
+// verifyAndCutOver asks the following cluster fkey to verify its copy of the server src (a
+// real comparison under an application writing on the server) and then to cut over, under an
+// application that writes on the server until refused and then through the cluster's primary
+// Service ClusterIP: the cluster is Ready, the record has a position and no warning, the
+// server is read-only, and every write acknowledged across the cutover is in the cluster.
+func (s *stack) verifyAndCutOver(fkey client.ObjectKey, src *dbtest.Instance, srcDB *sql.DB) {
+	t := s.t
+	t.Helper()
 	// The application writes on the server until it refuses, then through the cluster's
 	// primary Service (its ClusterIP: no endpoint until the cutover).
 	var svc corev1.Service
-	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: "follow-primary"}, &svc); err != nil {
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: fkey.Name + "-primary"}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	app = s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second)
+	app := s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second)
 	w := startMovingWriter(app, s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second))
 	defer w.stop()
 
@@ -243,12 +265,12 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 		}
 		rec = c.Status.Topology.ExternalSource.CutOver
 		if !meta.IsStatusConditionTrue(c.Status.Conditions, dolphinv1.ConditionReady) || w.onTarget.Load() < 20 {
-			return fmt.Errorf("phase %s, %d writes through follow-primary", c.Status.Phase, w.onTarget.Load())
+			return fmt.Errorf("phase %s, %d writes through the primary Service", c.Status.Phase, w.onTarget.Load())
 		}
 		return nil
 	})
 	w.stop()
-	t.Logf("cut over to %s at %s: the servers' write pause %d ms, the application's %s (%d writes on the server, %d through follow-primary)",
+	t.Logf("cut over to %s at %s: the servers' write pause %d ms, the application's %s (%d writes on the server, %d through the primary Service)",
 		rec.Instance, rec.Position, rec.WritePauseMilliseconds, w.pause().Round(time.Millisecond), w.onSource.Load(), w.onTarget.Load())
 	if rec.Position == "" || rec.Warning != "" {
 		t.Errorf("cutover record %+v", rec)
@@ -259,7 +281,7 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 	}
 	// Every write acknowledged across the cutover is in the cluster (the ids are the primary
 	// key: once each; one whose session the fence ended may have committed unacknowledged).
-	primaryDB := s.sqlDBAs("shop", "shop-pw", s.serviceAddr("follow-primary"))
+	primaryDB := s.sqlDBAs("shop", "shop-pw", s.serviceAddr(fkey.Name+"-primary"))
 	rows, err := primaryDB.Query("SELECT id FROM shop.orders WHERE item = 'moving'")
 	if err != nil {
 		t.Fatal(err)
