@@ -81,6 +81,10 @@ type CopyResult struct {
 	Bytes int64
 	// Took is how long the copy took.
 	Took time.Duration
+	// ScannedTo is how far the source's binary log was read for changes of schemas and
+	// accounts made during the copy (none were found up to there): a caller that copies
+	// more afterwards (the accounts) checks again from there with ChangesSince.
+	ScannedTo BinlogCoordinates
 }
 
 // maxPacket is both tools' largest packet: a row of up to 1 GiB.
@@ -166,20 +170,31 @@ func LogicalCopy(ctx context.Context, o LogicalCopyOptions) (CopyResult, error) 
 	}
 	dumpWaitErr := dump.Wait()
 	pos, found := sniff.position()
+	coords, coordsFound := sniff.coordinates()
+	var scanned BinlogCoordinates
+	var changedErr error
 	switch {
 	case copyErr != nil:
 	case dumpWaitErr != nil:
 		cancel()
 	case !found:
 		cancel()
+	case !coordsFound:
+		cancel()
 	default:
+		// A schema or account change after the snapshot may be in the copy already
+		// (the dump reads each table's definition when it reaches the table): then the
+		// position is never set and the copy is refused.
+		if scanned, changedErr = o.changesDuring(ctx, coords); changedErr != nil {
+			break
+		}
 		// The position, in the loader's own session, after everything the dump held.
 		_, copyErr = io.WriteString(loadIn, "SET GLOBAL gtid_slave_pos = '"+pos+"';\n")
 	}
 	closeErr := loadIn.Close()
 	loadWaitErr := load.Wait()
 
-	res := CopyResult{GTIDPosition: pos, Bytes: n, Took: time.Since(began)}
+	res := CopyResult{GTIDPosition: pos, Bytes: n, Took: time.Since(began), ScannedTo: scanned}
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("the copy was stopped: %w", err)
 	}
@@ -197,8 +212,30 @@ func LogicalCopy(ctx context.Context, o LogicalCopyOptions) (CopyResult, error) 
 		return res, fmt.Errorf("streaming the copy: %w", closeErr)
 	case !found:
 		return res, errors.New("the dump carried no GTID position (is the source's binary log on?): nothing to replicate from")
+	case !coordsFound:
+		return res, errors.New("the dump carried no binary log coordinates: the changes made during the copy cannot be checked")
+	case changedErr != nil:
+		return res, changedErr
 	}
 	return res, nil
+}
+
+// changesDuring checks the source's binary log from the copy's snapshot (at) to its end for
+// changes of schemas or accounts (ChangesSince): an ErrChangedDuringCopy error lists them.
+func (o *LogicalCopyOptions) changesDuring(ctx context.Context, at BinlogCoordinates) (BinlogCoordinates, error) {
+	db, err := o.Source.Open()
+	if err != nil {
+		return at, fmt.Errorf("reading the source's binary log after the copy: %w", err)
+	}
+	defer db.Close()
+	changes, scanned, err := ChangesSince(ctx, db, at)
+	if err != nil {
+		return at, fmt.Errorf("checking the source's binary log for changes made during the copy: %w", err)
+	}
+	if len(changes) > 0 {
+		return scanned, ChangedDuringCopyError(changes)
+	}
+	return scanned, nil
 }
 
 func lookTool(path, name string) (string, error) {
@@ -221,11 +258,18 @@ type gtidSniffer struct {
 	inLine  bool   // the current line is being kept
 	pos     string
 	found   bool
+	// coords is the snapshot's binary log file and offset.
+	coords      BinlogCoordinates
+	coordsFound bool
 }
 
 // gtidComment matches the comment; the position is MariaDB's domain-server-sequence list
 // (empty when the source has written no transaction).
 var gtidComment = regexp.MustCompile(`^-- SET GLOBAL gtid_slave_pos='([0-9]+-[0-9]+-[0-9]+(?:,[0-9]+-[0-9]+-[0-9]+)*)?';\s*$`)
+
+// coordinatesComment matches the snapshot's binary log coordinates, which --master-data=2
+// writes as a comment too.
+var coordinatesComment = regexp.MustCompile(`^-- CHANGE MASTER TO MASTER_LOG_FILE='([^']+)', MASTER_LOG_POS=([0-9]+);\s*$`)
 
 // maxCommentLine bounds a kept comment line.
 const maxCommentLine = 64 << 10
@@ -246,6 +290,11 @@ func (s *gtidSniffer) Write(p []byte) (int, error) {
 			if m := gtidComment.FindSubmatch(s.line); m != nil {
 				s.pos, s.found = string(m[1]), true
 			}
+			if m := coordinatesComment.FindSubmatch(s.line); m != nil {
+				if p, err := strconv.ParseUint(string(m[2]), 10, 64); err == nil {
+					s.coords, s.coordsFound = BinlogCoordinates{File: string(m[1]), Pos: p}, true
+				}
+			}
 			s.inLine = false
 		}
 	}
@@ -253,6 +302,8 @@ func (s *gtidSniffer) Write(p []byte) (int, error) {
 }
 
 func (s *gtidSniffer) position() (string, bool) { return s.pos, s.found }
+
+func (s *gtidSniffer) coordinates() (BinlogCoordinates, bool) { return s.coords, s.coordsFound }
 
 // progressWriter counts bytes for Progress.
 type progressWriter struct {

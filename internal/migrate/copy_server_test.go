@@ -37,7 +37,7 @@ func TestServerLogicalCopyThenReplicate(t *testing.T) {
 		"CREATE PROCEDURE app.count_rows(OUT n INT) SELECT COUNT(*) INTO n FROM app.t",
 		"CREATE DATABASE empty_schema",
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'mig pw #1'",
-		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE ON *.* TO 'migrate'@'%'",
+		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'migrate'@'%'",
 		"CREATE USER 'app'@'%' IDENTIFIED BY 'app-pw'",
 		"GRANT INSERT, SELECT ON app.* TO 'app'@'%'")
 	dstBinlogBefore := gtidBinlogPos(t, open(t, dst.RootDSN("")))
@@ -183,7 +183,7 @@ func TestServerLogicalCopyFailures(t *testing.T) {
 	c := dbtest.Start(t, dbtest.Options{Instances: 2})
 	src, dst := c.Instances[0], c.Instances[1]
 	execAll(t, open(t, src.RootDSN("")), "CREATE USER 'migrate'@'%' IDENTIFIED BY 'pw'",
-		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE ON *.* TO 'migrate'@'%'",
+		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'migrate'@'%'",
 		// More than a pipe holds, so that a loader failing early leaves the dump writing.
 		"SET GLOBAL read_only = OFF", "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v CHAR(100) NOT NULL)",
 		"INSERT INTO app.t SELECT seq, REPEAT('x', 100) FROM app.seq_1_to_50000")

@@ -223,6 +223,9 @@ func (o *ExternalOptions) copyInto(ctx context.Context, staging string) (_ Exter
 	if res.Accounts, err = o.copyAccounts(ctx, srv.socket); err != nil {
 		return res, err
 	}
+	if err := o.noChangesSince(ctx, cp.ScannedTo); err != nil {
+		return res, err
+	}
 	for _, s := range []struct {
 		q    string
 		args []any
@@ -274,6 +277,25 @@ func (o *ExternalOptions) copyAccounts(ctx context.Context, socket string) (migr
 		log("the source's account %s was not copied: %s", name, reason)
 	}
 	return res, nil
+}
+
+// noChangesSince checks the source's binary log again from where the copy checked it to its
+// end, now that the accounts were copied as they are: an account or schema changed meanwhile
+// would be applied again by replication from the copy's position (ErrChangedDuringCopy).
+func (o *ExternalOptions) noChangesSince(ctx context.Context, from migrate.BinlogCoordinates) error {
+	src, err := o.Source.Open()
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	changes, _, err := migrate.ChangesSince(ctx, src, from)
+	if err != nil {
+		return fmt.Errorf("external copy: checking the source's binary log after the accounts: %w", err)
+	}
+	if len(changes) > 0 {
+		return fmt.Errorf("external copy: %w", migrate.ChangedDuringCopyError(changes))
+	}
+	return nil
 }
 
 // findInstallTool returns path when set, else mariadb-install-db from PATH, /usr/bin or
