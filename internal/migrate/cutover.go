@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
+	"github.com/dolphin-operator/dolphin/internal/faults"
 )
 
 // CutoverResult says what Cutover did.
@@ -74,6 +75,7 @@ func Cutover(ctx context.Context, source, target *sql.DB, wait time.Duration) (r
 	if res.Position, err = binlogPos(ctx, sconn); err != nil {
 		return res, fmt.Errorf("reading the source's final position: %w", err)
 	}
+	faults.Pause(ctx, faults.CutoverFenced)
 	tconn, err := target.Conn(ctx)
 	if err != nil {
 		return res, fmt.Errorf("connecting to the target: %w", err)
@@ -104,10 +106,12 @@ func Cutover(ctx context.Context, source, target *sql.DB, wait time.Duration) (r
 		return res, fmt.Errorf("detaching the target: %w", err)
 	}
 	detached = true
+	faults.Pause(ctx, faults.CutoverDetached)
 	if _, err := tconn.ExecContext(ctx, "SET GLOBAL read_only = OFF"); err != nil {
 		return res, fmt.Errorf("opening the target for writes: %w (it is detached from the source, which stays fenced)", err)
 	}
 	res.Opened = time.Now()
+	faults.Pause(ctx, faults.CutoverOpened)
 	if after, err := binlogPos(context.WithoutCancel(ctx), sconn); err == nil && !sameGTIDs(after, res.Position) {
 		return res, fmt.Errorf("%w after the target was opened (%s, then %s): those writes are on the source only; "+
 			"reconcile them by hand", ErrSourceMoved, res.Position, after)

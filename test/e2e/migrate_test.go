@@ -221,7 +221,7 @@ func (s *stack) verifyAndCutOver(fkey client.ObjectKey, src *dbtest.Instance, sr
 		t.Fatal(err)
 	}
 	app := s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second)
-	w := startMovingWriter(app, s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second))
+	w := startMovingWriter(app, s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second), 200001)
 	defer w.stop()
 
 	// A verification, asked by annotation, while the application writes on the server.
@@ -279,9 +279,16 @@ func (s *stack) verifyAndCutOver(fkey client.ObjectKey, src *dbtest.Instance, sr
 	if err := srcDB.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
 		t.Errorf("the server after the cutover: read_only %d (%v), want 1", ro, err)
 	}
-	// Every write acknowledged across the cutover is in the cluster (the ids are the primary
-	// key: once each; one whose session the fence ended may have committed unacknowledged).
-	primaryDB := s.sqlDBAs("shop", "shop-pw", s.serviceAddr(fkey.Name+"-primary"))
+	s.wantAckedInCluster(fkey.Name, w)
+}
+
+// wantAckedInCluster checks that every write w had acknowledged (on the server or through
+// the primary Service) is in cluster's primary: the ids are the primary key, so once each; a
+// write whose session the fence ended may have committed unacknowledged.
+func (s *stack) wantAckedInCluster(cluster string, w *movingWriter) {
+	t := s.t
+	t.Helper()
+	primaryDB := s.sqlDBAs("shop", "shop-pw", s.serviceAddr(cluster+"-primary"))
 	rows, err := primaryDB.Query("SELECT id FROM shop.orders WHERE item = 'moving'")
 	if err != nil {
 		t.Fatal(err)
@@ -328,12 +335,12 @@ func (w *movingWriter) ackedIDs() []int {
 	return append([]int(nil), w.acked...)
 }
 
-func startMovingWriter(from, to *sql.DB) *movingWriter {
+func startMovingWriter(from, to *sql.DB, firstID int) *movingWriter {
 	w := &movingWriter{from: from, to: to, stopc: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		moved := false
-		for id := 200001; ; id++ {
+		for id := firstID; ; id++ {
 			select {
 			case <-w.stopc:
 				return
