@@ -25,6 +25,19 @@ func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster)
 		return nil, nil
 	}
 	ext := c.Spec.Bootstrap.External
+	x := &topology.ExternalSource{Host: ext.Host, Port: int(ext.Port),
+		Cutover: c.Annotations[dolphinv1.CutoverAnnotation], Verify: c.Annotations[dolphinv1.VerifyExternalAnnotation]}
+	if x.Port == 0 {
+		x.Port = 3306
+	}
+	// unavailable keeps the engine running without the account: failover and fencing do not
+	// need it, and an engine that does not start would do neither.
+	unavailable := func(why string) (*topology.ExternalSource, error) {
+		x.Unavailable = why
+		sum := sha256.Sum256([]byte(why))
+		x.ID = "unavailable-" + hex.EncodeToString(sum[:8])
+		return x, nil
+	}
 	read := func(name string) (*corev1.Secret, error) {
 		var s corev1.Secret
 		key := types.NamespacedName{Namespace: c.Namespace, Name: name}
@@ -39,24 +52,28 @@ func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster)
 		return &s, nil
 	}
 	acct, err := read(ext.AccountSecretName)
+	if apierrors.IsNotFound(err) {
+		return unavailable(fmt.Sprintf("the Secret %s of spec.bootstrap.external does not exist: create it again with the keys %s and %s",
+			ext.AccountSecretName, resources.ExternalUsernameKey, resources.ExternalPasswordKey))
+	}
 	if err != nil {
 		return nil, err
 	}
 	user, password := string(acct.Data[resources.ExternalUsernameKey]), string(acct.Data[resources.ExternalPasswordKey])
 	if user == "" || password == "" {
-		return nil, fmt.Errorf("the Secret %s lacks %q or %q: spec.bootstrap.external needs both", ext.AccountSecretName,
-			resources.ExternalUsernameKey, resources.ExternalPasswordKey)
+		return unavailable(fmt.Sprintf("the Secret %s lacks %q or %q: spec.bootstrap.external needs both", ext.AccountSecretName,
+			resources.ExternalUsernameKey, resources.ExternalPasswordKey))
 	}
-	x := &topology.ExternalSource{Host: ext.Host, Port: int(ext.Port), User: user, Password: password,
-		Cutover: c.Annotations[dolphinv1.CutoverAnnotation], Verify: c.Annotations[dolphinv1.VerifyExternalAnnotation]}
-	if x.Port == 0 {
-		x.Port = 3306
-	}
+	x.User, x.Password = user, password
 	ep := migrate.Endpoint{Host: x.Host, Port: x.Port, User: user, Password: password}
 	id := sha256.New()
 	fmt.Fprintf(id, "%s\x00%d\x00%s\x00%s\x00", x.Host, x.Port, user, password)
 	if ext.CASecretName != "" {
 		ca, err := read(ext.CASecretName)
+		if apierrors.IsNotFound(err) {
+			return unavailable(fmt.Sprintf("the Secret %s of spec.bootstrap.external (the server's CA) does not exist: create it again with the key %s",
+				ext.CASecretName, resources.ExternalCAKey))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -1,8 +1,15 @@
 package clustermanager
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
@@ -44,4 +51,34 @@ func persistedFromTopology(t *testing.T, x *dolphinv1.ExternalReplication) topol
 	c := &dolphinv1.MySQLCluster{}
 	c.Status.Topology = &dolphinv1.TopologyStatus{Primary: "db-0", ExternalSource: x}
 	return persisted(c)
+}
+
+// TestExternalSourceWithoutItsSecret: a following cluster whose account Secret was deleted,
+// or lost a key, still gets an engine configuration — the source without an account, saying
+// why (ExternalSource.Unavailable) — so that failover and fencing go on; the account comes
+// back with the Secret, under a configuration that differs (the engine restarts with it).
+func TestExternalSourceWithoutItsSecret(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db"},
+		Spec: dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
+			Host: "old-db", Port: 3306, AccountSecretName: "old-db", Replicate: true}}}}
+	m := &Manager{Client: fake.NewClientBuilder().WithScheme(scheme).Build()}
+	x, err := m.externalSource(t.Context(), c)
+	if err != nil || x == nil || !strings.Contains(x.Unavailable, "Secret old-db") || x.User != "" {
+		t.Fatalf("without the Secret: %+v, %v", x, err)
+	}
+	missing := x.ID
+	m.Client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "old-db"},
+		Data: map[string][]byte{"username": []byte("migrate")}}).Build()
+	if x, err = m.externalSource(t.Context(), c); err != nil || !strings.Contains(x.Unavailable, "lacks") {
+		t.Fatalf("without the password: %+v, %v", x, err)
+	}
+	m.Client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "old-db"},
+		Data: map[string][]byte{"username": []byte("migrate"), "password": []byte("pw")}}).Build()
+	if x, err = m.externalSource(t.Context(), c); err != nil || x.Unavailable != "" || x.User != "migrate" || x.ID == missing {
+		t.Fatalf("with the Secret: %+v, %v", x, err)
+	}
 }

@@ -73,6 +73,11 @@ func externalSteps(v ClusterView, p InstanceView) (steps []Step, problem string)
 	if writesOfItsOwn(v, p) {
 		return nil, fmt.Sprintf("%s holds writes of the cluster's own (%s) although the cluster follows %s: its history has left the source's, so it is not pointed at %s again; if a cutover happened, ask for it (mysql.dolphin.dev/cutover) to record it", p.Name, p.Status.Executed, x, x)
 	}
+	if x.Unavailable != "" {
+		// What p's server holds (its replication connection) keeps working; pointing it
+		// again, a cutover or a verification needs the account.
+		return nil, fmt.Sprintf("%s: replication from %s goes on as the servers have it, but Dolphin cannot point an instance at it, cut over or verify until then", x.Unavailable, x)
+	}
 	rs := p.Status.Replica
 	follow := Step{Kind: StepFollowExternal, Instance: p.Name, SemiSync: len(v.Instances) > 1}
 	switch {

@@ -251,3 +251,33 @@ func TestFollowingCornerCases(t *testing.T) {
 		t.Errorf("restarted after an unrecorded cutover: record %+v, plan %v (%s)", d.CutOver, steps(d), d.Message)
 	}
 }
+
+// TestFollowingWithoutTheAccount: the account's Secret is gone (ExternalSource.Unavailable).
+// The engine still runs: the following primary keeps its replication as the server has it,
+// nothing points an instance at the source again (even where the account's generation
+// differs), no cutover or verification begins though asked, and the status says why; a
+// failed primary is still replaced — the new one is never opened for writes.
+func TestFollowingWithoutTheAccount(t *testing.T) {
+	x := testSource()
+	x.Unavailable = "the Secret old-db of spec.bootstrap.external does not exist"
+	p := inst(0).following(x)
+	p.v.ReplicationGeneration = "external:older-account"
+	v := external(cluster("db-0", p, inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+	v.External = x
+	v.External.Cutover, v.External.Verify = "now", "v1"
+	d := Decide(v)
+	if len(d.Plan) != 0 || d.CutOver != nil || !strings.Contains(d.Message, "Secret old-db") || !strings.Contains(d.Message, "cannot point") {
+		t.Errorf("following without the account: plan %v, cut over %+v (%s)", steps(d), d.CutOver, d.Message)
+	}
+	// The following primary is lost: a replica takes its place, pointed at the source only
+	// once the account is back (the engine's step refuses before touching the server).
+	v = external(cluster("db-0", inst(0).down(), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, "")))
+	v.External = x
+	v.PrimaryMisses = 10
+	d = Decide(v)
+	for _, s := range d.Plan {
+		if s.Kind == StepPromote {
+			t.Errorf("a following cluster without its account promoted %s: %v", s.Instance, steps(d))
+		}
+	}
+}

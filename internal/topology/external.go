@@ -22,6 +22,10 @@ func (e *Engine) followExternal(ctx context.Context, in dbsql.Instance, m Member
 	if x == nil {
 		return errors.New("no external source to follow: the cluster's configuration changed meanwhile")
 	}
+	if x.Unavailable != "" {
+		// Before anything changes on the server: it stays read-only, as it is.
+		return fmt.Errorf("%s cannot follow %s: %s", m.Name, x, x.Unavailable)
+	}
 	if s.SemiSync {
 		if err := in.SetSemiSyncTimeout(ctx, e.cfg.Settings.SemiSyncTimeoutMS()); err != nil {
 			return err

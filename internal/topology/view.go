@@ -249,6 +249,10 @@ type ExternalSource struct {
 	// Open connects the operator to the source (the account, and TLS with the CA in memory),
 	// for the cutover's fence.
 	Open func() (*sql.DB, error) `json:"-"`
+	// Unavailable, when set, says why the account is not known (its Secret was deleted or
+	// lacks a key): replication that runs goes on with what the servers hold, but no instance
+	// is pointed at the source, and no cutover or verification begins, until it is back.
+	Unavailable string
 }
 
 // VerificationRecord is the outcome of a verification of a following cluster against its
