@@ -282,6 +282,7 @@ type BootstrapSpec struct {
 }
 
 // ExternalSource is a MariaDB server outside the cluster and the account Dolphin reads it with.
+// +kubebuilder:validation:XValidation:rule="!has(self.fallback) || (has(self.replicate) && self.replicate)",message="bootstrap.external.fallback needs replicate: true (the cluster follows the server until the cutover, the server follows the cluster after it)"
 type ExternalSource struct {
 	// Host is the server's DNS name or IP address, reachable from the operator and from the
 	// cluster's pods.
@@ -327,6 +328,32 @@ type ExternalSource struct {
 	// must still be in the server's binary logs.
 	// +optional
 	PhysicalCopy *BackupLocation `json:"physicalCopy,omitempty"`
+	// Fallback keeps a way back after the cutover (with replicate): the server then
+	// replicates from the cluster's primary, read-only, from the cutover's final position,
+	// so that the annotation mysql.dolphin.dev/fall-back can move writes back to it with a
+	// second cutover the other way round (docs/migrate.md). The account also needs REPLICATION
+	// SLAVE ADMIN on the server; the server logs in to the cluster with Dolphin's replication
+	// account, whose password its administrators can then read.
+	// +optional
+	Fallback *ExternalFallback `json:"fallback,omitempty"`
+}
+
+// ExternalFallback is how the server reaches the cluster's primary once it follows it.
+type ExternalFallback struct {
+	// PrimaryHost is the address the server reaches the cluster's primary at: the primary
+	// Service's DNS name (<cluster>-primary.<namespace>.svc) or ClusterIP when the server can
+	// reach those, else the address of a LoadBalancer or NodePort Service you create that
+	// selects the cluster's primary.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	PrimaryHost string `json:"primaryHost"`
+	// PrimaryPort is that address's port.
+	// +kubebuilder:default=3306
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	PrimaryPort int32 `json:"primaryPort,omitempty"`
 }
 
 // ConditionExternalSourceReady is a MySQLCluster condition of a cluster bootstrapped from an

@@ -6,7 +6,7 @@ import (
 )
 
 // Phase is a one-word summary of the cluster's lifecycle for humans.
-// +kubebuilder:validation:Enum=Pending;Initializing;Running;Progressing;Following;Degraded;Failed;Deleting
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Progressing;Following;FellBack;Degraded;Failed;Deleting
 type Phase string
 
 const (
@@ -24,6 +24,11 @@ const (
 	// none takes writes until the cutover. The FollowingExternalSource condition says how far
 	// behind it is.
 	PhaseFollowing Phase = "Following"
+	// PhaseFellBack means writes moved back to the server the cluster was copied from
+	// (the annotation mysql.dolphin.dev/fall-back): every instance is read-only and keeps the
+	// data up to the fall back's position (status.topology.externalSource.fellBack). Delete
+	// the cluster, or keep it to look at; copying the server again needs a new cluster.
+	PhaseFellBack Phase = "FellBack"
 	// PhaseDegraded means a primary accepts writes but some instances are not ready.
 	PhaseDegraded Phase = "Degraded"
 	// PhaseFailed means Dolphin cannot make progress without a change by the user; the
@@ -403,6 +408,35 @@ type ExternalReplication struct {
 	// writes itself.
 	// +optional
 	CutOver *CutoverRecord `json:"cutOver,omitempty"`
+	// Fallback is the server's replication from the cluster after the cutover
+	// (spec.bootstrap.external.fallback), as the server reports it.
+	// +optional
+	Fallback *FallbackReplication `json:"fallback,omitempty"`
+	// LastFallBackFailure is the last fall back that failed before the server opened: what
+	// failed and what was undone. It is not tried again for the same request: set a new value
+	// of mysql.dolphin.dev/fall-back to try again.
+	// +optional
+	LastFallBackFailure *CutoverFailure `json:"lastFallBackFailure,omitempty"`
+	// FellBack is the fall back, once done: writes moved back to the server (Instance is the
+	// server), and the cluster keeps its data up to Position, read-only.
+	// +optional
+	FellBack *CutoverRecord `json:"fellBack,omitempty"`
+}
+
+// FallbackReplication is how the server follows the cluster after the cutover.
+type FallbackReplication struct {
+	// Since is when the server was pointed at the cluster's primary.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// Replicating is true while the server's receiver and applier both run.
+	Replicating bool `json:"replicating"`
+	// LagSeconds is how far behind the cluster the server is, when known.
+	// +optional
+	LagSeconds *int64 `json:"lagSeconds,omitempty"`
+	// Error is why the server does not follow the cluster: what pointing it failed with, or
+	// the last error of its replication.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // CutoverFailure is a cutover that failed before the cluster opened for writes.

@@ -46,6 +46,16 @@ const (
 	// status.topology.externalSource.lastVerification with that value.
 	VerifyExternalAnnotation = "mysql.dolphin.dev/verify-external"
 
+	// FallBackAnnotation, set to any value on a cluster that was cut over with
+	// spec.bootstrap.external.fallback, moves writes back to the server: once the server
+	// replicates from the cluster less than 5 s behind, Dolphin fences the cluster's primary
+	// (read_only, its clients' sessions ended), waits until the server holds the primary's
+	// final position, detaches the server and opens it; the cluster then stays read-only
+	// (phase FellBack). A fall back that fails before the server opens is undone, recorded in
+	// status.topology.externalSource.lastFallBackFailure and not tried again for the same
+	// value.
+	FallBackAnnotation = "mysql.dolphin.dev/fall-back"
+
 	// ForceRolloutAnnotation set to "true" lets a rolling restart start and continue while the
 	// cluster is degraded (errant instances, a failover in progress, a topology that is not
 	// Healthy, replicas not caught up, instances not ready). Pods are still restarted one at a

@@ -3,8 +3,11 @@ package clustermanager
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -109,4 +112,61 @@ func externalID(x *topology.ExternalSource) string {
 		return ""
 	}
 	return x.ID
+}
+
+// fallback is the way back to the server c was cut over from (spec.bootstrap.external.fallback,
+// once status records the cutover and no fall back): nil otherwise. Without the account's
+// Secret the way back cannot be opened, and Open says why (the status shows it).
+func (m *Manager) fallback(ctx context.Context, c *dolphinv1.MySQLCluster) (*topology.Fallback, error) {
+	if !resources.CutOver(c) || c.Status.Topology.ExternalSource.FellBack != nil {
+		return nil, nil
+	}
+	ext := c.Spec.Bootstrap.External
+	if ext == nil || ext.Fallback == nil {
+		return nil, nil
+	}
+	f := &topology.Fallback{Source: c.Status.Topology.ExternalSource.Source, PrimaryHost: ext.Fallback.PrimaryHost,
+		PrimaryPort: int(ext.Fallback.PrimaryPort), FallBack: c.Annotations[dolphinv1.FallBackAnnotation]}
+	if f.PrimaryPort == 0 {
+		f.PrimaryPort = 3306
+	}
+	port := int(ext.Port)
+	if port == 0 {
+		port = 3306
+	}
+	var s corev1.Secret
+	key := types.NamespacedName{Namespace: c.Namespace, Name: ext.AccountSecretName}
+	err := m.APIReader().Get(ctx, key, &s)
+	user, password := string(s.Data[resources.ExternalUsernameKey]), string(s.Data[resources.ExternalPasswordKey])
+	switch {
+	case apierrors.IsNotFound(err), err == nil && (user == "" || password == ""):
+		why := fmt.Errorf("the Secret %s of spec.bootstrap.external (the account on the server, which the way back needs) does not exist or lacks %s or %s",
+			ext.AccountSecretName, resources.ExternalUsernameKey, resources.ExternalPasswordKey)
+		f.Open = func() (*sql.DB, error) { return nil, why }
+		return f, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading Secret %s of spec.bootstrap.external: %w", key, err)
+	}
+	ep := migrate.Endpoint{Host: ext.Host, Port: port, User: user, Password: password}
+	id := sha256.New()
+	fmt.Fprintf(id, "%s\x00%s\x00", user, password)
+	if ext.CASecretName != "" {
+		var ca corev1.Secret
+		if err := m.APIReader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ext.CASecretName}, &ca); err == nil {
+			ep.CACertPEM = ca.Data[resources.ExternalCAKey]
+			id.Write(ep.CACertPEM)
+		}
+	}
+	f.Open = ep.Open
+	f.AccountID = hex.EncodeToString(id.Sum(nil)[:8])
+	return f, nil
+}
+
+// fallbackID identifies the way back of a configuration ("" when none): a change of its
+// address, account or request restarts the engine with it.
+func fallbackID(f *topology.Fallback) string {
+	if f == nil {
+		return ""
+	}
+	return strings.Join([]string{f.Source, f.PrimaryHost, strconv.Itoa(f.PrimaryPort), f.FallBack, f.AccountID}, "\x00")
 }

@@ -368,6 +368,10 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 	if err != nil {
 		return topology.Config{}, err
 	}
+	fallback, err := m.fallback(ctx, d)
+	if err != nil {
+		return topology.Config{}, err
+	}
 	var dormant func() bool
 	if m.IdleWithoutPods {
 		dormant = func() bool { return !m.anyPodAddressed(d) }
@@ -380,6 +384,7 @@ func (m *Manager) engineConfig(ctx context.Context, c *dolphinv1.MySQLCluster) (
 		TLSRequired:    d.Spec.TLS.Enabled && d.Spec.TLS.RequireForClients,
 		TLSCAFile:      path.Join(resources.TLSDir, resources.TLSCAKey),
 		External:       external,
+		Fallback:       fallback,
 		Flavor:         dbsql.Flavor(d.Spec.Engine.Flavor),
 		Members:        members,
 		Credentials: topology.Credentials{
@@ -504,8 +509,9 @@ func configHash(cfg topology.Config) string {
 		External  string
 		Cutover   string
 		Verify    string
+		Fallback  string
 	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, certRaw(cfg.TLSCertificate), cfg.TLSRootsID, cfg.TLSRequired,
-		externalID(cfg.External), externalCutover(cfg.External), externalVerify(cfg.External)})
+		externalID(cfg.External), externalCutover(cfg.External), externalVerify(cfg.External), fallbackID(cfg.Fallback)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -576,9 +582,29 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 		co := x.CutOver
 		p.Cutover = &topology.CutoverRecord{Source: x.Source, Instance: co.Instance, At: co.At.Time, Position: co.Position,
 			Pause: time.Duration(co.WritePauseMilliseconds) * time.Millisecond, Warning: co.Warning}
+		persistedFallback(&p, x)
 	}
 	if lp := t.LastPromotion; lp != nil {
 		p.LastPromotion = &topology.PromotionSeen{From: lp.From, At: lp.Time.Time}
 	}
 	return p
+}
+
+// persistedFallback restores the way back from a cut-over cluster's status: whether the server
+// was pointed at the cluster (and what failed), the last failed fall back, the fall back.
+func persistedFallback(p *topology.Persisted, x *dolphinv1.ExternalReplication) {
+	if f := x.Fallback; f != nil {
+		st := &topology.FallbackStart{Error: f.Error}
+		if f.Since != nil {
+			st.At, st.Error = f.Since.Time, ""
+		}
+		p.FallbackStarted = st
+	}
+	if f := x.LastFallBackFailure; f != nil {
+		p.FallBackFailed = &topology.CutoverFailure{ID: f.Request, At: f.At.Time, Error: f.Error}
+	}
+	if fb := x.FellBack; fb != nil {
+		p.FellBack = &topology.CutoverRecord{Source: x.CutOver.Instance, Instance: fb.Instance, At: fb.At.Time, Position: fb.Position,
+			Pause: time.Duration(fb.WritePauseMilliseconds) * time.Millisecond, Warning: fb.Warning}
+	}
 }

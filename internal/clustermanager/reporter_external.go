@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,8 +92,9 @@ func externalReplication(rep topology.Report) *dolphinv1.ExternalReplication {
 	if co := rep.Persisted.Cutover; co != nil {
 		// Cut over: the record stays, for people and for every later engine (never
 		// following the source again).
-		return &dolphinv1.ExternalReplication{Source: co.Source, LastVerification: verified, LastCutoverFailure: failed, CutOver: &dolphinv1.CutoverRecord{Instance: co.Instance,
-			At: metav1.NewTime(co.At), Position: co.Position, WritePauseMilliseconds: co.Pause.Milliseconds(), Warning: co.Warning}}
+		x := &dolphinv1.ExternalReplication{Source: co.Source, LastVerification: verified, LastCutoverFailure: failed, CutOver: cutoverRecord(co)}
+		fallbackStatus(x, rep)
+		return x
 	}
 	if rep.External == "" {
 		return nil
@@ -117,4 +119,39 @@ func externalReplication(rep topology.Report) *dolphinv1.ExternalReplication {
 		}
 	}
 	return x
+}
+
+func cutoverRecord(co *topology.CutoverRecord) *dolphinv1.CutoverRecord {
+	return &dolphinv1.CutoverRecord{Instance: co.Instance, At: metav1.NewTime(co.At), Position: co.Position,
+		WritePauseMilliseconds: co.Pause.Milliseconds(), Warning: co.Warning}
+}
+
+// fallbackStatus adds the way back to a cut-over cluster's x: the server's replication from
+// the cluster as pointed and as seen this cycle, the last failed fall back, the fall back.
+func fallbackStatus(x *dolphinv1.ExternalReplication, rep topology.Report) {
+	p := rep.Persisted
+	if f := p.FallBackFailed; f != nil {
+		x.LastFallBackFailure = &dolphinv1.CutoverFailure{Request: f.ID, At: metav1.NewTime(f.At), Error: f.Error}
+	}
+	if fb := p.FellBack; fb != nil {
+		x.FellBack = cutoverRecord(fb)
+		return
+	}
+	st := p.FallbackStarted
+	if st == nil {
+		return
+	}
+	fr := &dolphinv1.FallbackReplication{Error: st.Error}
+	if st.Error == "" {
+		fr.Since = ptrTime(st.At)
+	}
+	if seen := rep.FallbackSeen; seen != nil && st.Error == "" {
+		fr.Replicating, fr.LagSeconds, fr.Error = seen.Replicating, seen.Lag, seen.Error
+	}
+	x.Fallback = fr
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t)
+	return &mt
 }

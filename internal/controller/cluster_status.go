@@ -111,6 +111,7 @@ func computeStatus(o observation, now metav1.Time) dolphinv1.MySQLClusterStatus 
 		w.set(dolphinv1.ConditionExternalSourceReady, e.ready, e.reason, e.message)
 	}
 	w.setFollowing(o, h)
+	w.setFellBack(o)
 	if rc := restoredCondition(o); rc != nil {
 		w.set(rc.Type, rc.Status == metav1.ConditionTrue, rc.Reason, rc.Message)
 	} else {

@@ -69,3 +69,24 @@ func (w conditionWriter) setFollowing(o observation, h clusterHealth) {
 		w.set(dolphinv1.ConditionDegraded, true, reason, msg)
 	}
 }
+
+// setFellBack describes a cluster whose writes moved back to the server it was cut over from
+// (the annotation mysql.dolphin.dev/fall-back): retired, every instance read-only and no pod
+// behind its Services — planned, not trouble: phase FellBack, Available and Ready False with
+// that reason, saying what the cluster keeps.
+func (w conditionWriter) setFellBack(o observation) {
+	t := w.st.Topology
+	if t == nil || t.ExternalSource == nil || t.ExternalSource.FellBack == nil || o.Deleting || errors.As(o.StepErr, new(*userError)) {
+		return
+	}
+	fb := t.ExternalSource.FellBack
+	msg := fmt.Sprintf("writes moved back to %s at %s (position %s); this cluster keeps its data up to there, read-only, and takes no clients: delete it, or keep it to look at",
+		fb.Instance, fb.At.UTC().Format("2006-01-02T15:04:05Z"), fb.Position)
+	w.set(dolphinv1.ConditionAvailable, false, "FellBack", msg)
+	w.set(dolphinv1.ConditionReady, false, "FellBack", msg)
+	if t.State == "FellBack" {
+		// Retired as planned: no primary is what it should have.
+		w.set(dolphinv1.ConditionDegraded, false, "FellBack", msg)
+	}
+	w.st.Phase = dolphinv1.PhaseFellBack
+}

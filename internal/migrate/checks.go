@@ -218,9 +218,9 @@ func (f *findings) warnings(src Source, t Target) {
 			"(read_only, ending its clients' sessions); grant it before the cutover, or fence the source yourself",
 			src.Account, strings.Join(cutover, ", "))
 	}
-	if t.Fallback && !hasPrivilege(src.GlobalPrivileges, "REPLICATION SLAVE ADMIN") {
-		f.warn("fallback-privileges", "the account %s lacks REPLICATION SLAVE ADMIN ON *.*, which the fallback needs "+
-			"to make the old source follow the new primary after the cutover", src.Account)
+	if t.Fallback && (!hasPrivilege(src.GlobalPrivileges, "REPLICATION SLAVE ADMIN") || !hasPrivilege(src.GlobalPrivileges, "RELOAD")) {
+		f.warn("fallback-privileges", "the account %s lacks REPLICATION SLAVE ADMIN or RELOAD ON *.*, which the fallback needs "+
+			"to make the old source follow the new primary after the cutover and to detach it when writes move back (RESET SLAVE ALL)", src.Account)
 	}
 }
 

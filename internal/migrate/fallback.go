@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
 
 // Fallback makes the old source replicate from the new primary (newPrimary: its address and a
@@ -70,4 +72,36 @@ func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, posit
 func quoteString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`, "\n", `\n`, "\r", `\r`, "\x1a", `\Z`)
 	return "'" + r.Replace(s) + "'"
+}
+
+// Replication is a server's replication connection as SHOW SLAVE STATUS reports it: the old
+// source's from the new primary once it follows it (Fallback).
+type Replication struct {
+	IORunning, SQLRunning     bool
+	SecondsBehind             *int64
+	LastIOError, LastSQLError string
+}
+
+// ReplicationOf reads db's (default) replication connection; nil when it has none. It needs
+// SLAVE MONITOR or REPLICATION SLAVE ADMIN (the fallback's).
+func ReplicationOf(ctx context.Context, db *sql.DB) (*Replication, error) {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	status, err := dbsql.ResultMaps(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(status) == 0 {
+		return nil, nil
+	}
+	row := status[0]
+	r := &Replication{IORunning: row["Slave_IO_Running"] == "Yes", SQLRunning: row["Slave_SQL_Running"] == "Yes",
+		LastIOError: row["Last_IO_Error"], LastSQLError: row["Last_SQL_Error"]}
+	if s, err := strconv.ParseInt(row["Seconds_Behind_Master"], 10, 64); err == nil {
+		r.SecondsBehind = &s
+	}
+	return r, nil
 }

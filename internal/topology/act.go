@@ -171,6 +171,11 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 		return e.cutover(ctx, in, m)
 	case StepVerifyExternal:
 		return e.verifyExternal(ctx, m)
+	case StepStartFallback:
+		e.startFallback(ctx)
+		return nil
+	case StepFallBack:
+		return e.fallBack(ctx, m)
 	case StepReplicate:
 		src, ok := byName[s.Source]
 		if !ok {

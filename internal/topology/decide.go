@@ -109,6 +109,9 @@ func Decide(v ClusterView) Decision {
 	if v.External != nil && d.CutOver == nil {
 		d = followExternal(v, d)
 	}
+	if v.External == nil && (v.Fallback != nil || v.FellBack != nil) {
+		d = fallback(v, d)
+	}
 	d.Tail = settleTail(v, d)
 	d.AckedAlone = settleAckedAlone(v, d)
 	// Run-time settings only when nothing else is to be done, so that a value the server

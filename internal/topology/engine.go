@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"crypto/x509"
+	"database/sql"
 	"fmt"
 	"maps"
 	"net"
@@ -88,6 +89,10 @@ type Config struct {
 	// External, when set, is the server outside the cluster that the cluster follows until a
 	// cutover (ExternalSource): no instance is opened for writes meanwhile.
 	External *ExternalSource
+	// Fallback, when set, is the way back to the server the cluster was cut over from
+	// (Fallback): the server is pointed at the primary after the cutover, and a request
+	// moves writes back to it.
+	Fallback *Fallback
 	// Reporter receives the outcome of every cycle; may be nil.
 	Reporter Reporter
 	Log      logr.Logger
@@ -134,6 +139,13 @@ type Persisted struct {
 	// Verification is the last verification of the copy against the external source (nil
 	// before one): a request is run once per ID.
 	Verification *VerificationRecord
+	// FallbackStarted is the outcome of pointing the server at the cluster after the cutover
+	// (nil before it was tried); FallBackFailed the last fall back that failed (not made
+	// again for the same request); FellBack the fall back once done: the cluster is then
+	// read-only for good, whatever its configuration says.
+	FallbackStarted *FallbackStart
+	FallBackFailed  *CutoverFailure
+	FellBack        *CutoverRecord
 	// Variables are the run-time settings this engine applies (Config.Variables plus
 	// DEFAULT for those an earlier engine applied). Carried from one engine to the next
 	// within a process, not stored in status.
@@ -148,6 +160,18 @@ func (p Persisted) clone() Persisted {
 	if p.CutoverFailed != nil {
 		f := *p.CutoverFailed
 		p.CutoverFailed = &f
+	}
+	if p.FallbackStarted != nil {
+		f := *p.FallbackStarted
+		p.FallbackStarted = &f
+	}
+	if p.FallBackFailed != nil {
+		f := *p.FallBackFailed
+		p.FallBackFailed = &f
+	}
+	if p.FellBack != nil {
+		f := *p.FellBack
+		p.FellBack = &f
 	}
 	if p.Verification != nil {
 		v := *p.Verification
@@ -181,6 +205,9 @@ type Report struct {
 	CredentialsGeneration string
 	// External names the external source the cluster follows ("host:port"; "" when none).
 	External string
+	// FallbackSeen is what the server a cluster was cut over from reports of its replication
+	// from the cluster (nil when it does not follow it, or was not looked at).
+	FallbackSeen *FallbackObservation
 	// PrimaryLostSince is when this engine first missed the primary it still records (zero
 	// while it answers).
 	PrimaryLostSince time.Time
@@ -241,6 +268,8 @@ type Engine struct {
 	// startupChecked are the servers, by address, whose start-up refusal this engine ended
 	// or found absent since their last start (liftExpiredStartupRefusals).
 	startupChecked map[string]bool
+	// fallbackConn is the pool to the server of the way back (fallback.go), nil until used.
+	fallbackConn *sql.DB
 }
 
 // New returns an engine that starts from a persisted state.
@@ -435,6 +464,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	recorded := e.state.Primary
 	e.mu.Unlock()
 	e.confirmAhead(ctx, members, views, recorded)
+	fallbackSeen := e.observeFallback(ctx)
 
 	e.mu.Lock()
 	for _, in := range views {
@@ -463,6 +493,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	if f := e.state.CutoverFailed; f != nil {
 		view.CutoverFailed = f.ID
 	}
+	e.fallbackView(&view, fallbackSeen)
 	if e.switchover != nil {
 		view.SwitchoverWaited = time.Since(e.switchAt)
 	}
@@ -516,6 +547,7 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	if x := e.cfg.External; x != nil && e.state.Cutover == nil {
 		rep.External = x.String()
 	}
+	rep.FallbackSeen = view.FallbackSeen
 	if d.CutOver != nil && e.state.Cutover == nil {
 		e.state.Cutover = d.CutOver
 	}

@@ -213,4 +213,8 @@ func (e *Engine) Close() {
 		_ = c.in.Close()
 		delete(e.conns, addr)
 	}
+	if e.fallbackConn != nil {
+		_ = e.fallbackConn.Close()
+		e.fallbackConn = nil
+	}
 }

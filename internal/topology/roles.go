@@ -48,6 +48,9 @@ func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
 	for _, in := range v.Instances {
 		role := RoleNone
 		switch {
+		case v.FellBack != nil:
+			// Retired: the server took writes back, so the cluster's data is old; no client
+			// reads or writes it.
 		case errant(in.Name):
 		case in.Name == primary:
 			if primaryKeepsRole(in, v, d, planErr, planned) {
@@ -68,6 +71,11 @@ func primaryKeepsRole(p InstanceView, v ClusterView, d Decision, planErr error, 
 	if v.External != nil && (!p.Reachable() || p.Status.ReadOnly) && !planned(StepCutover, p.Name) {
 		// Following a source: the primary takes no clients until the cutover (a writable one
 		// keeps them: it may be a cutover whose record was lost).
+		return false
+	}
+	if planned(StepFallBack, p.Name) {
+		// Writes move back to the server the cluster was cut over from in this cycle, the
+		// primary fenced first: it takes no clients.
 		return false
 	}
 	if planned(StepFence, p.Name) {

@@ -273,7 +273,9 @@ func appPool(t *testing.T, addr string) *sql.DB {
 // session ended), then to `to`, as an application told to move does: it counts the writes
 // acknowledged on each and the pause between the last on `from` and the first on `to`.
 type switchingWriter struct {
-	from, to           *sql.DB
+	from, to *sql.DB
+	// prefix starts every value written ("" for "app N").
+	prefix             string
 	onSource, onTarget atomic.Int64
 	mu                 sync.Mutex
 	lastFrom, firstTo  time.Time
@@ -303,7 +305,7 @@ func (w *switchingWriter) start() {
 			if moved {
 				db = w.to
 			}
-			v := fmt.Sprint("app ", i)
+			v := fmt.Sprint(w.prefix, "app ", i)
 			_, err := db.Exec("INSERT INTO app.rows (v) VALUES (?)", v)
 			now := time.Now()
 			w.mu.Lock()

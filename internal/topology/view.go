@@ -221,6 +221,16 @@ type ClusterView struct {
 	Verified string
 	// CutoverFailed is the ID of the last cutover request that failed ("" when none).
 	CutoverFailed string
+	// Fallback is the way back to the server after a cutover (Config.Fallback), nil when
+	// the cluster was not cut over or keeps none. FallbackStarted is the outcome of pointing
+	// the server at the cluster (nil before), FallbackSeen what the server reports of it,
+	// FallBackFailed the ID of the last fall back that failed, and FellBack the fall back
+	// once done: the cluster is then read-only for good.
+	Fallback        *Fallback
+	FallbackStarted *FallbackStart
+	FallbackSeen    *FallbackObservation
+	FallBackFailed  string
+	FellBack        *CutoverRecord
 }
 
 // ExternalSource is a server outside the cluster that the cluster follows after copying it
@@ -302,6 +312,45 @@ type CutoverRecord struct {
 	Warning string
 }
 
+// Fallback is the way back to the server a cluster was cut over from
+// (spec.bootstrap.external.fallback): after the cutover the server replicates from the
+// cluster's primary, and a request moves writes back to it (StepFallBack).
+type Fallback struct {
+	// Source names the server (host:port), for messages and records.
+	Source string
+	// Open connects the operator to the server (the migration account).
+	Open func() (*sql.DB, error) `json:"-"`
+	// PrimaryHost and PrimaryPort are where the server reaches the cluster's primary.
+	PrimaryHost string
+	PrimaryPort int
+	// FallBack asks to move writes back by an ID of the request ("" asks none).
+	FallBack string
+	// AccountID identifies the account Open uses (a hash), so that a changed one restarts
+	// the engine with it.
+	AccountID string
+}
+
+// FallbackStart is the outcome of pointing the server at the cluster after the cutover.
+type FallbackStart struct {
+	// At is when it was tried.
+	At time.Time
+	// Error is why it failed ("" when the server was pointed at the cluster).
+	Error string
+	// Permanent is true when trying again cannot help (the server took writes after the
+	// cutover's fence: it is no longer at the final position).
+	Permanent bool
+}
+
+// FallbackObservation is what the server reports of its replication from the cluster.
+type FallbackObservation struct {
+	// Replicating is true while its receiver and applier both run.
+	Replicating bool
+	// Lag is Seconds_Behind_Master, when known.
+	Lag *int64
+	// Error is the last error of its replication, or why it could not be read.
+	Error string
+}
+
 // replicationGeneration is what an instance pointed at the source records as its
 // replication generation (InstanceView.ReplicationGeneration).
 func (x *ExternalSource) replicationGeneration() string { return "external:" + x.ID }
@@ -380,6 +429,13 @@ const (
 	// follows it: the source fenced (read_only, its clients' sessions ended), the instance
 	// caught up to the source's final position, detached and opened (migrate.Cutover).
 	StepCutover StepKind = "Cutover"
+	// StepStartFallback points the server a cluster was cut over from at the instance, the
+	// primary, from the cutover's final position (migrate.Fallback): the way back.
+	StepStartFallback StepKind = "StartFallback"
+	// StepFallBack moves writes back from the instance, the primary, to that server: the
+	// instance fenced (read_only, its clients' sessions ended), the server caught up to its
+	// final position, detached and opened (migrate.Cutover the other way round).
+	StepFallBack StepKind = "FallBack"
 	// StepFollowExternal makes the instance the primary of a cluster that follows an
 	// external source (ClusterView.External): its semi-sync source side on (when SemiSync),
 	// read-only kept on, pointed at the source and replicating from it.

@@ -1,0 +1,117 @@
+package topology
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// StateFallBack: writes move from the cluster's primary back to the server it was cut over
+// from (StepFallBack).
+const StateFallBack State = "FallingBack"
+
+// StateFellBack: writes moved back to that server; the cluster is read-only for good.
+const StateFellBack State = "FellBack"
+
+// fallbackRetry is how soon pointing the server at the cluster is tried again after it failed
+// for a reason that may pass (the server unreachable, the primary's address not answering).
+const fallbackRetry = 30 * time.Second
+
+// fallback rewrites a decision for a cluster cut over with a way back (ClusterView.Fallback):
+// once the cluster is healthy with nothing else to do, the server is pointed at the primary
+// (StepStartFallback); a fall back asked begins when the server follows less than
+// maxCutoverLag behind (StepFallBack); and once it fell back, the cluster is retired
+// (fellBack). Failovers and repairs come first: nothing here runs beside another plan.
+func fallback(v ClusterView, d Decision) Decision {
+	if v.FellBack != nil {
+		return fellBack(v, d)
+	}
+	f := v.Fallback
+	p, ok := v.instance(d.Primary)
+	if len(d.Plan) > 0 || (d.State != StateHealthy && d.State != StateDegraded) || !ok || !p.Reachable() || p.Status.ReadOnly {
+		return d
+	}
+	st := v.FallbackStarted
+	switch {
+	case st == nil, st.Error != "" && !st.Permanent && v.Now.Sub(st.At) >= fallbackRetry:
+		d.Plan = append(d.Plan, Step{Kind: StepStartFallback, Instance: p.Name})
+		return d
+	case st.Error != "":
+		return withProblem(d, fmt.Sprintf("the way back to %s is not open: %s", f.Source, st.Error))
+	case f.FallBack != "" && f.FallBack == v.FallBackFailed:
+		return withProblem(d, fmt.Sprintf("the fall back asked (%q) failed and is not tried again: set a new value of mysql.dolphin.dev/fall-back to try again", f.FallBack))
+	case f.FallBack != "":
+		if why := fallBackNotYet(v); why != "" {
+			return withProblem(d, "the fall back waits: "+why)
+		}
+		d.Plan = append(d.Plan, Step{Kind: StepFallBack, Instance: p.Name})
+		d.State = StateFallBack
+		d.Message = fmt.Sprintf("falling back: fencing %s, waiting until %s holds its final position, opening %s for writes", p.Name, f.Source, f.Source)
+		return d
+	}
+	if s := v.FallbackSeen; s != nil && !s.Replicating {
+		return withProblem(d, fmt.Sprintf("%s does not replicate from %s (the way back): %s", f.Source, p.Name, orNone(s.Error)))
+	}
+	return d
+}
+
+// fallBackNotYet says why a fall back cannot begin yet ("" when it can): the server must
+// follow the primary at most maxCutoverLag behind, or the primary would stay fenced while it
+// catches up.
+func fallBackNotYet(v ClusterView) string {
+	s := v.FallbackSeen
+	switch {
+	case s == nil:
+		return fmt.Sprintf("%s's replication from the cluster is not known yet", v.Fallback.Source)
+	case !s.Replicating:
+		return fmt.Sprintf("%s does not replicate from the cluster: %s", v.Fallback.Source, orNone(s.Error))
+	case s.Lag == nil:
+		return fmt.Sprintf("%s reports no lag yet", v.Fallback.Source)
+	case *s.Lag > maxCutoverLag:
+		return fmt.Sprintf("%s is %d s behind (at most %d s to begin)", v.Fallback.Source, *s.Lag, maxCutoverLag)
+	}
+	return ""
+}
+
+// fellBack is the decision for a cluster whose writes moved back to the server: nothing is
+// promoted or opened (the instances keep replicating from the recorded primary, read-only),
+// and a writable instance is reported for a person rather than fenced over their head.
+func fellBack(v ClusterView, d Decision) Decision {
+	d.Plan = slices.DeleteFunc(d.Plan, func(s Step) bool {
+		return s.Kind == StepPromote || s.Kind == StepStartFallback || s.Kind == StepFallBack
+	})
+	r := v.FellBack
+	msg := fmt.Sprintf("writes moved back to %s at %s (position %s): this cluster keeps its data up to there, read-only; delete it, or keep it to look at",
+		r.Instance, r.At.UTC().Format(time.RFC3339), orNone(r.Position))
+	for _, in := range v.Instances {
+		if in.Reachable() && !in.Status.ReadOnly {
+			msg += fmt.Sprintf("; %s accepts writes although the cluster fell back: they are not on %s", in.Name, r.Instance)
+		}
+	}
+	if len(d.Plan) == 0 && (d.State == StateHealthy || d.State == StateHealing || d.State == StateBootstrap) {
+		// What is left is the promotion the retired cluster does not make.
+		d.State = StateFellBack
+	}
+	d.Message = msg
+	return d
+}
+
+// withProblem adds a problem to a decision's message (a healthy one becomes Degraded).
+func withProblem(d Decision, problem string) Decision {
+	if d.State == StateHealthy {
+		d.State = StateDegraded
+	}
+	if d.Message == "" {
+		d.Message = problem
+	} else {
+		d.Message += "; " + problem
+	}
+	return d
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
