@@ -29,6 +29,9 @@ func externalNews(old, next *dolphinv1.TopologyStatus) (cutOver, verified *dolph
 	if x.CutOver != nil && (was == nil || was.CutOver == nil) {
 		cutOver = x
 	}
+	if x.FellBack != nil && (was == nil || was.FellBack == nil) {
+		cutOver = x // the fall back is a cutover the other way round
+	}
 	if x.LastVerification != nil && (was == nil || was.LastVerification == nil || was.LastVerification.Request != x.LastVerification.Request) {
 		verified = x
 	}
@@ -50,6 +53,17 @@ func (r *reporter) externalEvents(c *dolphinv1.MySQLCluster, cutOver, verified *
 			r.m.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "CopyVerified", "Verify",
 				"all %d tables equal to %s at %s", v.Tables, x.Source, v.Position)
 		}
+	}
+	if x := cutOver; x != nil && x.FellBack != nil {
+		fb := x.FellBack
+		typ := corev1.EventTypeNormal
+		if fb.Warning != "" {
+			typ = corev1.EventTypeWarning
+		}
+		r.m.Recorder.Eventf(c, nil, typ, "FellBack", "FallBack",
+			"writes moved back from %s to %s at %s, write pause %d ms; the cluster is read-only from now on%s", x.CutOver.Instance, fb.Instance,
+			orUnknown(fb.Position), fb.WritePauseMilliseconds, warningSuffix(fb.Warning))
+		return
 	}
 	if x := cutOver; x != nil {
 		typ := corev1.EventTypeNormal

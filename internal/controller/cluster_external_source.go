@@ -171,7 +171,7 @@ func (r *MySQLClusterReconciler) reconcileExternalSource(ctx context.Context, c 
 	if ext.PhysicalCopy != nil {
 		method = migrate.CopyPhysical
 	}
-	findings := migrate.Check(src, migrate.Target{EngineVersion: c.Spec.Engine.Version, Copy: method})
+	findings := migrate.Check(src, migrate.Target{EngineVersion: c.Spec.Engine.Version, Copy: method, Fallback: ext.Fallback != nil})
 	var lines []string
 	for _, f := range findings {
 		lines = append(lines, f.String())

@@ -117,6 +117,8 @@ func TestEnvtestExternalSourceSpecs(t *testing.T) {
 		"with pointInTime": {dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: ext, PointInTime: &dolphinv1.PointInTimeTarget{Latest: true}}}, "does not go with bootstrap.external"},
 		"mysql": {dolphinv1.MySQLClusterSpec{Engine: dolphinv1.EngineSpec{Flavor: dolphinv1.FlavorMySQL, Version: "8.4"},
 			Bootstrap: &dolphinv1.BootstrapSpec{External: ext}}, "set engine.flavor to mariadb"},
+		"fallback without replicate": {dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
+			Host: "old.example", AccountSecretName: "old-db", Fallback: &dolphinv1.ExternalFallback{PrimaryHost: "10.0.0.9"}}}}, "fallback needs replicate: true"},
 	} {
 		err := c.Create(context.Background(), &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}, Spec: tc.spec})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

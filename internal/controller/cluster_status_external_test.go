@@ -64,3 +64,27 @@ func TestComputeStatusFollowingAnExternalSource(t *testing.T) {
 		t.Error("FollowingExternalSource on a cluster that follows no server")
 	}
 }
+
+// TestComputeStatusFellBack: a cluster whose writes moved back to the server is retired as
+// planned — phase FellBack, Ready and Available False with that reason saying where the
+// writes went and what the cluster keeps, not Degraded — although no pod is its primary.
+func TestComputeStatusFellBack(t *testing.T) {
+	now := metav1.NewTime(time.Unix(100000, 0))
+	pods := []corev1.Pod{pod("c-0", "", true), pod("c-1", "", true), pod("c-2", "", true)}
+	x := &dolphinv1.ExternalReplication{Source: "old-db.example:3306", CutOver: &dolphinv1.CutoverRecord{Instance: "c-0", At: now, Position: "0-9-120"},
+		FellBack: &dolphinv1.CutoverRecord{Instance: "old-db.example:3306", At: now, Position: "0-1000-42", WritePauseMilliseconds: 30}}
+	prev := withTopology(previous(dolphinv1.PhaseRunning, true), &dolphinv1.TopologyStatus{State: "FellBack", Primary: "c-0", ExternalSource: x})
+	st := computeStatus(observation{Generation: 1, Replicas: 3, StatefulSet: settledSTS(3), StatefulSetName: "c", Pods: pods, Previous: prev}, now)
+	if st.Phase != dolphinv1.PhaseFellBack {
+		t.Errorf("phase %s, want FellBack", st.Phase)
+	}
+	for _, ty := range []string{dolphinv1.ConditionReady, dolphinv1.ConditionAvailable} {
+		if c := meta.FindStatusCondition(st.Conditions, ty); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "FellBack" ||
+			!strings.Contains(c.Message, "writes moved back to old-db.example:3306") || !strings.Contains(c.Message, "0-1000-42") {
+			t.Errorf("%s %+v, want False FellBack naming the server and the position", ty, c)
+		}
+	}
+	if d := meta.FindStatusCondition(st.Conditions, dolphinv1.ConditionDegraded); d == nil || d.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded %+v, want False: retired as planned", d)
+	}
+}

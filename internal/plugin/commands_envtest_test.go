@@ -307,3 +307,42 @@ func TestEnvtestPluginCutover(t *testing.T) {
 		t.Errorf("a second cutover: %v, want refused", err)
 	}
 }
+
+// `kubectl dolphin fall-back` asks the fall back of a cut-over cluster that keeps a way back,
+// and refuses one that keeps none, one not cut over, and one that fell back already.
+func TestEnvtestPluginFallBack(t *testing.T) {
+	p := startPluginEnv(t)
+	ctx := context.Background()
+	ext := &dolphinv1.ExternalSource{Host: "old-db.example", AccountSecretName: "old-db", Replicate: true,
+		Fallback: &dolphinv1.ExternalFallback{PrimaryHost: "10.0.0.9"}}
+	mc := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "moved"},
+		Spec: dolphinv1.MySQLClusterSpec{Instances: 2, Engine: dolphinv1.EngineSpec{Flavor: dolphinv1.FlavorMariaDB},
+			Bootstrap: &dolphinv1.BootstrapSpec{External: ext}}}
+	if err := p.c.Create(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.run("fall-back", "moved"); err == nil || !strings.Contains(err.Error(), "was not cut over") {
+		t.Errorf("fall-back before the cutover: %v, want refused", err)
+	}
+	if _, err := p.run("fall-back", "db"); err == nil || !strings.Contains(err.Error(), "keeps no way back") {
+		t.Errorf("fall-back of a cluster without a way back: %v, want refused", err)
+	}
+	mc.Status.Topology = &dolphinv1.TopologyStatus{ExternalSource: &dolphinv1.ExternalReplication{Source: "old-db.example:3306",
+		CutOver: &dolphinv1.CutoverRecord{Instance: "moved-0", At: metav1.Now(), Position: "0-9-100"}}}
+	if err := p.c.Status().Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	if out := p.mustRun("fall-back", "moved"); !strings.Contains(out, "fall back of moved requested: writes move back to old-db.example") {
+		t.Errorf("fall-back:\n%s", out)
+	}
+	if err := p.c.Get(ctx, client.ObjectKeyFromObject(mc), mc); err != nil || mc.Annotations[dolphinv1.FallBackAnnotation] == "" {
+		t.Fatalf("the fall back annotation: %v (%v)", mc.Annotations, err)
+	}
+	mc.Status.Topology.ExternalSource.FellBack = &dolphinv1.CutoverRecord{Instance: "old-db.example:3306", At: metav1.Now(), Position: "0-1000-7"}
+	if err := p.c.Status().Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.run("fall-back", "moved"); err == nil || !strings.Contains(err.Error(), "fell back already, to old-db.example:3306") {
+		t.Errorf("a second fall back: %v, want refused", err)
+	}
+}

@@ -124,3 +124,63 @@ func stillFollowing(mc *dolphinv1.MySQLCluster, why string) error {
 	}
 	return nil
 }
+
+func newFallBackCmd(e *env) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "fall-back CLUSTER [--wait DURATION]",
+		Short: "Move writes back from a cut-over cluster to the server it was copied from",
+		Long: "Request the fall back of a cluster cut over with a way back (spec.bootstrap.external.fallback;\n" +
+			"annotation " + dolphinv1.FallBackAnnotation + "): once the server follows the cluster less than\n" +
+			"5 s behind, Dolphin fences the cluster's primary (read_only, its clients' sessions ended),\n" +
+			"waits until the server holds its final position, detaches the server and opens it. The\n" +
+			"cluster then stays read-only and takes no clients (phase FellBack): point the application\n" +
+			"at the server again. With --wait, waits until it fell back and prints the position and the\n" +
+			"write pause (docs/migrate.md).",
+		Args: cobra.ExactArgs(1),
+		RunE: e.onCluster(func(ctx context.Context, mc *dolphinv1.MySQLCluster, _ []string) error {
+			b := mc.Spec.Bootstrap
+			switch {
+			case b == nil || b.External == nil || b.External.Fallback == nil:
+				return fmt.Errorf("%s keeps no way back (spec.bootstrap.external.fallback, set when a cluster is created): there is nothing to fall back to", mc.Name)
+			case cutOver(mc) == nil:
+				return fmt.Errorf("%s was not cut over: it still follows the server, which takes the writes", mc.Name)
+			case fellBack(mc) != nil:
+				fb := fellBack(mc)
+				return fmt.Errorf("%s fell back already, to %s at %s (%s)", mc.Name, fb.Instance, fb.At.UTC().Format(time.RFC3339), orDash(fb.Position))
+			case mc.Spec.Paused:
+				return fmt.Errorf("%s is paused (spec.paused): Dolphin carries out no fall back until it is resumed; resume it first (kubectl dolphin resume %s)", mc.Name, mc.Name)
+			}
+			if err := e.annotate(ctx, mc, dolphinv1.FallBackAnnotation, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "fall back of %s requested: writes move back to %s\n", mc.Name, b.External.Host)
+			if wait == 0 {
+				return nil
+			}
+			var done *dolphinv1.CutoverRecord
+			if err := e.waitFor(ctx, mc.Name, wait, "the fall back", func(c *dolphinv1.MySQLCluster) bool {
+				done = fellBack(c)
+				return done != nil
+			}); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.out, "fell back to %s at %s, write pause %d ms; %s is read-only from now on\n", done.Instance, orDash(done.Position),
+				done.WritePauseMilliseconds, mc.Name)
+			if done.Warning != "" {
+				fmt.Fprintf(e.out, "warning: %s\n", done.Warning)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 0, "Wait this long for the fall back to finish (0: return once requested).")
+	return cmd
+}
+
+// fellBack is the cluster's fall back record, nil before one.
+func fellBack(c *dolphinv1.MySQLCluster) *dolphinv1.CutoverRecord {
+	if t := c.Status.Topology; t != nil && t.ExternalSource != nil {
+		return t.ExternalSource.FellBack
+	}
+	return nil
+}

@@ -58,6 +58,7 @@ func NewRootCmd() *cobra.Command {
 		newSwitchoverCmd(e),
 		newCutoverCmd(e),
 		newVerifyCopyCmd(e),
+		newFallBackCmd(e),
 		newAcceptLossCmd(e),
 		newRecloneCmd(e),
 		newPauseCmd(e, true),

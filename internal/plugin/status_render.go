@@ -363,5 +363,31 @@ func externalLines(x *dolphinv1.ExternalReplication, now time.Time) string {
 	if f := x.LastCutoverFailure; f != nil && x.CutOver == nil {
 		fmt.Fprintf(&b, "! Cutover %q failed %s ago: %s (kubectl dolphin cutover asks again)\n", f.Request, ago(now, f.At), f.Error)
 	}
+	fallbackLines(&b, x, now)
 	return b.String()
+}
+
+// fallbackLines describe the way back after a cutover: the server following the cluster, a
+// failed fall back, the fall back.
+func fallbackLines(b *strings.Builder, x *dolphinv1.ExternalReplication, now time.Time) {
+	switch fb, f := x.FellBack, x.Fallback; {
+	case fb != nil:
+		fmt.Fprintf(b, "Fell back to %s %s ago at %s, write pause %d ms: this cluster is read-only and takes no clients\n", fb.Instance, ago(now, fb.At), orDash(fb.Position), fb.WritePauseMilliseconds)
+		if fb.Warning != "" {
+			fmt.Fprintf(b, "! %s\n", fb.Warning)
+		}
+		return
+	case f == nil:
+	case f.Replicating:
+		lag := "lag unknown"
+		if f.LagSeconds != nil {
+			lag = fmt.Sprintf("%d s behind", *f.LagSeconds)
+		}
+		fmt.Fprintf(b, "Way back: %s follows the cluster, %s (kubectl dolphin fall-back)\n", x.Source, lag)
+	default:
+		fmt.Fprintf(b, "! Way back: %s does not follow the cluster: %s\n", x.Source, orDash(f.Error))
+	}
+	if lf := x.LastFallBackFailure; lf != nil {
+		fmt.Fprintf(b, "! Fall back %q failed %s ago: %s (kubectl dolphin fall-back asks again)\n", lf.Request, ago(now, lf.At), lf.Error)
+	}
 }

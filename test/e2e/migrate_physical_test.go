@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +15,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/objectstore/s3test"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -51,7 +54,8 @@ func TestLocalPhysicalCopyFollowsExternalServer(t *testing.T) {
 		"CREATE USER 'shop'@'%' IDENTIFIED BY 'shop-pw'", "GRANT SELECT, INSERT ON shop.* TO 'shop'@'%'",
 		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'mig-pw'",
 		// Replicating in, verifying (SELECT) and the cutover's fence (docs/migrate.md).
-		"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
+		// And the way back (fallback): following the cluster, and detached when writes move back.
+		"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS, REPLICATION SLAVE ADMIN, SLAVE MONITOR, RELOAD ON *.* TO 'migrate'@'%'",
 	} {
 		if _, err := srcDB.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -101,13 +105,24 @@ func TestLocalPhysicalCopyFollowsExternalServer(t *testing.T) {
 	}
 	t.Logf("dolphin backup on the server's host in %v, %d writes acknowledged by the server so far", time.Since(began).Round(time.Millisecond), acked.Load())
 
-	fl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "phys"},
+	// The way back: the server reaches the cluster's primary at a Service of its own, made
+	// before the cluster (spec.bootstrap is set at creation) as docs/migrate.md shows; from the
+	// host its ClusterIP works (kube-proxy runs there).
+	fl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "phys"}}
+	wayBack := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "phys-way-back"},
+		Spec: corev1.ServiceSpec{Selector: resources.RoleSelector(fl, dolphinv1.RolePrimary),
+			Ports: []corev1.ServicePort{{Name: "mysql", Port: 3306, TargetPort: intstr.FromInt32(3306)}}}}
+	if err := s.c.Create(s.ctx, wayBack); err != nil {
+		t.Fatal(err)
+	}
+	fl = &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "phys"},
 		Spec: dolphinv1.MySQLClusterSpec{Instances: 2, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
 			Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
 				Host: s.gateway(), Port: int32(src.Port), AccountSecretName: "old-db", Replicate: true,
 				PhysicalCopy: &dolphinv1.BackupLocation{Path: "migrations/shop/", Store: &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{
-					Endpoint: srv.Endpoint, Bucket: srv.Bucket, Prefix: "e2e/", ForcePathStyle: true, CredentialsSecret: "s3"}}}}}}}
+					Endpoint: srv.Endpoint, Bucket: srv.Bucket, Prefix: "e2e/", ForcePathStyle: true, CredentialsSecret: "s3"}}},
+				Fallback: &dolphinv1.ExternalFallback{PrimaryHost: wayBack.Spec.ClusterIP}}}}}
 	if err := s.c.Create(s.ctx, fl); err != nil {
 		t.Fatal(err)
 	}
@@ -132,4 +147,82 @@ func TestLocalPhysicalCopyFollowsExternalServer(t *testing.T) {
 	t.Logf("%d rows, %d written on the server during the backup and after it, on both instances", want, acked.Load())
 
 	s.verifyAndCutOver(fkey, src, srcDB)
+	s.fallBack(fkey, src, srcDB)
+}
+
+// fallBack waits until the server src follows the cluster fkey after its cutover (the way
+// back), then asks for the fall back under an application that writes through the primary
+// Service until refused and then to the server: the cluster is FellBack with no endpoint
+// behind its primary Service, the server writable and detached, and every write the
+// application was told committed on the server.
+func (s *stack) fallBack(fkey client.ObjectKey, src *dbtest.Instance, srcDB *sql.DB) {
+	t := s.t
+	t.Helper()
+	testenv.Eventually(t, 120*time.Second, "the server follows the cluster (the way back)", func() error {
+		var c dolphinv1.MySQLCluster
+		if err := s.c.Get(s.ctx, fkey, &c); err != nil {
+			return err
+		}
+		x := c.Status.Topology.ExternalSource
+		if x == nil || x.Fallback == nil || !x.Fallback.Replicating {
+			return fmt.Errorf("externalSource %+v", x)
+		}
+		return nil
+	})
+	var svc corev1.Service
+	if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: fkey.Name + "-primary"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	w := startMovingWriter(s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second),
+		s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second), 700001)
+	defer w.stop()
+	time.Sleep(time.Second)
+	s.patchCluster(fkey, func(c *dolphinv1.MySQLCluster) { c.Annotations[dolphinv1.FallBackAnnotation] = "back" })
+	var rec *dolphinv1.CutoverRecord
+	testenv.Eventually(t, 120*time.Second, "fell back", func() error {
+		var c dolphinv1.MySQLCluster
+		if err := s.c.Get(s.ctx, fkey, &c); err != nil {
+			return err
+		}
+		x := c.Status.Topology.ExternalSource
+		if x.LastFallBackFailure != nil {
+			t.Fatalf("the fall back failed: %+v", x.LastFallBackFailure)
+		}
+		if x.FellBack == nil || c.Status.Phase != dolphinv1.PhaseFellBack || w.onTarget.Load() < 20 {
+			return fmt.Errorf("phase %s, fell back %+v, %d writes on the server", c.Status.Phase, x.FellBack, w.onTarget.Load())
+		}
+		rec = x.FellBack
+		return nil
+	})
+	w.stop()
+	t.Logf("fell back to %s at %s: the servers' write pause %d ms, the application's %s (%d writes through the primary Service, %d on the server)",
+		rec.Instance, rec.Position, rec.WritePauseMilliseconds, w.pause().Round(time.Millisecond), w.onSource.Load(), w.onTarget.Load())
+	var ro int
+	if err := srcDB.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 0 {
+		t.Errorf("the server after the fall back: read_only %d (%v), want 0", ro, err)
+	}
+	if eps := s.endpointAddresses(fkey.Name + "-primary"); len(eps) != 0 {
+		t.Errorf("the primary Service of a cluster that fell back has endpoints %v", eps)
+	}
+	have := map[int]bool{}
+	rows, err := srcDB.Query("SELECT id FROM shop.orders WHERE item = 'moving'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		have[id] = true
+	}
+	lost := 0
+	for _, id := range w.ackedIDs() {
+		if !have[id] {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of the application's %d acknowledged writes across the fall back are not on the server", lost, len(w.ackedIDs()))
+	}
 }
