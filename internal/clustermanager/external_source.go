@@ -152,10 +152,18 @@ func (m *Manager) fallback(ctx context.Context, c *dolphinv1.MySQLCluster) (*top
 	fmt.Fprintf(id, "%s\x00%s\x00", user, password)
 	if ext.CASecretName != "" {
 		var ca corev1.Secret
-		if err := m.APIReader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ext.CASecretName}, &ca); err == nil {
-			ep.CACertPEM = ca.Data[resources.ExternalCAKey]
-			id.Write(ep.CACertPEM)
+		err := m.APIReader().Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ext.CASecretName}, &ca)
+		switch {
+		case apierrors.IsNotFound(err):
+			// Never a plain connection where TLS was asked for.
+			why := fmt.Errorf("the Secret %s of spec.bootstrap.external (the server's CA) does not exist", ext.CASecretName)
+			f.Open = func() (*sql.DB, error) { return nil, why }
+			return f, nil
+		case err != nil:
+			return nil, fmt.Errorf("reading Secret %s of spec.bootstrap.external: %w", ext.CASecretName, err)
 		}
+		ep.CACertPEM = ca.Data[resources.ExternalCAKey]
+		id.Write(ep.CACertPEM)
 	}
 	f.Open = ep.Open
 	f.AccountID = hex.EncodeToString(id.Sum(nil)[:8])

@@ -7,15 +7,30 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dolphin-operator/dolphin/internal/binlog"
 	"github.com/dolphin-operator/dolphin/internal/dbsql"
 )
+
+// positionCovers reports whether the GTID position p holds every transaction of q.
+func positionCovers(p, q string) (bool, error) {
+	pp, err := binlog.Parse(p)
+	if err != nil {
+		return false, fmt.Errorf("position %q: %w", p, err)
+	}
+	qq, err := binlog.Parse(q)
+	if err != nil {
+		return false, fmt.Errorf("position %q: %w", q, err)
+	}
+	return pp.Covers(qq), nil
+}
 
 // Fallback makes the old source replicate from the new primary (newPrimary: its address and a
 // replication account there), from position, the cutover's final position, so that the move
 // can be undone by a second Cutover the other way round; until then the old source stays
-// read-only and follows every write made on the new primary. The old source must still be at
-// position: a write it took after the fence (ErrSourceMoved) is not on the new primary, and
-// replication from there would fail on it. The account on the old source needs REPLICATION
+// read-only and follows every write made on the new primary. The old source's binary log must
+// hold nothing beyond position: a write it took after the fence (ErrSourceMoved) is not on the
+// new primary, and replication from there would fail on it. position may be further than its
+// binary log (what it applied from the new primary before, pointed again). The account on the old source needs REPLICATION
 // SLAVE ADMIN. newPrimary.CAFile, when set, is read by the old source's server: it is a path
 // on the old source's host, not on the caller's.
 func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, position string) error {
@@ -31,8 +46,10 @@ func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, posit
 	if err := conn.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&at); err != nil {
 		return fmt.Errorf("on the old source: %w", err)
 	}
-	if at != position {
-		return fmt.Errorf("%w: it is at %s, the cutover ended at %s; it cannot follow the new primary", ErrSourceMoved, at, position)
+	if covered, err := positionCovers(position, at); err != nil {
+		return err
+	} else if !covered {
+		return fmt.Errorf("%w: it is at %s, beyond %s; it cannot follow the new primary", ErrSourceMoved, at, position)
 	}
 	port := newPrimary.Port
 	if port == 0 {
@@ -51,6 +68,9 @@ func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, posit
 	for _, q := range []string{
 		// The quoting below assumes backslash escapes: this session's, whatever the server's.
 		"SET SESSION sql_mode = ''",
+		// Pointed again (an earlier attempt, or a detached server): nothing runs while the
+		// position is set.
+		"STOP SLAVE",
 		"SET GLOBAL gtid_slave_pos = '" + position + "'",
 		change,
 		"START SLAVE",

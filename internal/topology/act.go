@@ -172,7 +172,11 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 	case StepVerifyExternal:
 		return e.verifyExternal(ctx, m)
 	case StepStartFallback:
-		e.startFallback(ctx)
+		var executed dbsql.GTIDSet
+		if st, err := in.Status(ctx); err == nil {
+			executed = st.Executed
+		}
+		e.startFallback(ctx, executed)
 		return nil
 	case StepFallBack:
 		return e.fallBack(ctx, m)

@@ -96,6 +96,10 @@ type Decision struct {
 	// detached while the cutover was asked: an operator stopped between the opening and the
 	// record); the engine records it. Nil otherwise (StepCutover records its own).
 	CutOver *CutoverRecord
+	// FellBack is a fall back found done although not recorded (the server seen detached and
+	// writable while the fall back was asked: an operator stopped between its opening and the
+	// record); the engine records it. Nil otherwise (StepFallBack records its own).
+	FellBack *CutoverRecord
 	// SwitchoverRefused says why a requested switchover was dropped without a promotion
 	// ("" when none was): the operator reports it as an event.
 	SwitchoverRefused string

@@ -27,13 +27,35 @@ func fallback(v ClusterView, d Decision) Decision {
 		return fellBack(v, d)
 	}
 	f := v.Fallback
+	seen := v.FallbackSeen
+	asked := f.FallBack != "" && f.FallBack != v.FallBackFailed
+	if rp, ok := v.instance(v.Primary); asked && ok && rp.Reachable() && rp.Status.ReadOnly {
+		// The recorded primary is read-only while a fall back is asked: perhaps fenced by a
+		// fall back whose operator stopped before the record. Opening it again before the
+		// server was seen would let both take writes.
+		switch {
+		case seen != nil && seen.Read && seen.Detached && seen.Writable:
+			v.FellBack = &CutoverRecord{Source: rp.Name, Instance: f.Source, At: v.Now,
+				Warning: "found fallen back without a record (the operator stopped during the fall back): the final position and the write pause are unknown"}
+			d = fellBack(v, d)
+			d.FellBack = v.FellBack
+			return d
+		case seen == nil || !seen.Read:
+			d.Plan = slices.DeleteFunc(d.Plan, func(s Step) bool { return s.Kind == StepPromote && s.Instance == rp.Name })
+			return withProblem(d, fmt.Sprintf("%s is read-only while a fall back to %s is asked: it is not opened again until %s is seen (%s)",
+				rp.Name, f.Source, f.Source, orNone(seenError(seen))))
+		}
+	}
 	p, ok := v.instance(d.Primary)
 	if len(d.Plan) > 0 || (d.State != StateHealthy && d.State != StateDegraded) || !ok || !p.Reachable() || p.Status.ReadOnly {
 		return d
 	}
 	st := v.FallbackStarted
 	switch {
-	case st == nil, st.Error != "" && !st.Permanent && v.Now.Sub(st.At) >= fallbackRetry:
+	case st == nil, st.Error != "" && !st.Permanent && v.Now.Sub(st.At) >= fallbackRetry,
+		// Detached and still read-only: a fall back that failed after its detach, or a
+		// person; the way back is opened again.
+		st.Error == "" && seen != nil && seen.Read && seen.Detached && !seen.Writable:
 		d.Plan = append(d.Plan, Step{Kind: StepStartFallback, Instance: p.Name})
 		return d
 	case st.Error != "":
@@ -73,13 +95,31 @@ func fallBackNotYet(v ClusterView) string {
 	return ""
 }
 
-// fellBack is the decision for a cluster whose writes moved back to the server: nothing is
-// promoted or opened (the instances keep replicating from the recorded primary, read-only),
-// and a writable instance is reported for a person rather than fenced over their head.
+// seenError is an observation's error ("" for none or no observation).
+func seenError(s *FallbackObservation) string {
+	if s == nil {
+		return "not looked at yet"
+	}
+	return s.Error
+}
+
+// retiredSteps are what a cluster that fell back still does: its replicas keep replicating
+// from the recorded primary (repaired, pointed again, their accounts and settings kept).
+var retiredSteps = []StepKind{StepStartReplication, StepReplicate, StepEnsureAccounts, StepApplyVariables}
+
+// fellBack is the decision for a cluster whose writes moved back to the server: it stays as
+// it is — the recorded primary, no promotion (not even after losing it), no switchover, no
+// fence, no failover progress — and a writable instance is reported for a person rather than
+// fenced over their head. Its replicas keep replicating from the recorded primary.
 func fellBack(v ClusterView, d Decision) Decision {
 	d.Plan = slices.DeleteFunc(d.Plan, func(s Step) bool {
-		return s.Kind == StepPromote || s.Kind == StepStartFallback || s.Kind == StepFallBack
+		return !slices.Contains(retiredSteps, s.Kind) || (s.Kind == StepReplicate && s.Source != v.Primary)
 	})
+	d.Primary, d.PromotedFrom, d.RestartLostPrimary = v.Primary, "", ""
+	d.Failover, d.FailoverOnStepError, d.Tail = nil, nil, nil
+	if v.Switchover != nil {
+		d.Switchover, d.SwitchoverRefused = nil, "the cluster fell back to the server it was copied from: it has no primary to switch over"
+	}
 	r := v.FellBack
 	msg := fmt.Sprintf("writes moved back to %s at %s (position %s): this cluster keeps its data up to there, read-only; delete it, or keep it to look at",
 		r.Instance, r.At.UTC().Format(time.RFC3339), orNone(r.Position))
@@ -88,10 +128,9 @@ func fellBack(v ClusterView, d Decision) Decision {
 			msg += fmt.Sprintf("; %s accepts writes although the cluster fell back: they are not on %s", in.Name, r.Instance)
 		}
 	}
-	if len(d.Plan) == 0 && (d.State == StateHealthy || d.State == StateHealing || d.State == StateBootstrap) {
-		// What is left is the promotion the retired cluster does not make.
-		d.State = StateFellBack
-	}
+	// Whatever the decision was about (a lost primary, a failover, a promotion), a retired
+	// cluster only keeps its replicas.
+	d.State = StateFellBack
 	d.Message = msg
 	return d
 }

@@ -113,3 +113,68 @@ func TestDecideFellBack(t *testing.T) {
 		t.Errorf("a writable instance after the fall back: plan %v (%s)", steps(d), d.Message)
 	}
 }
+
+// TestDecideFallBackInterrupted: an operator stopped in the middle of a fall back. The recorded
+// primary is read-only (fenced) while the fall back is asked: found fallen back when the server
+// is seen detached and writable (recorded, retired, nothing published); not opened again while
+// the server is not seen; and a server left detached but read-only (a fall back that failed
+// after its detach) is pointed at the cluster again once the primary is open.
+func TestDecideFallBackInterrupted(t *testing.T) {
+	fenced := func(seen *FallbackObservation) ClusterView {
+		v := cluster("db-0", inst(0), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, ""))
+		v.Now = time.Date(2026, 12, 7, 16, 0, 0, 0, time.UTC)
+		v.Fallback = &Fallback{Source: "old-db:3306", PrimaryHost: "db-primary.ns.svc", PrimaryPort: 3306, FallBack: "back"}
+		v.FallbackStarted = &FallbackStart{At: v.Now.Add(-time.Hour)}
+		v.FallbackSeen = seen
+		return v
+	}
+	v := fenced(&FallbackObservation{Read: true, Detached: true, Writable: true})
+	d := Decide(v)
+	if d.FellBack == nil || d.FellBack.Instance != "old-db:3306" || d.State != StateFellBack || len(d.Plan) != 0 {
+		t.Errorf("opened server, no record: fell back %+v, state %s, plan %v (%s)", d.FellBack, d.State, steps(d), d.Message)
+	}
+	for n, r := range Roles(v, d, nil) {
+		if r != RoleNone {
+			t.Errorf("%s published %q in the cycle that found the fall back", n, r)
+		}
+	}
+	for _, seen := range []*FallbackObservation{nil, {Error: "connection refused"}} {
+		d = Decide(fenced(seen))
+		if slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepPromote }) || !strings.Contains(d.Message, "is not opened again until old-db:3306 is seen") {
+			t.Errorf("server not seen (%+v): plan %v (%s)", seen, steps(d), d.Message)
+		}
+	}
+	// Seen following (not opened): the primary is opened again (the fall back never got far).
+	d = Decide(fenced(&FallbackObservation{Read: true, Replicating: true}))
+	if !slices.Equal(steps(d), []string{"Promote(db-0 semisync=true)"}) {
+		t.Errorf("server still following: plan %v (%s)", steps(d), d.Message)
+	}
+	// The primary open again, the server detached and read-only: pointed again.
+	v = cutOverWithFallback()
+	v.FallbackStarted = &FallbackStart{At: v.Now.Add(-time.Hour)}
+	v.FallbackSeen = &FallbackObservation{Read: true, Detached: true, Error: "old-db:3306 has no replication connection"}
+	if d := Decide(v); !slices.Equal(steps(d), []string{"StartFallback(db-0)"}) {
+		t.Errorf("detached read-only server: plan %v (%s)", steps(d), d.Message)
+	}
+}
+
+// TestDecideFellBackKeepsItsRecord: a retired cluster that loses its primary makes no failover
+// progress, reports no promotion, and refuses a switchover.
+func TestDecideFellBackKeepsItsRecord(t *testing.T) {
+	v := cluster("db-0", inst(0).down(), inst(1).replicaOf(0, "0-1-5"), inst(2).replicaOf(0, "0-1-5"))
+	v.FellBack, v.PrimaryMisses = &CutoverRecord{Instance: "old-db:3306"}, 10
+	d := Decide(v)
+	if d.Primary != "db-0" || d.PromotedFrom != "" || d.Failover != nil || d.State != StateFellBack {
+		t.Errorf("retired, primary lost: primary %s from %q failover %+v state %s plan %v", d.Primary, d.PromotedFrom, d.Failover, d.State, steps(d))
+	}
+	for _, s := range d.Plan {
+		if s.Kind == StepReplicate && s.Source != "db-0" {
+			t.Errorf("a retired cluster re-points %s at %s", s.Instance, s.Source)
+		}
+	}
+	v = cluster("db-0", inst(0), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, ""))
+	v.FellBack, v.Switchover = &CutoverRecord{Instance: "old-db:3306"}, &SwitchoverRequest{To: "db-1"}
+	if d := Decide(v); d.Switchover != nil || d.SwitchoverRefused == "" || slices.ContainsFunc(d.Plan, func(s Step) bool { return s.Kind == StepFence }) {
+		t.Errorf("retired, a switchover asked: %+v refused %q plan %v", d.Switchover, d.SwitchoverRefused, steps(d))
+	}
+}

@@ -551,6 +551,9 @@ func (e *Engine) Cycle(ctx context.Context) (Decision, error) {
 	if d.CutOver != nil && e.state.Cutover == nil {
 		e.state.Cutover = d.CutOver
 	}
+	if d.FellBack != nil && e.state.FellBack == nil {
+		e.state.FellBack = d.FellBack
+	}
 	e.state.Errant = d.Errant
 	if err == nil {
 		if d.PromotedFrom != "" && d.Primary != d.PromotedFrom {

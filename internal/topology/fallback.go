@@ -5,13 +5,76 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/dolphin-operator/dolphin/internal/binlog"
+	"github.com/dolphin-operator/dolphin/internal/dbsql"
 	"github.com/dolphin-operator/dolphin/internal/migrate"
 )
 
-// fallbackObserveTimeout bounds one look at the server's replication from the cluster.
-const fallbackObserveTimeout = 3 * time.Second
+// fallbackObserveTimeout bounds one look at the server's replication from the cluster, and
+// fallbackStartTimeout pointing it at the cluster: the engine's cycle waits for both.
+const (
+	fallbackObserveTimeout = 3 * time.Second
+	fallbackStartTimeout   = 30 * time.Second
+)
+
+// furthest is, domain by domain, the further of two GTID positions.
+func furthest(a, b string) (string, error) {
+	pa, err := binlog.Parse(a)
+	if err != nil {
+		return "", err
+	}
+	pb, err := binlog.Parse(b)
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, dom := range slices.Sorted(maps.Keys(domainSet(pa, pb))) {
+		ga, okA := pa.Last(dom)
+		gb, okB := pb.Last(dom)
+		switch {
+		case okA && (!okB || ga.Seq >= gb.Seq):
+			parts = append(parts, ga.String())
+		default:
+			parts = append(parts, gb.String())
+		}
+	}
+	return strings.Join(parts, ","), nil
+}
+
+func domainSet(ps ...binlog.Position) map[uint32]bool {
+	out := map[uint32]bool{}
+	for _, p := range ps {
+		for _, d := range p.Domains() {
+			out[d] = true
+		}
+	}
+	return out
+}
+
+// holdsAll says why the executed set of the primary does not hold every transaction of
+// position (nil when it does).
+func holdsAll(executed dbsql.GTIDSet, position string) error {
+	if executed == nil {
+		return errors.New("the primary's executed transactions are not known")
+	}
+	pos, err := binlog.Parse(position)
+	if err != nil {
+		return err
+	}
+	have, err := binlog.Parse(executed.String())
+	if err != nil {
+		return err
+	}
+	if !have.Covers(pos) {
+		return fmt.Errorf("the cluster's primary holds %s: the server has transactions the cluster lacks", executed)
+	}
+	return nil
+}
 
 // fallbackView puts the way back into the cycle's view (under e.mu): the configuration once
 // the cluster was cut over, what pointing the server at the cluster gave, the last failed
@@ -43,14 +106,19 @@ func (e *Engine) observeFallback(ctx context.Context) *FallbackObservation {
 	}
 	octx, cancel := context.WithTimeout(ctx, fallbackObserveTimeout)
 	defer cancel()
+	var readOnly int
+	if err := db.QueryRowContext(octx, "SELECT @@read_only").Scan(&readOnly); err != nil {
+		return &FallbackObservation{Error: fmt.Sprintf("reading %s: %v", f.Source, err)}
+	}
 	rs, err := migrate.ReplicationOf(octx, db)
 	if err != nil {
 		return &FallbackObservation{Error: fmt.Sprintf("reading %s's replication: %v", f.Source, err)}
 	}
 	if rs == nil {
-		return &FallbackObservation{Error: fmt.Sprintf("%s has no replication connection (someone reset it?)", f.Source)}
+		return &FallbackObservation{Read: true, Detached: true, Writable: readOnly == 0,
+			Error: fmt.Sprintf("%s has no replication connection", f.Source)}
 	}
-	o := &FallbackObservation{Replicating: rs.IORunning && rs.SQLRunning, Lag: rs.SecondsBehind}
+	o := &FallbackObservation{Read: true, Writable: readOnly == 0, Replicating: rs.IORunning && rs.SQLRunning, Lag: rs.SecondsBehind}
 	switch {
 	case rs.LastSQLError != "":
 		o.Error = rs.LastSQLError
@@ -80,11 +148,13 @@ func (e *Engine) fallbackDB(f *Fallback) (*sql.DB, error) {
 // the primary from the cutover's final position (migrate.Fallback). The outcome is recorded
 // either way (a failure is retried after fallbackRetry unless the server took writes of its
 // own since: then never); the step itself does not fail the plan.
-func (e *Engine) startFallback(ctx context.Context) {
+func (e *Engine) startFallback(ctx context.Context, primaryExecuted dbsql.GTIDSet) {
 	e.mu.Lock()
 	f, rec := e.cfg.Fallback, e.state.Cutover
 	e.mu.Unlock()
 	res := &FallbackStart{At: time.Now()}
+	sctx, cancel := context.WithTimeout(ctx, fallbackStartTimeout)
+	defer cancel()
 	err := func() error {
 		if f == nil || f.Open == nil || rec == nil {
 			return errors.New("no way back configured: the cluster's configuration changed meanwhile")
@@ -93,16 +163,24 @@ func (e *Engine) startFallback(ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		position := rec.Position
-		if position == "" {
-			// A cutover found done after an operator restart: the fenced server's own
-			// position is where it stopped.
-			if err := db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&position); err != nil {
-				return fmt.Errorf("reading %s's position: %w", f.Source, err)
-			}
+		// The server continues from what it holds, which must be what the cluster holds
+		// (the cutover's final position, plus what it replicated from the cluster since):
+		// a transaction of its own would never be on the cluster.
+		var binlogPos, slavePos string
+		if err := db.QueryRowContext(sctx, "SELECT @@gtid_binlog_pos, @@gtid_slave_pos").Scan(&binlogPos, &slavePos); err != nil {
+			return fmt.Errorf("reading %s's position: %w", f.Source, err)
+		}
+		// What it wrote (up to the fence) and what it applied from the cluster (a server
+		// pointed again, without log_slave_updates), domain by domain the further.
+		position, err := furthest(binlogPos, slavePos)
+		if err != nil {
+			return fmt.Errorf("%s's position: %w", f.Source, err)
+		}
+		if err := holdsAll(primaryExecuted, position); err != nil {
+			return fmt.Errorf("%w: %s holds %s: %v", migrate.ErrSourceMoved, f.Source, position, err)
 		}
 		repl := e.cfg.Credentials.Accounts.Replication
-		return migrate.Fallback(ctx, db, migrate.Endpoint{Host: f.PrimaryHost, Port: f.PrimaryPort, User: repl.User, Password: repl.Password}, position)
+		return migrate.Fallback(sctx, db, migrate.Endpoint{Host: f.PrimaryHost, Port: f.PrimaryPort, User: repl.User, Password: repl.Password}, position)
 	}()
 	if err != nil {
 		res.Error, res.Permanent = err.Error(), errors.Is(err, migrate.ErrSourceMoved)

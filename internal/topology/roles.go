@@ -44,13 +44,15 @@ func Roles(v ClusterView, d Decision, planErr error) map[string]Role {
 	}
 	planned := plannedIn(d, planErr)
 	errant := func(name string) bool { return d.Errant[name] || v.Errant[name] }
+	// Retired, or retiring in this cycle (a fall back that ran to its end): the server took
+	// the writes back, so the cluster's data is old from now on.
+	retired := v.FellBack != nil || d.FellBack != nil || planned(StepFallBack, v.Primary)
 	out := make(map[string]Role, len(v.Instances))
 	for _, in := range v.Instances {
 		role := RoleNone
 		switch {
-		case v.FellBack != nil:
-			// Retired: the server took writes back, so the cluster's data is old; no client
-			// reads or writes it.
+		case retired:
+			// No client reads or writes it.
 		case errant(in.Name):
 		case in.Name == primary:
 			if primaryKeepsRole(in, v, d, planErr, planned) {

@@ -349,6 +349,11 @@ type FallbackObservation struct {
 	Lag *int64
 	// Error is the last error of its replication, or why it could not be read.
 	Error string
+	// Read is true when the server answered (Detached and Writable are known).
+	Read bool
+	// Detached is true when the server has no replication connection (a fall back detaches
+	// it before it opens it); Writable when its read_only is off.
+	Detached, Writable bool
 }
 
 // replicationGeneration is what an instance pointed at the source records as its
