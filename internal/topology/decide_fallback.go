@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// StateFallBack: writes move from the cluster's primary back to the server it was cut over
-// from (StepFallBack).
+// StateFallBack is the state of a cycle that moves writes from the cluster's primary back to
+// the server it was cut over from (StepFallBack).
 const StateFallBack State = "FallingBack"
 
-// StateFellBack: writes moved back to that server; the cluster is read-only for good.
+// StateFellBack is the state of a cluster whose writes moved back to that server: read-only
+// for good.
 const StateFellBack State = "FellBack"
 
 // fallbackRetry is how soon pointing the server at the cluster is tried again after it failed
@@ -26,26 +27,10 @@ func fallback(v ClusterView, d Decision) Decision {
 	if v.FellBack != nil {
 		return fellBack(v, d)
 	}
-	f := v.Fallback
-	seen := v.FallbackSeen
-	asked := f.FallBack != "" && f.FallBack != v.FallBackFailed
-	if rp, ok := v.instance(v.Primary); asked && ok && rp.Reachable() && rp.Status.ReadOnly {
-		// The recorded primary is read-only while a fall back is asked: perhaps fenced by a
-		// fall back whose operator stopped before the record. Opening it again before the
-		// server was seen would let both take writes.
-		switch {
-		case seen != nil && seen.Read && seen.Detached && seen.Writable:
-			v.FellBack = &CutoverRecord{Source: rp.Name, Instance: f.Source, At: v.Now,
-				Warning: "found fallen back without a record (the operator stopped during the fall back): the final position and the write pause are unknown"}
-			d = fellBack(v, d)
-			d.FellBack = v.FellBack
-			return d
-		case seen == nil || !seen.Read:
-			d.Plan = slices.DeleteFunc(d.Plan, func(s Step) bool { return s.Kind == StepPromote && s.Instance == rp.Name })
-			return withProblem(d, fmt.Sprintf("%s is read-only while a fall back to %s is asked: it is not opened again until %s is seen (%s)",
-				rp.Name, f.Source, f.Source, orNone(seenError(seen))))
-		}
+	if d, done := interruptedFallBack(v, d); done {
+		return d
 	}
+	f, seen := v.Fallback, v.FallbackSeen
 	p, ok := v.instance(d.Primary)
 	if len(d.Plan) > 0 || (d.State != StateHealthy && d.State != StateDegraded) || !ok || !p.Reachable() || p.Status.ReadOnly {
 		return d
@@ -75,6 +60,32 @@ func fallback(v ClusterView, d Decision) Decision {
 		return withProblem(d, fmt.Sprintf("%s does not replicate from %s (the way back): %s", f.Source, p.Name, orNone(s.Error)))
 	}
 	return d
+}
+
+// interruptedFallBack handles a recorded primary found read-only while a fall back is asked:
+// perhaps fenced by a fall back whose operator stopped before the record. Opening it again
+// before the server was seen would let both take writes. Found detached and writable, the
+// server was opened: the fall back is recorded (done). Not seen: the primary stays as it is
+// (done). Otherwise the decision goes on as usual (the primary is opened again).
+func interruptedFallBack(v ClusterView, d Decision) (Decision, bool) {
+	f, seen := v.Fallback, v.FallbackSeen
+	rp, ok := v.instance(v.Primary)
+	if f.FallBack == "" || f.FallBack == v.FallBackFailed || !ok || !rp.Reachable() || !rp.Status.ReadOnly {
+		return d, false
+	}
+	switch {
+	case seen != nil && seen.Read && seen.Detached && seen.Writable:
+		v.FellBack = &CutoverRecord{Source: rp.Name, Instance: f.Source, At: v.Now,
+			Warning: "found fallen back without a record (the operator stopped during the fall back): the final position and the write pause are unknown"}
+		d = fellBack(v, d)
+		d.FellBack = v.FellBack
+		return d, true
+	case seen == nil || !seen.Read:
+		d.Plan = slices.DeleteFunc(d.Plan, func(s Step) bool { return s.Kind == StepPromote && s.Instance == rp.Name })
+		return withProblem(d, fmt.Sprintf("%s is read-only while a fall back to %s is asked: it is not opened again until %s is seen (%s)",
+			rp.Name, f.Source, f.Source, orNone(seenError(seen)))), true
+	}
+	return d, false
 }
 
 // fallBackNotYet says why a fall back cannot begin yet ("" when it can): the server must
