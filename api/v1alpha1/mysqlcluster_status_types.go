@@ -488,4 +488,9 @@ type CutoverRecord struct {
 	// its fence (an account with READ_ONLY ADMIN): reconcile it by hand.
 	// +optional
 	Warning string `json:"warning,omitempty"`
+	// IgnoredFallBackRequest is the value of mysql.dolphin.dev/fall-back already set when the
+	// cluster was cut over: it never moves writes back (a manifest that carries it would
+	// otherwise undo the cutover at once); set a new value to fall back.
+	// +optional
+	IgnoredFallBackRequest string `json:"ignoredFallBackRequest,omitempty"`
 }

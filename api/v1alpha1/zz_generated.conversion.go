@@ -1350,6 +1350,7 @@ func autoConvert_v1alpha1_CutoverRecord_To_v1beta1_CutoverRecord(in *CutoverReco
 	out.Position = in.Position
 	out.WritePauseMilliseconds = in.WritePauseMilliseconds
 	out.Warning = in.Warning
+	out.IgnoredFallBackRequest = in.IgnoredFallBackRequest
 	return nil
 }
 
@@ -1364,6 +1365,7 @@ func autoConvert_v1beta1_CutoverRecord_To_v1alpha1_CutoverRecord(in *v1beta1.Cut
 	out.Position = in.Position
 	out.WritePauseMilliseconds = in.WritePauseMilliseconds
 	out.Warning = in.Warning
+	out.IgnoredFallBackRequest = in.IgnoredFallBackRequest
 	return nil
 }
 

@@ -28,8 +28,8 @@ func (m *Manager) externalSource(ctx context.Context, c *dolphinv1.MySQLCluster)
 		return nil, nil
 	}
 	ext := c.Spec.Bootstrap.External
-	x := &topology.ExternalSource{Host: ext.Host, Port: int(ext.Port),
-		Cutover: c.Annotations[dolphinv1.CutoverAnnotation], Verify: c.Annotations[dolphinv1.VerifyExternalAnnotation]}
+	x := &topology.ExternalSource{Host: ext.Host, Port: int(ext.Port), Cutover: c.Annotations[dolphinv1.CutoverAnnotation],
+		Verify: c.Annotations[dolphinv1.VerifyExternalAnnotation], FallBack: c.Annotations[dolphinv1.FallBackAnnotation]}
 	if x.Port == 0 {
 		x.Port = 3306
 	}
@@ -127,6 +127,10 @@ func (m *Manager) fallback(ctx context.Context, c *dolphinv1.MySQLCluster) (*top
 	}
 	f := &topology.Fallback{Source: c.Status.Topology.ExternalSource.Source, PrimaryHost: ext.Fallback.PrimaryHost,
 		PrimaryPort: int(ext.Fallback.PrimaryPort), FallBack: c.Annotations[dolphinv1.FallBackAnnotation]}
+	if f.FallBack != "" && f.FallBack == c.Status.Topology.ExternalSource.CutOver.IgnoredFallBackRequest {
+		// Set before the cutover (a manifest that carries it): it never acts.
+		f.FallBack = ""
+	}
 	if f.PrimaryPort == 0 {
 		f.PrimaryPort = 3306
 	}
@@ -177,4 +181,13 @@ func fallbackID(f *topology.Fallback) string {
 		return ""
 	}
 	return strings.Join([]string{f.Source, f.PrimaryHost, strconv.Itoa(f.PrimaryPort), f.FallBack, f.AccountID}, "\x00")
+}
+
+// externalFallBack is the fall-back request set while following ("" when none): the cutover
+// records it as one that never acts, so a change restarts the engine with it.
+func externalFallBack(x *topology.ExternalSource) string {
+	if x == nil {
+		return ""
+	}
+	return x.FallBack
 }

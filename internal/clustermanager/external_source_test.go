@@ -82,3 +82,28 @@ func TestExternalSourceWithoutItsSecret(t *testing.T) {
 		t.Fatalf("with the Secret: %+v, %v", x, err)
 	}
 }
+
+// TestFallbackIgnoresARequestSetBeforeTheCutover: a fall-back annotation already present when
+// the cluster was cut over (a manifest that carries it) never reaches the engine; a new value
+// does.
+func TestFallbackIgnoresARequestSetBeforeTheCutover(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", Annotations: map[string]string{dolphinv1.FallBackAnnotation: "yes"}},
+		Spec: dolphinv1.MySQLClusterSpec{Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
+			Host: "old-db", AccountSecretName: "old-db", Replicate: true, Fallback: &dolphinv1.ExternalFallback{PrimaryHost: "10.0.0.9"}}}},
+		Status: dolphinv1.MySQLClusterStatus{Topology: &dolphinv1.TopologyStatus{ExternalSource: &dolphinv1.ExternalReplication{Source: "old-db:3306",
+			CutOver: &dolphinv1.CutoverRecord{Instance: "db-0", IgnoredFallBackRequest: "yes"}}}}}
+	m := &Manager{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "old-db"},
+		Data: map[string][]byte{"username": []byte("migrate"), "password": []byte("pw")}}).Build()}
+	f, err := m.fallback(t.Context(), c)
+	if err != nil || f == nil || f.FallBack != "" || f.PrimaryPort != 3306 {
+		t.Fatalf("a request set before the cutover: %+v, %v", f, err)
+	}
+	c.Annotations[dolphinv1.FallBackAnnotation] = "now"
+	if f, err = m.fallback(t.Context(), c); err != nil || f.FallBack != "now" {
+		t.Fatalf("a new request: %+v, %v", f, err)
+	}
+}

@@ -510,8 +510,9 @@ func configHash(cfg topology.Config) string {
 		Cutover   string
 		Verify    string
 		Fallback  string
+		FallBack  string
 	}{names, cfg.Credentials.Accounts, cfg.Credentials.Previous, cfg.Settings, cfg.Variables, cfg.Interval, cfg.Flavor, certRaw(cfg.TLSCertificate), cfg.TLSRootsID, cfg.TLSRequired,
-		externalID(cfg.External), externalCutover(cfg.External), externalVerify(cfg.External), fallbackID(cfg.Fallback)})
+		externalID(cfg.External), externalCutover(cfg.External), externalVerify(cfg.External), fallbackID(cfg.Fallback), externalFallBack(cfg.External)})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -581,7 +582,7 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 	if x := t.ExternalSource; x != nil && x.CutOver != nil {
 		co := x.CutOver
 		p.Cutover = &topology.CutoverRecord{Source: x.Source, Instance: co.Instance, At: co.At.Time, Position: co.Position,
-			Pause: time.Duration(co.WritePauseMilliseconds) * time.Millisecond, Warning: co.Warning}
+			Pause: time.Duration(co.WritePauseMilliseconds) * time.Millisecond, Warning: co.Warning, FallBackIgnored: co.IgnoredFallBackRequest}
 		persistedFallback(&p, x)
 	}
 	if lp := t.LastPromotion; lp != nil {

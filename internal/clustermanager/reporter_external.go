@@ -137,7 +137,7 @@ func externalReplication(rep topology.Report) *dolphinv1.ExternalReplication {
 
 func cutoverRecord(co *topology.CutoverRecord) *dolphinv1.CutoverRecord {
 	return &dolphinv1.CutoverRecord{Instance: co.Instance, At: metav1.NewTime(co.At), Position: co.Position,
-		WritePauseMilliseconds: co.Pause.Milliseconds(), Warning: co.Warning}
+		WritePauseMilliseconds: co.Pause.Milliseconds(), Warning: co.Warning, IgnoredFallBackRequest: co.FallBackIgnored}
 }
 
 // fallbackStatus adds the way back to a cut-over cluster's x: the server's replication from

@@ -218,9 +218,9 @@ func (f *findings) warnings(src Source, t Target) {
 			"(read_only, ending its clients' sessions); grant it before the cutover, or fence the source yourself",
 			src.Account, strings.Join(cutover, ", "))
 	}
-	if t.Fallback && (!hasPrivilege(src.GlobalPrivileges, "REPLICATION SLAVE ADMIN") || !hasPrivilege(src.GlobalPrivileges, "RELOAD")) {
-		f.warn("fallback-privileges", "the account %s lacks REPLICATION SLAVE ADMIN or RELOAD ON *.*, which the fallback needs "+
-			"to make the old source follow the new primary after the cutover and to detach it when writes move back (RESET SLAVE ALL)", src.Account)
+	if t.Fallback && !hasAll(src.GlobalPrivileges, "REPLICATION SLAVE ADMIN", "SLAVE MONITOR", "RELOAD") {
+		f.warn("fallback-privileges", "the account %s lacks REPLICATION SLAVE ADMIN, SLAVE MONITOR or RELOAD ON *.*, which the way back needs "+
+			"to make the old source follow the new primary after the cutover, to watch it (SHOW SLAVE STATUS) and to detach it when writes move back (RESET SLAVE ALL)", src.Account)
 	}
 }
 
@@ -272,4 +272,14 @@ func parseSeries(v string) (series, bool) {
 	major, _ := strconv.Atoi(m[1])
 	minor, _ := strconv.Atoi(m[2])
 	return series{major, minor}, true
+}
+
+// hasAll reports whether every privilege of want is held.
+func hasAll(held []string, want ...string) bool {
+	for _, w := range want {
+		if !hasPrivilege(held, w) {
+			return false
+		}
+	}
+	return true
 }

@@ -151,7 +151,8 @@ func newFallBackCmd(e *env) *cobra.Command {
 			case mc.Spec.Paused:
 				return fmt.Errorf("%s is paused (spec.paused): Dolphin carries out no fall back until it is resumed; resume it first (kubectl dolphin resume %s)", mc.Name, mc.Name)
 			}
-			if err := e.annotate(ctx, mc, dolphinv1.FallBackAnnotation, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+			request := time.Now().UTC().Format(time.RFC3339Nano)
+			if err := e.annotate(ctx, mc, dolphinv1.FallBackAnnotation, request); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.out, "fall back of %s requested: writes move back to %s\n", mc.Name, b.External.Host)
@@ -159,11 +160,19 @@ func newFallBackCmd(e *env) *cobra.Command {
 				return nil
 			}
 			var done *dolphinv1.CutoverRecord
+			var failed *dolphinv1.CutoverFailure
 			if err := e.waitFor(ctx, mc.Name, wait, "the fall back", func(c *dolphinv1.MySQLCluster) bool {
 				done = fellBack(c)
-				return done != nil
+				if t := c.Status.Topology; t != nil && t.ExternalSource != nil && t.ExternalSource.LastFallBackFailure != nil &&
+					t.ExternalSource.LastFallBackFailure.Request == request {
+					failed = t.ExternalSource.LastFallBackFailure
+				}
+				return done != nil || failed != nil
 			}); err != nil {
 				return err
+			}
+			if done == nil {
+				return fmt.Errorf("the fall back failed (undone, the cluster takes writes): %s", failed.Error)
 			}
 			fmt.Fprintf(e.out, "fell back to %s at %s, write pause %d ms; %s is read-only from now on\n", done.Instance, orDash(done.Position),
 				done.WritePauseMilliseconds, mc.Name)

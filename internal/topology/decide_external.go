@@ -129,7 +129,7 @@ func unrecordedCutover(v ClusterView, p InstanceView) *CutoverRecord {
 	if x.Cutover == "" || p.Status.Replica != nil || (p.Status.ReadOnly && !writesOfItsOwn(v, p)) {
 		return nil
 	}
-	return &CutoverRecord{Source: x.String(), Instance: p.Name, At: v.Now,
+	return &CutoverRecord{Source: x.String(), Instance: p.Name, At: v.Now, FallBackIgnored: x.FallBack,
 		Warning: "found cut over without a record (the operator stopped during the cutover): the final position and the write pause are unknown"}
 }
 

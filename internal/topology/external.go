@@ -77,7 +77,8 @@ func (e *Engine) cutover(ctx context.Context, in dbsql.Instance, m Member) error
 		e.mu.Unlock()
 		return err
 	}
-	rec := &CutoverRecord{Source: x.String(), Instance: m.Name, At: res.Opened, Position: res.Position, Pause: res.Opened.Sub(res.Fenced)}
+	rec := &CutoverRecord{Source: x.String(), Instance: m.Name, At: res.Opened, Position: res.Position, Pause: res.Opened.Sub(res.Fenced),
+		FallBackIgnored: x.FallBack}
 	if err != nil {
 		rec.Warning = err.Error()
 	}

@@ -256,6 +256,9 @@ type ExternalSource struct {
 	// Verify asks for a verification of the copy (StepVerifyExternal) by an ID of the
 	// request: it runs once per ID ("" asks none).
 	Verify string
+	// FallBack is the fall-back request set while the cluster follows (""): the cutover
+	// records it as one that never acts (CutoverRecord.FallBackIgnored).
+	FallBack string
 	// Open connects the operator to the source (the account, and TLS with the CA in memory),
 	// for the cutover's fence.
 	Open func() (*sql.DB, error) `json:"-"`
@@ -310,6 +313,9 @@ type CutoverRecord struct {
 	// Warning is what a person should look at (a write that reached the source after its
 	// fence), "" when none.
 	Warning string
+	// FallBackIgnored is the fall-back request already set when the cluster was cut over
+	// (ExternalSource.FallBack): it never moves writes back, a new value does.
+	FallBackIgnored string
 }
 
 // Fallback is the way back to the server a cluster was cut over from
