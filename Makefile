@@ -139,7 +139,7 @@ endif
 test: mariadb control-plane versitygw node images promtool vet lint ## Everything the README promises: unit, golden, envtest, real-MariaDB, real-S3 and real-node tests, and the CRD gate.
 	@echo "make test: $$($(GO) version | cut -d' ' -f3), $$(PATH=$$PATH:/usr/sbin mariadbd --version | grep -oE 'Ver [^ ]+'), control plane $$(basename $(KUBEBUILDER_ASSETS)), node $$(basename $(NODE_BIN)), $$(nproc) CPUs"
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW) DOLPHIN_NODE_BIN=$(NODE_BIN) DOLPHIN_IMAGES=$(IMAGES_DIR) \
-	  DOLPHIN_PROMTOOL=$(PROMTOOL) DOLPHIN_E2E_KEEP=$(TEST_KEEP) $(GO) test -count=1 -timeout 60m ./...
+	  DOLPHIN_PROMTOOL=$(PROMTOOL) DOLPHIN_E2E_KEEP=$(TEST_KEEP) $(GO) test -count=1 -timeout 80m ./...
 	$(MAKE) verify-generated
 	$(MAKE) crd-gate
 
@@ -190,7 +190,7 @@ E2E_ENV = KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) DOLPHIN_VERSITYGW=$(VERSITYGW
 
 .PHONY: test-e2e
 test-e2e: $(E2E_DEPS) ## End-to-end suite on `dolphin local` (needs root; E2E_NODE=real|process).
-	$(E2E_ENV) $(GO) test -count=1 -timeout 60m -v ./test/e2e/
+	$(E2E_ENV) $(GO) test -count=1 -timeout 80m -v ./test/e2e/
 
 .PHONY: local-up
 local-up: control-plane mariadb node images build ## Start the whole stack on this machine (root): control plane, a real node (containerd, kubelet, kube-proxy, CoreDNS), Dolphin installed from its image.

@@ -24,13 +24,13 @@ import (
 
 // cutoverCrashStages are the steps of a cutover at which TestLocalCutoverSurvivesOperatorCrash
 // kills the operator: DOLPHIN_E2E_CUTOVER_CRASHES (comma-separated, of fenced, detached,
-// opened), default detached — the step that leaves the least evidence (the server fenced,
-// the primary detached but read-only, nothing recorded). `make test-cutover-crashes` runs all three.
+// opened); none by default (each step costs about a minute and a half on top of the default
+// end-to-end run, already near its hour): `make test-cutover-crashes` runs all three.
 func cutoverCrashStages() []string {
 	if v := os.Getenv("DOLPHIN_E2E_CUTOVER_CRASHES"); v != "" {
 		return strings.Split(v, ",")
 	}
-	return []string{"detached"}
+	return nil
 }
 
 // TestLocalCutoverSurvivesOperatorCrash: the operator is killed (-9, its pod deleted, as when
@@ -43,6 +43,10 @@ func cutoverCrashStages() []string {
 // write acknowledged on either side is in the cluster, and nothing was written on the server
 // but the fence.
 func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
+	stages := cutoverCrashStages()
+	if len(stages) == 0 {
+		t.Skip("opt-in: make test-cutover-crashes (DOLPHIN_E2E_CUTOVER_CRASHES=fenced,detached,opened)")
+	}
 	s := upStack(t)
 	if s.node != nodeReal {
 		t.Skip("the operator runs as a Deployment (killed and replaced) on the real node only")
@@ -73,7 +77,7 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 	}
 	t.Cleanup(func() { s.setOperatorEnv(faults.Env, "") })
 
-	for round, stage := range cutoverCrashStages() {
+	for round, stage := range stages {
 		point := "cutover-" + stage
 		if !slices.Contains([]string{faults.CutoverFenced, faults.CutoverDetached, faults.CutoverOpened}, point) {
 			t.Fatalf("DOLPHIN_E2E_CUTOVER_CRASHES: unknown step %q (fenced, detached, opened)", stage)
@@ -88,9 +92,8 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 				MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
 				Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
 					Host: s.gateway(), Port: int32(src.Port), AccountSecretName: "old-db", Replicate: true}}}}
-		if err := s.c.Create(s.ctx, cl); err != nil {
-			t.Fatal(err)
-		}
+		// Just rolled out: the webhook's Service may not route to the new pods yet.
+		testenv.Eventually(t, 60*time.Second, "the webhook admits "+name, func() error { return s.c.Create(s.ctx, cl) })
 		key := client.ObjectKeyFromObject(cl)
 		var primary string
 		testenv.Eventually(t, 240*time.Second, name+" Following", func() error {
