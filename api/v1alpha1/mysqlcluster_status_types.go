@@ -428,6 +428,11 @@ type FallbackReplication struct {
 	// Since is when the server was pointed at the cluster's primary.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
+	// CredentialsGeneration is the generation of the cluster's credentials whose replication
+	// password the server was given (a hash, never a password): it is pointed again when
+	// they change.
+	// +optional
+	CredentialsGeneration string `json:"credentialsGeneration,omitempty"`
 	// Replicating is true while the server's receiver and applier both run.
 	Replicating bool `json:"replicating"`
 	// LagSeconds is how far behind the cluster the server is, when known.

@@ -1751,6 +1751,7 @@ func Convert_v1beta1_FailoverTail_To_v1alpha1_FailoverTail(in *v1beta1.FailoverT
 
 func autoConvert_v1alpha1_FallbackReplication_To_v1beta1_FallbackReplication(in *FallbackReplication, out *v1beta1.FallbackReplication, s conversion.Scope) error {
 	out.Since = in.Since
+	out.CredentialsGeneration = in.CredentialsGeneration
 	out.Replicating = in.Replicating
 	out.LagSeconds = in.LagSeconds
 	out.Error = in.Error
@@ -1764,6 +1765,7 @@ func Convert_v1alpha1_FallbackReplication_To_v1beta1_FallbackReplication(in *Fal
 
 func autoConvert_v1beta1_FallbackReplication_To_v1alpha1_FallbackReplication(in *v1beta1.FallbackReplication, out *FallbackReplication, s conversion.Scope) error {
 	out.Since = in.Since
+	out.CredentialsGeneration = in.CredentialsGeneration
 	out.Replicating = in.Replicating
 	out.LagSeconds = in.LagSeconds
 	out.Error = in.Error

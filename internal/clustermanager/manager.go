@@ -595,7 +595,7 @@ func persisted(c *dolphinv1.MySQLCluster) topology.Persisted {
 // was pointed at the cluster (and what failed), the last failed fall back, the fall back.
 func persistedFallback(p *topology.Persisted, x *dolphinv1.ExternalReplication) {
 	if f := x.Fallback; f != nil {
-		st := &topology.FallbackStart{Error: f.Error}
+		st := &topology.FallbackStart{Error: f.Error, Generation: f.CredentialsGeneration}
 		if f.Since != nil {
 			st.At, st.Error = f.Since.Time, ""
 		}

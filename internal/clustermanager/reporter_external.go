@@ -155,7 +155,7 @@ func fallbackStatus(x *dolphinv1.ExternalReplication, rep topology.Report) {
 	if st == nil {
 		return
 	}
-	fr := &dolphinv1.FallbackReplication{Error: st.Error}
+	fr := &dolphinv1.FallbackReplication{Error: st.Error, CredentialsGeneration: st.Generation}
 	if st.Error == "" {
 		fr.Since = ptrTime(st.At)
 	}

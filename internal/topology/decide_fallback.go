@@ -33,6 +33,10 @@ func fallback(v ClusterView, d Decision) Decision {
 	f, seen := v.Fallback, v.FallbackSeen
 	p, ok := v.instance(d.Primary)
 	if len(d.Plan) > 0 || (d.State != StateHealthy && d.State != StateDegraded) || !ok || !p.Reachable() || p.Status.ReadOnly {
+		if f.FallBack != "" && f.FallBack != v.FallBackFailed && len(d.Plan) > 0 {
+			// Said, so that a plan that keeps failing does not hold the request silently.
+			return withProblem(d, fmt.Sprintf("the fall back to %s waits until the cluster has nothing else to do", f.Source))
+		}
 		return d
 	}
 	st := v.FallbackStarted
@@ -40,7 +44,10 @@ func fallback(v ClusterView, d Decision) Decision {
 	case st == nil, st.Error != "" && !st.Permanent && v.Now.Sub(st.At) >= fallbackRetry,
 		// Detached and still read-only: a fall back that failed after its detach, or a
 		// person; the way back is opened again.
-		st.Error == "" && seen != nil && seen.Read && seen.Detached && !seen.Writable:
+		st.Error == "" && seen != nil && seen.Read && seen.Detached && !seen.Writable,
+		// The cluster's passwords changed since the server was given one: its next
+		// reconnect would be refused.
+		st.Error == "" && st.Generation != v.CredentialsGeneration && f.FallBack == "":
 		d.Plan = append(d.Plan, Step{Kind: StepStartFallback, Instance: p.Name})
 		return d
 	case st.Error != "":

@@ -67,7 +67,12 @@ func TestDecideFallback(t *testing.T) {
 		{"a replica to repair first", func(v *ClusterView) {
 			v.Instances[1].Status.Replica.IORunning = false
 			v.Fallback.FallBack = "back"
-		}, []string{"StartReplication(db-1)"}, "", ""},
+		}, []string{"StartReplication(db-1)"}, "", "the fall back to old-db:3306 waits until the cluster has nothing else to do"},
+		{"the cluster's passwords changed: pointed again", func(v *ClusterView) {
+			v.FallbackStarted = &FallbackStart{At: v.Now, Generation: "g1"}
+			v.FallbackSeen = &FallbackObservation{Read: true, Replicating: true, Lag: lag(0)}
+			v.CredentialsGeneration = "g2"
+		}, []string{"StartFallback(db-0)"}, StateHealthy, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := cutOverWithFallback()

@@ -152,7 +152,7 @@ func (e *Engine) startFallback(ctx context.Context, primaryExecuted dbsql.GTIDSe
 	e.mu.Lock()
 	f, rec := e.cfg.Fallback, e.state.Cutover
 	e.mu.Unlock()
-	res := &FallbackStart{At: time.Now()}
+	res := &FallbackStart{At: time.Now(), Generation: e.cfg.Credentials.Generation}
 	sctx, cancel := context.WithTimeout(ctx, fallbackStartTimeout)
 	defer cancel()
 	err := func() error {

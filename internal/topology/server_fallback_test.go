@@ -58,6 +58,28 @@ func TestServerFallsBack(t *testing.T) {
 		t.Errorf("the old server replicates from %s:%s, want the primary %s", rs["Master_Host"], rs["Master_Port"], pin.Addr())
 	}
 
+	// The cluster's credentials change (a new generation): the server, replicating, is pointed
+	// again — from what it holds, nothing applied twice (the writes go on meanwhile).
+	h.cfg.Credentials.Generation = "rotated"
+	h.restart()
+	h.converge("pointed again", func(d Decision) bool {
+		st := h.e.State().FallbackStarted
+		return st != nil && st.Generation == "rotated" && d.State == StateHealthy && len(d.Plan) == 0
+	})
+	if st := h.e.State().FallbackStarted; st.Error != "" {
+		t.Fatalf("pointing the server again: %+v", st)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := h.pool(h.index(primary)).QueryRow("SELECT @@gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.QueryRow("SELECT MASTER_GTID_WAIT(?, 30)", pos).Scan(&waited); err != nil || waited != 0 {
+		t.Fatalf("the old server, pointed again, did not follow the cluster to %s (%d, %v): %v", pos, waited, err, slaveStatusOf(t, root))
+	}
+	if rs := slaveStatusOf(t, root); rs["Slave_SQL_Running"] != "Yes" || rs["Last_SQL_Errno"] != "0" {
+		t.Fatalf("the old server after being pointed again: %v", rs)
+	}
+
 	// Fall back under a second application, moving from the cluster to the old server.
 	toCluster.stop()
 	back := &switchingWriter{prefix: "back ", from: appPool(t, pin.Addr()), to: appPool(t, src.Addr())}

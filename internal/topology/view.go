@@ -345,6 +345,9 @@ type FallbackStart struct {
 	// Permanent is true when trying again cannot help (the server took writes after the
 	// cutover's fence: it is no longer at the final position).
 	Permanent bool
+	// Generation is the credentials generation whose replication password the server was
+	// given: when the cluster's credentials change, the server is pointed again.
+	Generation string
 }
 
 // FallbackObservation is what the server reports of its replication from the cluster.
