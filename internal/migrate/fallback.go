@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,19 +39,61 @@ func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, posit
 	if !gtidList.MatchString(position) {
 		return fmt.Errorf("position %q is not a GTID list", position)
 	}
+	return pointAt(ctx, oldSource, newPrimary, func(at, _ string) (string, error) {
+		if covered, err := positionCovers(position, at); err != nil {
+			return "", err
+		} else if !covered {
+			return "", fmt.Errorf("%w: it is at %s, beyond %s; it cannot follow the new primary", ErrSourceMoved, at, position)
+		}
+		return position, nil
+	})
+}
+
+// FallbackAgain points the old source at the new primary again (a changed address or
+// account, a detached server), continuing from what it holds: its replication stopped first,
+// then, domain by domain, the further of its binary log and what it applied. accept refuses a
+// position the new primary does not hold all of (ErrSourceMoved: the old source took writes
+// of its own).
+func FallbackAgain(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, accept func(position string) error) error {
+	return pointAt(ctx, oldSource, newPrimary, func(binlogPos, slavePos string) (string, error) {
+		position, err := Furthest(binlogPos, slavePos)
+		if err != nil {
+			return "", err
+		}
+		if err := accept(position); err != nil {
+			return "", err
+		}
+		return position, nil
+	})
+}
+
+// pointAt stops the old source's replication, reads its positions (binary log, applied),
+// asks from(binlog, applied) where to continue, and points it at the new primary from there.
+func pointAt(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, from func(binlogPos, slavePos string) (string, error)) error {
 	conn, err := oldSource.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connecting to the old source: %w", err)
 	}
 	defer conn.Close()
-	var at string
-	if err := conn.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&at); err != nil {
+	running, err := replicating(ctx, conn)
+	if err != nil {
+		return err
+	}
+	// Stopped before its positions are read: an applier still running would move them.
+	if _, err := conn.ExecContext(ctx, "STOP SLAVE"); err != nil {
+		return fmt.Errorf("on the old source, STOP SLAVE: %w", err)
+	}
+	var binlogPos, slavePos string
+	if err := conn.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos, @@gtid_slave_pos").Scan(&binlogPos, &slavePos); err != nil {
 		return fmt.Errorf("on the old source: %w", err)
 	}
-	if covered, err := positionCovers(position, at); err != nil {
+	position, err := from(binlogPos, slavePos)
+	if err != nil {
+		if running {
+			// Refused: it goes on as it was.
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "START SLAVE")
+		}
 		return err
-	} else if !covered {
-		return fmt.Errorf("%w: it is at %s, beyond %s; it cannot follow the new primary", ErrSourceMoved, at, position)
 	}
 	port := newPrimary.Port
 	if port == 0 {
@@ -68,9 +112,6 @@ func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, posit
 	for _, q := range []string{
 		// The quoting below assumes backslash escapes: this session's, whatever the server's.
 		"SET SESSION sql_mode = ''",
-		// Pointed again (an earlier attempt, or a detached server): nothing runs while the
-		// position is set.
-		"STOP SLAVE",
 		"SET GLOBAL gtid_slave_pos = '" + position + "'",
 		change,
 		"START SLAVE",
@@ -84,6 +125,35 @@ func Fallback(ctx context.Context, oldSource *sql.DB, newPrimary Endpoint, posit
 		}
 	}
 	return nil
+}
+
+// Furthest is, domain by domain, the further of two GTID positions.
+func Furthest(a, b string) (string, error) {
+	pa, err := binlog.Parse(a)
+	if err != nil {
+		return "", err
+	}
+	pb, err := binlog.Parse(b)
+	if err != nil {
+		return "", err
+	}
+	domains := map[uint32]bool{}
+	for _, p := range []binlog.Position{pa, pb} {
+		for _, d := range p.Domains() {
+			domains[d] = true
+		}
+	}
+	var parts []string
+	for _, dom := range slices.Sorted(maps.Keys(domains)) {
+		ga, okA := pa.Last(dom)
+		gb, okB := pb.Last(dom)
+		if okA && (!okB || ga.Seq >= gb.Seq) {
+			parts = append(parts, ga.String())
+		} else {
+			parts = append(parts, gb.String())
+		}
+	}
+	return strings.Join(parts, ","), nil
 }
 
 // quoteString is s as a string literal for a session with backslash escapes and a utf8 or

@@ -5,9 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/dolphin-operator/dolphin/internal/binlog"
@@ -21,40 +18,6 @@ const (
 	fallbackObserveTimeout = 3 * time.Second
 	fallbackStartTimeout   = 30 * time.Second
 )
-
-// furthest is, domain by domain, the further of two GTID positions.
-func furthest(a, b string) (string, error) {
-	pa, err := binlog.Parse(a)
-	if err != nil {
-		return "", err
-	}
-	pb, err := binlog.Parse(b)
-	if err != nil {
-		return "", err
-	}
-	var parts []string
-	for _, dom := range slices.Sorted(maps.Keys(domainSet(pa, pb))) {
-		ga, okA := pa.Last(dom)
-		gb, okB := pb.Last(dom)
-		switch {
-		case okA && (!okB || ga.Seq >= gb.Seq):
-			parts = append(parts, ga.String())
-		default:
-			parts = append(parts, gb.String())
-		}
-	}
-	return strings.Join(parts, ","), nil
-}
-
-func domainSet(ps ...binlog.Position) map[uint32]bool {
-	out := map[uint32]bool{}
-	for _, p := range ps {
-		for _, d := range p.Domains() {
-			out[d] = true
-		}
-	}
-	return out
-}
 
 // holdsAll says why the executed set of the primary does not hold every transaction of
 // position (nil when it does).
@@ -163,24 +126,17 @@ func (e *Engine) startFallback(ctx context.Context, primaryExecuted dbsql.GTIDSe
 		if err != nil {
 			return err
 		}
-		// The server continues from what it holds, which must be what the cluster holds
-		// (the cutover's final position, plus what it replicated from the cluster since):
-		// a transaction of its own would never be on the cluster.
-		var binlogPos, slavePos string
-		if err := db.QueryRowContext(sctx, "SELECT @@gtid_binlog_pos, @@gtid_slave_pos").Scan(&binlogPos, &slavePos); err != nil {
-			return fmt.Errorf("reading %s's position: %w", f.Source, err)
-		}
-		// What it wrote (up to the fence) and what it applied from the cluster (a server
-		// pointed again, without log_slave_updates), domain by domain the further.
-		position, err := furthest(binlogPos, slavePos)
-		if err != nil {
-			return fmt.Errorf("%s's position: %w", f.Source, err)
-		}
-		if err := holdsAll(primaryExecuted, position); err != nil {
-			return fmt.Errorf("%w: %s holds %s: %v", migrate.ErrSourceMoved, f.Source, position, err)
-		}
+		// The server continues from what it holds (its binary log up to the fence, what it
+		// applied from the cluster since), which the cluster must hold all of: a transaction
+		// of its own would never be on the cluster.
 		repl := e.cfg.Credentials.Accounts.Replication
-		return migrate.Fallback(sctx, db, migrate.Endpoint{Host: f.PrimaryHost, Port: f.PrimaryPort, User: repl.User, Password: repl.Password}, position)
+		return migrate.FallbackAgain(sctx, db, migrate.Endpoint{Host: f.PrimaryHost, Port: f.PrimaryPort, User: repl.User, Password: repl.Password},
+			func(position string) error {
+				if err := holdsAll(primaryExecuted, position); err != nil {
+					return fmt.Errorf("%w: %s holds %s: %v", migrate.ErrSourceMoved, f.Source, position, err)
+				}
+				return nil
+			})
 	}()
 	if err != nil {
 		res.Error, res.Permanent = err.Error(), errors.Is(err, migrate.ErrSourceMoved)
