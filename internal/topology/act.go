@@ -172,11 +172,13 @@ func (e *Engine) run(ctx context.Context, byName map[string]Member, m Member, s 
 	case StepVerifyExternal:
 		return e.verifyExternal(ctx, m)
 	case StepStartFallback:
-		var executed dbsql.GTIDSet
-		if st, err := in.Status(ctx); err == nil {
-			executed = st.Executed
-		}
-		e.startFallback(ctx, executed)
+		e.startFallback(ctx, func(ctx context.Context) (dbsql.GTIDSet, error) {
+			st, err := in.Status(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return st.Executed, nil
+		})
 		return nil
 	case StepFallBack:
 		return e.fallBack(ctx, m)

@@ -111,7 +111,7 @@ func (e *Engine) fallbackDB(f *Fallback) (*sql.DB, error) {
 // the primary from the cutover's final position (migrate.Fallback). The outcome is recorded
 // either way (a failure is retried after fallbackRetry unless the server took writes of its
 // own since: then never); the step itself does not fail the plan.
-func (e *Engine) startFallback(ctx context.Context, primaryExecuted dbsql.GTIDSet) {
+func (e *Engine) startFallback(ctx context.Context, primaryExecuted func(context.Context) (dbsql.GTIDSet, error)) {
 	e.mu.Lock()
 	f, rec := e.cfg.Fallback, e.state.Cutover
 	e.mu.Unlock()
@@ -132,7 +132,12 @@ func (e *Engine) startFallback(ctx context.Context, primaryExecuted dbsql.GTIDSe
 		repl := e.cfg.Credentials.Accounts.Replication
 		return migrate.FallbackAgain(sctx, db, migrate.Endpoint{Host: f.PrimaryHost, Port: f.PrimaryPort, User: repl.User, Password: repl.Password},
 			func(position string) error {
-				if err := holdsAll(primaryExecuted, position); err != nil {
+				// Read now, after the server stopped: the primary only moves on from here.
+				executed, err := primaryExecuted(sctx)
+				if err != nil {
+					return fmt.Errorf("reading the primary's transactions: %w", err)
+				}
+				if err := holdsAll(executed, position); err != nil {
 					return fmt.Errorf("%w: %s holds %s: %v", migrate.ErrSourceMoved, f.Source, position, err)
 				}
 				return nil
