@@ -99,8 +99,10 @@ func Cutover(ctx context.Context, source, target *sql.DB, wait time.Duration) (r
 	if !sameGTIDs(now, res.Position) {
 		return res, fmt.Errorf("%w (%s, then %s): find the account with READ_ONLY ADMIN that writes", ErrSourceMoved, res.Position, now)
 	}
-	if reached, err := gtidWait(ctx, tconn, res.Position, 0); err != nil || !reached {
-		return res, fmt.Errorf("the stopped target does not hold the source's %s (%v)", res.Position, err)
+	if reached, err := gtidWait(ctx, tconn, res.Position, 0); err != nil {
+		return res, fmt.Errorf("checking that the stopped target holds the source's %s: %w", res.Position, err)
+	} else if !reached {
+		return res, fmt.Errorf("the stopped target does not hold the source's %s", res.Position)
 	}
 	if _, err := tconn.ExecContext(ctx, "RESET SLAVE ALL"); err != nil {
 		return res, fmt.Errorf("detaching the target: %w", err)
