@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
-	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/faults"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
@@ -51,30 +50,7 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 	if s.node != nodeReal {
 		t.Skip("the operator runs as a Deployment (killed and replaced) on the real node only")
 	}
-	src := dbtest.Start(t, dbtest.Options{Instances: 1}).Instances[0]
-	src.Stop(t)
-	src.Start(t, "--bind-address="+src.Host+","+s.gateway())
-	srcDB, err := sql.Open("mysql", "root@unix("+src.SocketPath()+")/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srcDB.Close()
-	for _, q := range []string{
-		"SET GLOBAL read_only = OFF",
-		"CREATE DATABASE shop", "CREATE TABLE shop.orders (id INT PRIMARY KEY, item VARCHAR(50) NOT NULL)",
-		"INSERT INTO shop.orders SELECT seq, CONCAT('item-', seq) FROM shop.seq_1_to_5000",
-		"CREATE USER 'shop'@'%' IDENTIFIED BY 'shop-pw'", "GRANT SELECT, INSERT ON shop.* TO 'shop'@'%'",
-		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'mig-pw'",
-		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
-	} {
-		if _, err := srcDB.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := s.c.Create(s.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "old-db"},
-		StringData: map[string]string{"username": "migrate", "password": "mig-pw"}}); err != nil {
-		t.Fatal(err)
-	}
+	src, srcDB := s.startHostServer("SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS")
 	t.Cleanup(func() { s.setOperatorEnv(faults.Env, "") })
 
 	for round, stage := range stages {
@@ -95,18 +71,7 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 		// Just rolled out: the webhook's Service may not route to the new pods yet.
 		testenv.Eventually(t, 60*time.Second, "the webhook admits "+name, func() error { return s.c.Create(s.ctx, cl) })
 		key := client.ObjectKeyFromObject(cl)
-		var primary string
-		testenv.Eventually(t, 240*time.Second, name+" Following", func() error {
-			var c dolphinv1.MySQLCluster
-			if err := s.c.Get(s.ctx, key, &c); err != nil {
-				return err
-			}
-			if c.Status.Phase != dolphinv1.PhaseFollowing || c.Status.Topology == nil {
-				return fmt.Errorf("phase %s", c.Status.Phase)
-			}
-			primary = c.Status.Topology.Primary
-			return nil
-		})
+		primary := s.waitFollowing(key, name+" Following").Status.Topology.Primary
 		var svc corev1.Service
 		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: name + "-primary"}, &svc); err != nil {
 			t.Fatal(err)

@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,51 +37,12 @@ func TestLocalPhysicalCopyFollowsExternalServer(t *testing.T) {
 	s := upStack(t)
 	srv := s3test.StartOn(t, s.gateway())
 	s.createS3Secret("s3", srv.AccessKey, srv.SecretKey)
-	src := dbtest.Start(t, dbtest.Options{Instances: 1}).Instances[0]
-	src.Stop(t)
-	src.Start(t, "--bind-address="+src.Host+","+s.gateway()) // reachable from the pods
-	srcDB, err := sql.Open("mysql", "root@unix("+src.SocketPath()+")/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srcDB.Close()
-	for _, q := range []string{
-		"SET GLOBAL read_only = OFF",
-		"CREATE DATABASE shop", "CREATE TABLE shop.orders (id INT PRIMARY KEY, item VARCHAR(50) NOT NULL)",
-		"INSERT INTO shop.orders SELECT seq, CONCAT('item-', seq) FROM shop.seq_1_to_5000",
-		"CREATE USER 'shop'@'%' IDENTIFIED BY 'shop-pw'", "GRANT SELECT, INSERT ON shop.* TO 'shop'@'%'",
-		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'mig-pw'",
-		// Replicating in, verifying (SELECT) and the cutover's fence (docs/migrate.md).
-		// And the way back (fallback): following the cluster, and detached when writes move back.
-		"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS, REPLICATION SLAVE ADMIN, SLAVE MONITOR, RELOAD ON *.* TO 'migrate'@'%'",
-	} {
-		if _, err := srcDB.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := s.c.Create(s.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "old-db"},
-		StringData: map[string]string{"username": "migrate", "password": "mig-pw"}}); err != nil {
-		t.Fatal(err)
-	}
+	// Replicating in, verifying (SELECT) and the cutover's fence (docs/migrate.md); and the
+	// way back (fallback): following the cluster, and detached when writes move back.
+	src, srcDB := s.startHostServer("SELECT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS, REPLICATION SLAVE ADMIN, SLAVE MONITOR, RELOAD")
 
 	// The application writes on the server through the backup, the restore and after.
-	var acked atomic.Int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for id := 100001; ; id++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := srcDB.Exec("INSERT INTO shop.orders VALUES (?, 'during')", id); err == nil {
-				acked.Add(1)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	stopWriter := sync.OnceFunc(func() { close(stop); <-done })
+	acked, stopWriter := startServerWriter(srcDB)
 	defer stopWriter()
 
 	// On the server's host: the pod binary's `dolphin backup`, as docs/migrate.md shows it.
@@ -128,16 +87,7 @@ func TestLocalPhysicalCopyFollowsExternalServer(t *testing.T) {
 	}
 	fkey := client.ObjectKeyFromObject(fl)
 	began = time.Now()
-	testenv.Eventually(t, 240*time.Second, "phase Following", func() error {
-		var c dolphinv1.MySQLCluster
-		if err := s.c.Get(s.ctx, fkey, &c); err != nil {
-			return err
-		}
-		if c.Status.Phase != dolphinv1.PhaseFollowing {
-			return fmt.Errorf("phase %s, topology %+v", c.Status.Phase, c.Status.Topology)
-		}
-		return nil
-	})
+	s.waitFollowing(fkey, "phase Following")
 	t.Logf("restored on both instances and following in %v", time.Since(began).Round(time.Second))
 	s.wantClusterCondition(fkey, dolphinv1.ConditionExternalSourceReady, metav1.ConditionTrue, "the backup migrations/shop/ was taken from it")
 	s.wantClusterCondition(fkey, dolphinv1.ConditionRestored, metav1.ConditionTrue, "migrations/shop/")

@@ -35,34 +35,13 @@ import (
 // during and after the copy — arrives on both of its instances.
 func TestLocalBootstrapFromExternalServer(t *testing.T) {
 	s := upStack(t)
-	src := dbtest.Start(t, dbtest.Options{Instances: 1}).Instances[0]
-	src.Stop(t)
-	src.Start(t, "--bind-address="+src.Host+","+s.gateway()) // reachable from the pods
-	srcDB, err := sql.Open("mysql", "root@unix("+src.SocketPath()+")/")
-	if err != nil {
+	// Copying, replicating in, verifying, and the cutover's fence (docs/migrate.md).
+	src, srcDB := s.startHostServer("SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS")
+	if _, err := srcDB.Exec("SET GLOBAL binlog_format = 'MIXED'"); err != nil { // refused by the checks, fixed below
 		t.Fatal(err)
-	}
-	defer srcDB.Close()
-	for _, q := range []string{
-		"SET GLOBAL read_only = OFF", "SET GLOBAL binlog_format = 'MIXED'",
-		"CREATE DATABASE shop", "CREATE TABLE shop.orders (id INT PRIMARY KEY, item VARCHAR(50) NOT NULL)",
-		"INSERT INTO shop.orders SELECT seq, CONCAT('item-', seq) FROM shop.seq_1_to_5000",
-		"CREATE USER 'shop'@'%' IDENTIFIED BY 'shop-pw'", "GRANT SELECT, INSERT ON shop.* TO 'shop'@'%'",
-		"CREATE USER 'migrate'@'%' IDENTIFIED BY 'mig-pw'",
-		"GRANT SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'migrate'@'%'",
-		// For the cutover's fence (docs/migrate.md).
-		"GRANT READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS ON *.* TO 'migrate'@'%'",
-	} {
-		if _, err := srcDB.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
 	}
 	var srcPos string
 	if err := srcDB.QueryRow("SELECT @@gtid_binlog_pos").Scan(&srcPos); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.c.Create(s.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "old-db"},
-		StringData: map[string]string{"username": "migrate", "password": "mig-pw"}}); err != nil {
 		t.Fatal(err)
 	}
 	cl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "moved"},
@@ -112,23 +91,7 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 	s.deleteCluster("moved") // room on the node for the next one
 
 	// Following: the server keeps taking writes through the copy and after it.
-	var acked atomic.Int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for id := 100001; ; id++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := srcDB.Exec("INSERT INTO shop.orders VALUES (?, 'during')", id); err == nil {
-				acked.Add(1)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	stopWriter := sync.OnceFunc(func() { close(stop); <-done })
+	acked, stopWriter := startServerWriter(srcDB)
 	defer stopWriter()
 	fl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "follow"},
 		Spec: dolphinv1.MySQLClusterSpec{Instances: 2, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
@@ -140,16 +103,7 @@ func TestLocalBootstrapFromExternalServer(t *testing.T) {
 	}
 	fkey := client.ObjectKeyFromObject(fl)
 	began = time.Now()
-	testenv.Eventually(t, 240*time.Second, "phase Following", func() error {
-		var c dolphinv1.MySQLCluster
-		if err := s.c.Get(s.ctx, fkey, &c); err != nil {
-			return err
-		}
-		if c.Status.Phase != dolphinv1.PhaseFollowing {
-			return fmt.Errorf("phase %s, topology %+v", c.Status.Phase, c.Status.Topology)
-		}
-		return nil
-	})
+	s.waitFollowing(fkey, "phase Following")
 	t.Logf("copied and following in %v", time.Since(began).Round(time.Second))
 	s.wantClusterCondition(fkey, dolphinv1.ConditionFollowingExternalSource, metav1.ConditionTrue, "replicates from")
 	time.Sleep(2 * time.Second) // writes after the copy too
