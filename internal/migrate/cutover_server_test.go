@@ -252,6 +252,47 @@ func TestServerVerifyAndCutoverRefusals(t *testing.T) {
 	}
 }
 
+// TestServerVerifyOfACaughtUpTarget verifies a target already at the source's position, the
+// source idle: replication started with UNTIL a position already reached stops a moment later,
+// and Verify must still leave the target replicating (it once ended with both threads stopped:
+// START SLAVE had found the UNTIL threads still running and done nothing).
+func TestServerVerifyOfACaughtUpTarget(t *testing.T) {
+	m := startMigration(t)
+	running := func() error {
+		if st := slaveStatus(t, m.dstRoot); len(st) != 1 || st[0]["Slave_SQL_Running"] != "Yes" || st[0]["Slave_IO_Running"] != "Yes" {
+			return fmt.Errorf("replication status %v", st)
+		}
+		return nil
+	}
+	testenv.Eventually(t, 10*time.Second, "the target caught up", func() error {
+		if src, dst := str(t, m.srcRoot, "SELECT @@gtid_binlog_pos"), str(t, m.dstRoot, "SELECT @@gtid_slave_pos"); src != dst {
+			return fmt.Errorf("source at %s, target at %s", src, dst)
+		}
+		return running()
+	})
+	for i := range 3 {
+		v, err := Verify(t.Context(), m.srcMigrate, m.dstRoot, []string{"app.t"}, 30*time.Second)
+		if err != nil {
+			t.Fatalf("Verify %d: %v", i, err)
+		}
+		if len(v.Mismatched()) != 0 {
+			t.Fatalf("Verify %d: %+v, want app.t equal", i, v)
+		}
+		// Long enough for threads started with UNTIL to notice the position and stop.
+		time.Sleep(time.Second)
+		if err := running(); err != nil {
+			t.Fatalf("after Verify %d: %v", i, err)
+		}
+	}
+	execAll(t, m.srcRoot, "INSERT INTO app.t VALUES (800001, 'after the verifications')")
+	testenv.Eventually(t, 10*time.Second, "the target applying the source's next write", func() error {
+		if n := str(t, m.dstRoot, "SELECT COUNT(*) FROM app.t WHERE id = 800001"); n != "1" {
+			return fmt.Errorf("%s rows", n)
+		}
+		return nil
+	})
+}
+
 // slaveStatus is SHOW ALL SLAVES STATUS, one map of column to value per connection.
 func slaveStatus(t *testing.T, db *sql.DB) []map[string]string {
 	t.Helper()

@@ -65,14 +65,21 @@ func Verify(ctx context.Context, source, target *sql.DB, tables []string, timeou
 	}
 	defer func() {
 		// As it was, through a fresh connection: a cancelled query closes the one in use.
-		q := "STOP SLAVE"
+		// Stopped first whatever happened: threads started with UNTIL may still be running
+		// (they stop only when they next look at the condition, which can be after the
+		// target reached it), and START SLAVE on running threads does nothing — replication
+		// would then end at the verified position (seen on a busy machine).
+		qs := []string{"STOP SLAVE"}
 		if running {
-			q = "START SLAVE"
+			qs = append(qs, "START SLAVE")
 		}
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if _, serr := target.ExecContext(uctx, q); serr != nil {
-			err = errors.Join(err, fmt.Errorf("restoring the target's replication (%s): %w", q, serr))
+		for _, q := range qs {
+			if _, serr := target.ExecContext(uctx, q); serr != nil {
+				err = errors.Join(err, fmt.Errorf("restoring the target's replication (%s): %w", q, serr))
+				return
+			}
 		}
 	}()
 
