@@ -267,9 +267,9 @@ CHAOS_STAMP := $(shell date +%Y%m%d-%H%M%S)
 CHAOS_KEEP ?= $(CACHE_DIR)/chaos-logs/$(CHAOS_STAMP)
 .PHONY: test-cutover-crashes
 test-cutover-crashes: E2E_NODE = real
-test-cutover-crashes: $(E2E_DEPS) ## On dolphin local's real node (root): a migration's cutover with the operator killed after each of its steps (fenced, detached, opened); fails on a lost acknowledged write or a cutover not finished.
-	DOLPHIN_E2E_CUTOVER_CRASHES=fenced,detached,opened $(E2E_ENV) \
-	  $(GO) test -count=1 -timeout 30m -run '^TestLocalCutoverSurvivesOperatorCrash$$' -v ./test/e2e/
+test-cutover-crashes: $(E2E_DEPS) ## On dolphin local's real node (root): a migration's cutover, and its fall back, with the operator killed after each of their steps (fenced, detached, opened); fails on a lost acknowledged write or a cutover or fall back not finished.
+	DOLPHIN_E2E_CUTOVER_CRASHES=fenced,detached,opened DOLPHIN_E2E_FALLBACK_CRASHES=fenced,detached,opened $(E2E_ENV) \
+	  $(GO) test -count=1 -timeout 45m -run '^(TestLocalCutoverSurvivesOperatorCrash|TestLocalFallBackSurvivesOperatorCrash)$$' -v ./test/e2e/
 
 .PHONY: chaos
 chaos: $(E2E_DEPS) ## On dolphin local (root; E2E_NODE=real|process): every fault kind CHAOS_ROUNDS times (CHAOS_FAULTS=a,b to pick) under the checker's clients and sysbench; one line per kind; fails on a lost write, split brain or a stale read. Bounded: 6 min per fault at most.

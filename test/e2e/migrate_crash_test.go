@@ -53,7 +53,7 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 	src, srcDB := s.startHostServer("SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS")
 	t.Cleanup(func() { s.setOperatorEnv(faults.Env, "") })
 
-	for round, stage := range stages {
+	for _, stage := range stages {
 		point := "cutover-" + stage
 		if !slices.Contains([]string{faults.CutoverFenced, faults.CutoverDetached, faults.CutoverOpened}, point) {
 			t.Fatalf("DOLPHIN_E2E_CUTOVER_CRASHES: unknown step %q (fenced, detached, opened)", stage)
@@ -77,7 +77,7 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := startMovingWriter(s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second),
-			s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second), 300001+round*100000)
+			s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second))
 		time.Sleep(time.Second)
 
 		s.patchCluster(key, func(c *dolphinv1.MySQLCluster) {
@@ -123,6 +123,86 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 			t.Errorf("%s: the server after the cutover: read_only %d (%v), want 1", name, ro, err)
 		}
 		s.wantAckedInCluster(name, w)
+		s.deleteCluster(name)
+	}
+}
+
+// fallBackCrashStages are the steps of a fall back at which
+// TestLocalFallBackSurvivesOperatorCrash kills the operator: DOLPHIN_E2E_FALLBACK_CRASHES, as
+// cutoverCrashStages (`make test-cutover-crashes` runs all three).
+func fallBackCrashStages() []string {
+	if v := os.Getenv("DOLPHIN_E2E_FALLBACK_CRASHES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
+}
+
+// TestLocalFallBackSurvivesOperatorCrash: the way back, with the operator killed (-9, its pod
+// deleted) in the middle of the fall back, at a step held open by the same fault points as
+// the cutover's (the fall back is a cutover the other way round): after the cluster's primary
+// was fenced, after the server was detached, or after it was opened and before anything
+// recorded it. Each round migrates the server into a new cluster (logical copy, verified, cut
+// over) with the way back configured, waits until the server follows the cluster, and asks
+// for the fall back under an application that writes through the primary Service until
+// refused, then to the server. The operator that takes over finishes the fall back: the
+// cluster is FellBack, the server writable and detached, every acknowledged write on it.
+func TestLocalFallBackSurvivesOperatorCrash(t *testing.T) {
+	stages := fallBackCrashStages()
+	if len(stages) == 0 {
+		t.Skip("opt-in: make test-cutover-crashes (DOLPHIN_E2E_FALLBACK_CRASHES=fenced,detached,opened)")
+	}
+	s := upStack(t)
+	if s.node != nodeReal {
+		t.Skip("the operator runs as a Deployment (killed and replaced) on the real node only")
+	}
+	src, srcDB := s.startHostServer("SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS, REPLICATION SLAVE ADMIN, SLAVE MONITOR, RELOAD")
+	t.Cleanup(func() { s.setOperatorEnv(faults.Env, "") })
+
+	for _, stage := range stages {
+		point := "cutover-" + stage
+		if !slices.Contains([]string{faults.CutoverFenced, faults.CutoverDetached, faults.CutoverOpened}, point) {
+			t.Fatalf("DOLPHIN_E2E_FALLBACK_CRASHES: unknown step %q (fenced, detached, opened)", stage)
+		}
+		// Armed for the whole round: the cutover is held there too, and goes on after it.
+		s.setOperatorEnv(faults.Env, point+"=10s")
+		name := "back-" + stage
+		wayBack := s.createWayBack(name)
+		cl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
+			Spec: dolphinv1.MySQLClusterSpec{Instances: 2, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
+				MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
+				Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
+					Host: s.gateway(), Port: int32(src.Port), AccountSecretName: "old-db", Replicate: true,
+					Fallback: &dolphinv1.ExternalFallback{PrimaryHost: wayBack}}}}}
+		testenv.Eventually(t, 60*time.Second, "the webhook admits "+name, func() error { return s.c.Create(s.ctx, cl) })
+		key := client.ObjectKeyFromObject(cl)
+		primary := s.waitFollowing(key, name+" Following").Status.Topology.Primary
+		s.verifyAndCutOver(key, src, srcDB)
+
+		var p corev1.Pod
+		if err := s.c.Get(s.ctx, client.ObjectKey{Namespace: s.ns, Name: primary}, &p); err != nil {
+			t.Fatal(err)
+		}
+		pdb := s.sqlDBAs("dolphin", s.secretValue(name+"-credentials", "operator-password"), p.Status.PodIP+":3306")
+		s.fallBack(key, src, srcDB, func() {
+			// The roles the other way round: the cluster's primary is the side fenced, the
+			// server the side detached and opened.
+			testenv.Eventually(t, 90*time.Second, "the fall back held "+stage, func() error {
+				return cutoverAt(pdb, srcDB, stage)
+			})
+			t.Logf("%s: the fall back is held %s (%s); killing the operator", name, stage, point)
+			s.crashOperator()
+		})
+		var c dolphinv1.MySQLCluster
+		if err := s.c.Get(s.ctx, key, &c); err != nil {
+			t.Fatal(err)
+		}
+		if rec := c.Status.Topology.ExternalSource.FellBack; rec.Instance != primary {
+			t.Errorf("%s: fell back from %s, the primary was %s", name, rec.Instance, primary)
+		}
+		var ro int
+		if err := pdb.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
+			t.Errorf("%s: the cluster's primary after the fall back: read_only %d (%v), want 1", name, ro, err)
+		}
 		s.deleteCluster(name)
 	}
 }

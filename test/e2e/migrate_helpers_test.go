@@ -9,10 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
+	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -87,4 +89,19 @@ func (s *stack) waitFollowing(key client.ObjectKey, what string) dolphinv1.MySQL
 		return nil
 	})
 	return c
+}
+
+// createWayBack creates, before the cluster named cluster (spec.bootstrap is set at
+// creation), the Service at which the server reaches the cluster's primary on the way back
+// (docs/migrate.md), and returns its ClusterIP: from the host it works (kube-proxy runs there).
+func (s *stack) createWayBack(cluster string) string {
+	s.t.Helper()
+	owner := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: cluster + "-way-back"},
+		Spec: corev1.ServiceSpec{Selector: resources.RoleSelector(owner, dolphinv1.RolePrimary),
+			Ports: []corev1.ServicePort{{Name: "mysql", Port: 3306, TargetPort: intstr.FromInt32(3306)}}}}
+	if err := s.c.Create(s.ctx, svc); err != nil {
+		s.t.Fatal(err)
+	}
+	return svc.Spec.ClusterIP
 }

@@ -13,13 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dolphinv1 "github.com/dolphin-operator/dolphin/api/v1beta1"
 	"github.com/dolphin-operator/dolphin/internal/dbsql/dbtest"
 	"github.com/dolphin-operator/dolphin/internal/objectstore/s3test"
-	"github.com/dolphin-operator/dolphin/internal/resources"
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
@@ -67,21 +65,15 @@ func TestLocalPhysicalCopyFollowsExternalServer(t *testing.T) {
 	// The way back: the server reaches the cluster's primary at a Service of its own, made
 	// before the cluster (spec.bootstrap is set at creation) as docs/migrate.md shows; from the
 	// host its ClusterIP works (kube-proxy runs there).
-	fl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "phys"}}
-	wayBack := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "phys-way-back"},
-		Spec: corev1.ServiceSpec{Selector: resources.RoleSelector(fl, dolphinv1.RolePrimary),
-			Ports: []corev1.ServicePort{{Name: "mysql", Port: 3306, TargetPort: intstr.FromInt32(3306)}}}}
-	if err := s.c.Create(s.ctx, wayBack); err != nil {
-		t.Fatal(err)
-	}
-	fl = &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "phys"},
+	wayBack := s.createWayBack("phys")
+	fl := &dolphinv1.MySQLCluster{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "phys"},
 		Spec: dolphinv1.MySQLClusterSpec{Instances: 2, Storage: dolphinv1.StorageSpec{DeletePolicy: dolphinv1.VolumeDelete},
 			MySQLConfig: map[string]dolphinv1.MySQLConfigValue{"innodb_buffer_pool_size": "32M"},
 			Bootstrap: &dolphinv1.BootstrapSpec{External: &dolphinv1.ExternalSource{
 				Host: s.gateway(), Port: int32(src.Port), AccountSecretName: "old-db", Replicate: true,
 				PhysicalCopy: &dolphinv1.BackupLocation{Path: "migrations/shop/", Store: &dolphinv1.BackupStore{S3: &dolphinv1.S3Store{
 					Endpoint: srv.Endpoint, Bucket: srv.Bucket, Prefix: "e2e/", ForcePathStyle: true, CredentialsSecret: "s3"}}},
-				Fallback: &dolphinv1.ExternalFallback{PrimaryHost: wayBack.Spec.ClusterIP}}}}}
+				Fallback: &dolphinv1.ExternalFallback{PrimaryHost: wayBack}}}}}
 	if err := s.c.Create(s.ctx, fl); err != nil {
 		t.Fatal(err)
 	}
@@ -97,15 +89,16 @@ func TestLocalPhysicalCopyFollowsExternalServer(t *testing.T) {
 	t.Logf("%d rows, %d written on the server during the backup and after it, on both instances", want, acked.Load())
 
 	s.verifyAndCutOver(fkey, src, srcDB)
-	s.fallBack(fkey, src, srcDB)
+	s.fallBack(fkey, src, srcDB, nil)
 }
 
 // fallBack waits until the server src follows the cluster fkey after its cutover (the way
 // back), then asks for the fall back under an application that writes through the primary
-// Service until refused and then to the server: the cluster is FellBack with no endpoint
+// Service until refused and then to the server (held, unless nil, is called once the fall
+// back is asked): the cluster is FellBack with no endpoint
 // behind its primary Service, the server writable and detached, and every write the
 // application was told committed on the server.
-func (s *stack) fallBack(fkey client.ObjectKey, src *dbtest.Instance, srcDB *sql.DB) {
+func (s *stack) fallBack(fkey client.ObjectKey, src *dbtest.Instance, srcDB *sql.DB, held func()) {
 	t := s.t
 	t.Helper()
 	testenv.Eventually(t, 120*time.Second, "the server follows the cluster (the way back)", func() error {
@@ -124,10 +117,13 @@ func (s *stack) fallBack(fkey client.ObjectKey, src *dbtest.Instance, srcDB *sql
 		t.Fatal(err)
 	}
 	w := startMovingWriter(s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second),
-		s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second), 700001)
+		s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second))
 	defer w.stop()
 	time.Sleep(time.Second)
 	s.patchCluster(fkey, func(c *dolphinv1.MySQLCluster) { c.Annotations[dolphinv1.FallBackAnnotation] = "back" })
+	if held != nil {
+		held()
+	}
 	var rec *dolphinv1.CutoverRecord
 	testenv.Eventually(t, 120*time.Second, "fell back", func() error {
 		var c dolphinv1.MySQLCluster

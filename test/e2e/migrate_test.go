@@ -175,7 +175,7 @@ func (s *stack) verifyAndCutOver(fkey client.ObjectKey, src *dbtest.Instance, sr
 		t.Fatal(err)
 	}
 	app := s.sqlDBConnectTimeout("shop", "shop-pw", src.Addr(), time.Second)
-	w := startMovingWriter(app, s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second), 200001)
+	w := startMovingWriter(app, s.sqlDBConnectTimeout("shop", "shop-pw", net.JoinHostPort(svc.Spec.ClusterIP, "3306"), time.Second))
 	defer w.stop()
 
 	// A verification, asked by annotation, while the application writes on the server.
@@ -289,8 +289,14 @@ func (w *movingWriter) ackedIDs() []int {
 	return append([]int(nil), w.acked...)
 }
 
-func startMovingWriter(from, to *sql.DB, firstID int) *movingWriter {
+// movingWriterIDs hands each moving writer its own range of ids: a server outlives several
+// clusters in one test (each cut over and fallen back), and a writer must not collide with
+// the rows of the one before.
+var movingWriterIDs atomic.Int64
+
+func startMovingWriter(from, to *sql.DB) *movingWriter {
 	w := &movingWriter{from: from, to: to, stopc: make(chan struct{}), done: make(chan struct{})}
+	firstID := 200001 + int(movingWriterIDs.Add(1)-1)*100000
 	go func() {
 		defer close(w.done)
 		moved := false
