@@ -72,7 +72,7 @@ func fallback(v ClusterView, d Decision) Decision {
 // interruptedFallBack handles a recorded primary found read-only while a fall back is asked:
 // perhaps fenced by a fall back whose operator stopped before the record. Opening it again
 // before the server was seen would let both take writes. Found detached and writable, the
-// server was opened: the fall back is recorded (done). Not seen: the primary stays as it is
+// server was opened: the fall back is recorded (done), at the primary's executed set. Not seen: the primary stays as it is
 // (done). Otherwise the decision goes on as usual (the primary is opened again).
 func interruptedFallBack(v ClusterView, d Decision) (Decision, bool) {
 	f, seen := v.Fallback, v.FallbackSeen
@@ -82,8 +82,13 @@ func interruptedFallBack(v ClusterView, d Decision) (Decision, bool) {
 	}
 	switch {
 	case seen != nil && seen.Read && seen.Detached && seen.Writable:
+		// The final position is known: the server was opened only once it held all of the
+		// primary's transactions, and the primary has been read-only since its fence.
 		v.FellBack = &CutoverRecord{Source: rp.Name, Instance: f.Source, At: v.Now,
-			Warning: "found fallen back without a record (the operator stopped during the fall back): the final position and the write pause are unknown"}
+			Warning: "found fallen back without a record (the operator stopped during the fall back): the write pause is unknown"}
+		if rp.Status.Executed != nil {
+			v.FellBack.Position = rp.Status.Executed.String()
+		}
 		d = fellBack(v, d)
 		d.FellBack = v.FellBack
 		return d, true

@@ -126,7 +126,7 @@ func TestDecideFellBack(t *testing.T) {
 // after its detach) is pointed at the cluster again once the primary is open.
 func TestDecideFallBackInterrupted(t *testing.T) {
 	fenced := func(seen *FallbackObservation) ClusterView {
-		v := cluster("db-0", inst(0), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, ""))
+		v := cluster("db-0", inst(0).executed("0-1000-50"), inst(1).replicaOf(0, ""), inst(2).replicaOf(0, ""))
 		v.Now = time.Date(2026, 12, 7, 16, 0, 0, 0, time.UTC)
 		v.Fallback = &Fallback{Source: "old-db:3306", PrimaryHost: "db-primary.ns.svc", PrimaryPort: 3306, FallBack: "back"}
 		v.FallbackStarted = &FallbackStart{At: v.Now.Add(-time.Hour)}
@@ -135,7 +135,8 @@ func TestDecideFallBackInterrupted(t *testing.T) {
 	}
 	v := fenced(&FallbackObservation{Read: true, Detached: true, Writable: true})
 	d := Decide(v)
-	if d.FellBack == nil || d.FellBack.Instance != "old-db:3306" || d.State != StateFellBack || len(d.Plan) != 0 {
+	if d.FellBack == nil || d.FellBack.Instance != "old-db:3306" || d.FellBack.Position != "0-1000-50" ||
+		d.State != StateFellBack || len(d.Plan) != 0 {
 		t.Errorf("opened server, no record: fell back %+v, state %s, plan %v (%s)", d.FellBack, d.State, steps(d), d.Message)
 	}
 	for n, r := range Roles(v, d, nil) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,8 +197,10 @@ func TestLocalFallBackSurvivesOperatorCrash(t *testing.T) {
 		if err := s.c.Get(s.ctx, key, &c); err != nil {
 			t.Fatal(err)
 		}
-		if rec := c.Status.Topology.ExternalSource.FellBack; rec.Instance != primary {
-			t.Errorf("%s: fell back from %s, the primary was %s", name, rec.Instance, primary)
+		// Found done (the operator killed after the opening), the position is still known:
+		// the primary's, fenced since.
+		if rec, want := c.Status.Topology.ExternalSource.FellBack, net.JoinHostPort(s.gateway(), strconv.Itoa(src.Port)); rec.Instance != want || rec.Position == "" {
+			t.Errorf("%s: fell back to %s at %q, want the server %s at a position", name, rec.Instance, rec.Position, want)
 		}
 		var ro int
 		if err := pdb.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
