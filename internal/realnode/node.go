@@ -280,14 +280,8 @@ func (n *Node) AddOns() []localcluster.AddOn {
 // pods use), through ctr.
 func (n *Node) ImportImages(ctx context.Context, archives ...string) error {
 	for _, a := range archives {
-		abs, err := filepath.Abs(a)
-		if err != nil {
-			return fmt.Errorf("image archive %s: %w", a, err)
-		}
-		cmd := exec.CommandContext(ctx, filepath.Join(n.opts.BinDir, "ctr"), "--address", n.layout.ContainerdSocket(),
-			"--namespace", "k8s.io", "images", "import", abs)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("importing %s into containerd: %w: %s", a, err, strings.TrimSpace(string(out)))
+		if err := importArchive(ctx, n.opts.BinDir, n.layout.ContainerdSocket(), a); err != nil {
+			return err
 		}
 	}
 	return nil
