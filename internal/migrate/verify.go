@@ -78,7 +78,6 @@ func Verify(ctx context.Context, source, target *sql.DB, tables []string, timeou
 		for _, q := range qs {
 			if _, serr := target.ExecContext(uctx, q); serr != nil {
 				err = errors.Join(err, fmt.Errorf("restoring the target's replication (%s): %w", q, serr))
-				return
 			}
 		}
 	}()

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
 )
 
@@ -54,27 +56,64 @@ func seedKey(archives []string) (string, error) {
 }
 
 // seedImages fills the empty containerd root of a node that is not running yet from the seed
-// of archives, making the seed first when there is none. It reports false (and the root
-// empty again) when it could not: the caller imports the archives as before.
+// of archives, making the seed first when there is none. It reports false (and the root as it
+// was) when it could not: the caller imports the archives as before. The root is filled in a
+// folder beside it and renamed into place once whole: a root is never left holding the seed's
+// own metadata databases (a containerd started on them would change the seed).
 func (n *Node) seedImages(ctx context.Context, archives []string) (bool, error) {
 	root := n.layout.ContainerdRoot()
 	if entries, err := os.ReadDir(root); err != nil || len(entries) > 0 {
 		return false, nil // a node started before keeps what its containerd holds
 	}
+	seeds := SeedsDir()
+	if err := os.MkdirAll(seeds, 0o700); err != nil {
+		return false, fmt.Errorf("creating %s: %w", seeds, err)
+	}
+	if same, err := sameFilesystem(seeds, root); err != nil || !same {
+		return false, errors.Join(err, fmt.Errorf("%s and %s are on different filesystems: no hard links between them", seeds, root))
+	}
 	key, err := seedKey(archives)
 	if err != nil {
 		return false, err
 	}
-	seed := filepath.Join(SeedsDir(), key)
+	seed := filepath.Join(seeds, key)
 	if _, err := os.Stat(filepath.Join(seed, "root")); err != nil {
 		if err := makeSeed(ctx, n.opts.BinDir, archives, seed); err != nil {
 			return false, err
 		}
 	}
-	if err := linkSeed(filepath.Join(seed, "root"), root); err != nil {
-		return false, errors.Join(err, emptyDir(root))
+	// Used now: pruning keeps the seeds used last.
+	now := time.Now()
+	_ = os.Chtimes(seed, now, now)
+	filling := root + ".seeding"
+	if err := os.RemoveAll(filling); err != nil { // a fill that was interrupted
+		return false, fmt.Errorf("removing %s: %w", filling, err)
+	}
+	if err := os.Mkdir(filling, 0o700); err != nil {
+		return false, fmt.Errorf("creating %s: %w", filling, err)
+	}
+	if err := linkSeed(filepath.Join(seed, "root"), filling); err != nil {
+		return false, errors.Join(err, os.RemoveAll(filling))
+	}
+	if err := os.Remove(root); err != nil {
+		return false, errors.Join(fmt.Errorf("replacing %s: %w", root, err), os.RemoveAll(filling))
+	}
+	if err := os.Rename(filling, root); err != nil {
+		return false, errors.Join(fmt.Errorf("replacing %s: %w", root, err), os.MkdirAll(root, 0o700))
 	}
 	return true, nil
+}
+
+// sameFilesystem reports whether a and b are on one filesystem (hard links work between them).
+func sameFilesystem(a, b string) (bool, error) {
+	var sa, sb syscall.Stat_t
+	if err := syscall.Stat(a, &sa); err != nil {
+		return false, fmt.Errorf("%s: %w", a, err)
+	}
+	if err := syscall.Stat(b, &sb); err != nil {
+		return false, fmt.Errorf("%s: %w", b, err)
+	}
+	return sa.Dev == sb.Dev, nil
 }
 
 // makeSeed imports archives into a containerd of its own whose root becomes seed/root: made
@@ -84,6 +123,7 @@ func makeSeed(ctx context.Context, binDir string, archives []string, seed string
 	if err := os.MkdirAll(filepath.Dir(seed), 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", filepath.Dir(seed), err)
 	}
+	removeStaleMakings(filepath.Dir(seed))
 	tmp, err := os.MkdirTemp(filepath.Dir(seed), ".making-")
 	if err != nil {
 		return fmt.Errorf("preparing an image seed: %w", err)
@@ -107,11 +147,13 @@ func makeSeed(ctx context.Context, binDir string, archives []string, seed string
 	defer logf.Close()
 	cmd := exec.Command(filepath.Join(binDir, "containerd"), "--config", config)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// It dies with its maker (a killed `dolphin local up`, a test binary timed out).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting containerd for an image seed: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	stopped := false
 	stop := func() error {
 		if stopped {
@@ -141,13 +183,48 @@ func makeSeed(ctx context.Context, binDir string, archives []string, seed string
 	if err := stop(); err != nil {
 		return err
 	}
+	// On disk before it is named: a seed cut short by a power loss would be used forever.
+	if err := syncFilesystem(tmp); err != nil {
+		return err
+	}
 	if err := os.Rename(tmp, seed); err != nil {
 		if _, serr := os.Stat(filepath.Join(seed, "root")); serr == nil {
 			return nil // made meanwhile by another
 		}
 		return fmt.Errorf("keeping the image seed: %w", err)
 	}
-	return pruneSeeds(filepath.Dir(seed), keptSeeds)
+	// Best effort: a seed that could not be removed only takes room.
+	_ = pruneSeeds(filepath.Dir(seed), keptSeeds)
+	return nil
+}
+
+// syncFilesystem flushes the filesystem holding dir to disk (syncfs).
+func syncFilesystem(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// staleMaking is how old a seed being made must be to count as abandoned (its maker killed).
+const staleMaking = time.Hour
+
+// removeStaleMakings removes the folders of seeds whose making (or removal) was abandoned.
+func removeStaleMakings(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && e.IsDir() && (strings.HasPrefix(e.Name(), ".making-") || strings.HasPrefix(e.Name(), ".removing-")) && time.Since(info.ModTime()) > staleMaking {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // seedContainerdConfig is a containerd without the CRI (nothing runs in it): only its
@@ -163,11 +240,14 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
 
 [ttrpc]
   address = %q
-`, root, state, socket, socket+".ttrpc")
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = %q
+`, root, state, socket, socket+".ttrpc", filepath.Join(state, "opt"))
 }
 
 // waitForContainerd waits until the containerd at socket answers (30 s at most).
-func waitForContainerd(ctx context.Context, binDir, socket string, exited <-chan error) error {
+func waitForContainerd(ctx context.Context, binDir, socket string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := exec.CommandContext(ctx, filepath.Join(binDir, "ctr"), "--address", socket, "version").Run()
@@ -175,8 +255,8 @@ func waitForContainerd(ctx context.Context, binDir, socket string, exited <-chan
 			return nil
 		}
 		select {
-		case werr := <-exited:
-			return fmt.Errorf("containerd for an image seed exited: %v", werr)
+		case <-exited:
+			return errors.New("containerd for an image seed exited")
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -210,7 +290,8 @@ func importArchive(ctx context.Context, binDir, socket, archive string) error {
 // folders with one), then every file that is neither a content blob nor in a committed
 // snapshot replaced by a copy of its own.
 func linkSeed(seedRoot, root string) error {
-	if out, err := exec.Command("cp", "-a", "--link", seedRoot+"/.", root+"/").CombinedOutput(); err != nil {
+	// --preserve=xattr named: with -a alone a failure to copy them is silent.
+	if out, err := exec.Command("cp", "-a", "--preserve=xattr", "--link", seedRoot+"/.", root+"/").CombinedOutput(); err != nil {
 		return fmt.Errorf("linking the image seed %s into %s: %w: %s", seedRoot, root, err, strings.TrimSpace(string(out)))
 	}
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -267,7 +348,9 @@ func emptyDir(dir string) error {
 	return errors.Join(errs...)
 }
 
-// pruneSeeds removes the seeds of dir but the keep most recently made (and any being made).
+// pruneSeeds removes the seeds of dir but the keep most recently made or used (and any being
+// made). Each is renamed away before it is removed, so that a process linking from it at
+// that moment fails (its paths are gone) rather than link part of it; that node imports.
 func pruneSeeds(dir string, keep int) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -291,7 +374,12 @@ func pruneSeeds(dir string, keep int) error {
 	slices.SortFunc(seeds, func(a, b seed) int { return b.at.Compare(a.at) })
 	var errs []error
 	for _, s := range seeds[min(keep, len(seeds)):] {
-		errs = append(errs, os.RemoveAll(filepath.Join(dir, s.name)))
+		gone := filepath.Join(dir, ".removing-"+s.name)
+		if err := os.Rename(filepath.Join(dir, s.name), gone); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, os.RemoveAll(gone))
 	}
 	return errors.Join(errs...)
 }

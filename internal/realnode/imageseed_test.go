@@ -2,6 +2,10 @@ package realnode
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +53,8 @@ func TestImageSeedLinksWhatNeverChanges(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the seed's containerd log: %v", err)
 	}
+
+	seedBefore := treeDigest(t, seedRoot)
 
 	second := newNode()
 	began = time.Now()
@@ -104,8 +110,8 @@ func TestImageSeedLinksWhatNeverChanges(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		<-exited
@@ -119,6 +125,18 @@ func TestImageSeedLinksWhatNeverChanges(t *testing.T) {
 	}
 	if got := strings.Fields(string(out)); !slices.Contains(got, images.Pause.References[0]) {
 		t.Errorf("images on the filled root: %v, want %s", got, images.Pause.References[0])
+	}
+
+	// What that containerd does to its root never reaches the seed: the image removed and
+	// its content collected (unlinked) there, the seed holds every file as it was.
+	if out, err := exec.Command(filepath.Join(nodeBin, "ctr"), "--address", socket, "--namespace", "k8s.io", "images", "rm", "--sync", images.Pause.References[0]).CombinedOutput(); err != nil {
+		t.Fatalf("ctr images rm: %v: %s", err, out)
+	}
+	if blobs, _ := os.ReadDir(filepath.Join(root, "io.containerd.content.v1.content/blobs/sha256")); len(blobs) != 0 {
+		t.Logf("%d blobs left in the node's root after the removal", len(blobs))
+	}
+	if after := treeDigest(t, seedRoot); after != seedBefore {
+		t.Errorf("the seed changed while a containerd used a root made from it")
 	}
 
 	// A root that holds something (a node started before) keeps it.
@@ -171,4 +189,36 @@ func TestPruneSeedsKeepsTheNewest(t *testing.T) {
 	if want := []string{".making-1", "a", "b", "c"}; !slices.Equal(left, want) {
 		t.Errorf("left %v, want %v", left, want)
 	}
+}
+
+// treeDigest is a digest of every file under dir: its path, mode, size and content.
+func treeDigest(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		fmt.Fprintf(h, "%s %v %d\n", rel, info.Mode(), info.Size())
+		if d.Type().IsRegular() {
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := io.Copy(h, f); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -119,6 +119,7 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 		if rec.Instance != primary {
 			t.Errorf("%s: cut over to %s, the following primary was %s", name, rec.Instance, primary)
 		}
+		wantFoundDone(t, name, stage, rec.Warning)
 		var ro int
 		if err := srcDB.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
 			t.Errorf("%s: the server after the cutover: read_only %d (%v), want 1", name, ro, err)
@@ -199,14 +200,26 @@ func TestLocalFallBackSurvivesOperatorCrash(t *testing.T) {
 		}
 		// Found done (the operator killed after the opening), the position is still known:
 		// the primary's, fenced since.
-		if rec, want := c.Status.Topology.ExternalSource.FellBack, net.JoinHostPort(s.gateway(), strconv.Itoa(src.Port)); rec.Instance != want || rec.Position == "" {
+		rec := c.Status.Topology.ExternalSource.FellBack
+		if want := net.JoinHostPort(s.gateway(), strconv.Itoa(src.Port)); rec.Instance != want || rec.Position == "" {
 			t.Errorf("%s: fell back to %s at %q, want the server %s at a position", name, rec.Instance, rec.Position, want)
 		}
+		wantFoundDone(t, name, stage, rec.Warning)
 		var ro int
 		if err := pdb.QueryRow("SELECT @@read_only").Scan(&ro); err != nil || ro != 1 {
 			t.Errorf("%s: the cluster's primary after the fall back: read_only %d (%v), want 1", name, ro, err)
 		}
 		s.deleteCluster(name)
+	}
+}
+
+// wantFoundDone checks that a move held at stage was found done by the next operator exactly
+// when the operator was killed after the opening (its record's warning says so), and made
+// again otherwise.
+func wantFoundDone(t *testing.T, name, stage, warning string) {
+	t.Helper()
+	if found := strings.Contains(warning, "without a record"); found != (stage == "opened") {
+		t.Errorf("%s: held %s, the record's warning %q: want it found done only when held opened", name, stage, warning)
 	}
 }
 
