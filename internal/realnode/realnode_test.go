@@ -148,9 +148,12 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 			},
 		},
 	}
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// A node up in two seconds (its images linked from a seed) can be ahead of the controller
+	// manager's default ServiceAccount, without which the API server refuses the pod.
+	testenv.Eventually(t, 60*time.Second, "the pod created", func() error {
+		_, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
 	created := time.Now()
 	testenv.Eventually(t, 120*time.Second, "pod Ready", func() error {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
