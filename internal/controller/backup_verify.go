@@ -88,7 +88,13 @@ func (r *MySQLBackupReconciler) verify(ctx context.Context, b *dolphinv1.MySQLBa
 func (r *MySQLBackupReconciler) followVerification(ctx context.Context, b *dolphinv1.MySQLBackup) (reconcile.Result, error) {
 	v := b.Status.Verification
 	var pod corev1.Pod
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: v.Pod}, &pod)
+	key := types.NamespacedName{Namespace: b.Namespace, Name: v.Pod}
+	err := r.Client.Get(ctx, key, &pod)
+	if apierrors.IsNotFound(err) {
+		// The cache may not have seen a pod created a moment ago (the status update that
+		// recorded it wakes this reconcile at once): gone only if the API server says so.
+		err = liveReader(r.APIReader, r.Client).Get(ctx, key, &pod)
+	}
 	if apierrors.IsNotFound(err) {
 		return r.endVerification(ctx, b, v.Request, dolphinv1.VerificationFailed, "the verification pod "+v.Pod+" disappeared before it ended")
 	}
