@@ -16,9 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dolphin-operator/dolphin/internal/localcluster"
+	"github.com/dolphin-operator/dolphin/internal/nosync"
 )
 
 // An image seed is a containerd root into which a set of image archives was imported once
@@ -184,7 +183,7 @@ func makeSeed(ctx context.Context, binDir string, archives []string, seed string
 		return err
 	}
 	// On disk before it is named: a seed cut short by a power loss would be used forever.
-	if err := syncFilesystem(tmp); err != nil {
+	if err := nosync.SyncFilesystem(tmp); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, seed); err != nil {
@@ -195,19 +194,6 @@ func makeSeed(ctx context.Context, binDir string, archives []string, seed string
 	}
 	// Best effort: a seed that could not be removed only takes room.
 	_ = pruneSeeds(filepath.Dir(seed), keptSeeds)
-	return nil
-}
-
-// syncFilesystem flushes the filesystem holding dir to disk (syncfs).
-func syncFilesystem(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dolphin-operator/dolphin/internal/migrate"
 	"github.com/dolphin-operator/dolphin/internal/mycnf"
+	"github.com/dolphin-operator/dolphin/internal/nosync"
 )
 
 // ExternalOptions configures FromExternal.
@@ -135,7 +136,7 @@ func FromExternal(ctx context.Context, o ExternalOptions) (ExternalResult, error
 	// The temporary server flushed nothing commit by commit, and a clean shutdown does not
 	// sync every file (.frm, Aria, the binary log) nor the renames: all of it must be on disk
 	// before a marker says the directory holds data.
-	if err := syncFilesystem(o.DataDir); err != nil {
+	if err := nosync.SyncFilesystem(o.DataDir); err != nil {
 		return res, fmt.Errorf("external copy: syncing %s: %w", o.DataDir, err)
 	}
 	mk := Marker{Source: "external copy from " + o.Source.Describe(), GTIDPosition: res.GTIDPosition, RestoredAt: time.Now().UTC()}

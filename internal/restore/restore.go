@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/dolphin-operator/dolphin/internal/backup"
+	"github.com/dolphin-operator/dolphin/internal/nosync"
 	"github.com/dolphin-operator/dolphin/internal/objectstore"
 )
 
@@ -226,7 +227,7 @@ func (o *Options) seed(ctx context.Context, what string, mysql error, required [
 	}
 	mk.RestoredAt = time.Now().UTC().Truncate(time.Second)
 	// The markers say the data is complete: it must be on disk before they are.
-	if err := syncFilesystem(dataDir); err != nil {
+	if err := nosync.SyncFilesystem(dataDir); err != nil {
 		return Result{}, fmt.Errorf("%s: %w; the next attempt starts over", what, err)
 	}
 	if err := writeMarkers(dataDir, mk); err != nil {

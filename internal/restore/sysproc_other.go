@@ -9,9 +9,3 @@ import "syscall"
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
-
-// syncFilesystem writes everything cached to disk (sync: no syncfs outside Linux).
-func syncFilesystem(string) error {
-	syscall.Sync()
-	return nil
-}
