@@ -22,15 +22,26 @@ import (
 	"github.com/dolphin-operator/dolphin/internal/testenv"
 )
 
-// cutoverCrashStages are the steps of a cutover at which TestLocalCutoverSurvivesOperatorCrash
-// kills the operator: DOLPHIN_E2E_CUTOVER_CRASHES (comma-separated, of fenced, detached,
-// opened); none by default (each step costs about a minute and a half on top of the default
-// end-to-end run, already near its hour): `make test-cutover-crashes` runs all three.
-func cutoverCrashStages() []string {
-	if v := os.Getenv("DOLPHIN_E2E_CUTOVER_CRASHES"); v != "" {
-		return strings.Split(v, ",")
+// crashStages are the steps of a cutover (or of a fall back) at which a crash test kills the
+// operator, from the environment variable env (comma-separated, of fenced, detached, opened),
+// each with its fault point: DOLPHIN_E2E_CUTOVER_CRASHES for TestLocalCutoverSurvivesOperatorCrash,
+// DOLPHIN_E2E_FALLBACK_CRASHES for TestLocalFallBackSurvivesOperatorCrash. None by default, and
+// the test skips (each step costs a minute and a half or more on top of the default end-to-end
+// run): `make test-cutover-crashes` runs all three of both.
+func crashStages(t *testing.T, env string) (stages, points []string) {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		t.Skipf("opt-in: make test-cutover-crashes (%s=fenced,detached,opened)", env)
 	}
-	return nil
+	for _, stage := range strings.Split(v, ",") {
+		point := "cutover-" + stage
+		if !slices.Contains([]string{faults.CutoverFenced, faults.CutoverDetached, faults.CutoverOpened}, point) {
+			t.Fatalf("%s: unknown step %q (fenced, detached, opened)", env, stage)
+		}
+		stages, points = append(stages, stage), append(points, point)
+	}
+	return stages, points
 }
 
 // TestLocalCutoverSurvivesOperatorCrash: the operator is killed (-9, its pod deleted, as when
@@ -43,10 +54,7 @@ func cutoverCrashStages() []string {
 // write acknowledged on either side is in the cluster, and nothing was written on the server
 // but the fence.
 func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
-	stages := cutoverCrashStages()
-	if len(stages) == 0 {
-		t.Skip("opt-in: make test-cutover-crashes (DOLPHIN_E2E_CUTOVER_CRASHES=fenced,detached,opened)")
-	}
+	stages, points := crashStages(t, "DOLPHIN_E2E_CUTOVER_CRASHES")
 	s := upStack(t)
 	if s.node != nodeReal {
 		t.Skip("the operator runs as a Deployment (killed and replaced) on the real node only")
@@ -54,11 +62,8 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 	src, srcDB := s.startHostServer("SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS")
 	t.Cleanup(func() { s.setOperatorEnv(faults.Env, "") })
 
-	for _, stage := range stages {
-		point := "cutover-" + stage
-		if !slices.Contains([]string{faults.CutoverFenced, faults.CutoverDetached, faults.CutoverOpened}, point) {
-			t.Fatalf("DOLPHIN_E2E_CUTOVER_CRASHES: unknown step %q (fenced, detached, opened)", stage)
-		}
+	for i, stage := range stages {
+		point := points[i]
 		s.setOperatorEnv(faults.Env, point+"=10s")
 		if _, err := srcDB.Exec("SET GLOBAL read_only = OFF"); err != nil { // the last round fenced it
 			t.Fatal(err)
@@ -129,16 +134,6 @@ func TestLocalCutoverSurvivesOperatorCrash(t *testing.T) {
 	}
 }
 
-// fallBackCrashStages are the steps of a fall back at which
-// TestLocalFallBackSurvivesOperatorCrash kills the operator: DOLPHIN_E2E_FALLBACK_CRASHES, as
-// cutoverCrashStages (`make test-cutover-crashes` runs all three).
-func fallBackCrashStages() []string {
-	if v := os.Getenv("DOLPHIN_E2E_FALLBACK_CRASHES"); v != "" {
-		return strings.Split(v, ",")
-	}
-	return nil
-}
-
 // TestLocalFallBackSurvivesOperatorCrash: the way back, with the operator killed (-9, its pod
 // deleted) in the middle of the fall back, at a step held open by the same fault points as
 // the cutover's (the fall back is a cutover the other way round): after the cluster's primary
@@ -149,10 +144,7 @@ func fallBackCrashStages() []string {
 // refused, then to the server. The operator that takes over finishes the fall back: the
 // cluster is FellBack, the server writable and detached, every acknowledged write on it.
 func TestLocalFallBackSurvivesOperatorCrash(t *testing.T) {
-	stages := fallBackCrashStages()
-	if len(stages) == 0 {
-		t.Skip("opt-in: make test-cutover-crashes (DOLPHIN_E2E_FALLBACK_CRASHES=fenced,detached,opened)")
-	}
+	stages, points := crashStages(t, "DOLPHIN_E2E_FALLBACK_CRASHES")
 	s := upStack(t)
 	if s.node != nodeReal {
 		t.Skip("the operator runs as a Deployment (killed and replaced) on the real node only")
@@ -160,11 +152,8 @@ func TestLocalFallBackSurvivesOperatorCrash(t *testing.T) {
 	src, srcDB := s.startHostServer("SELECT, SHOW VIEW, TRIGGER, EVENT, REPLICATION SLAVE, BINLOG MONITOR, READ_ONLY ADMIN, CONNECTION ADMIN, PROCESS, REPLICATION SLAVE ADMIN, SLAVE MONITOR, RELOAD")
 	t.Cleanup(func() { s.setOperatorEnv(faults.Env, "") })
 
-	for _, stage := range stages {
-		point := "cutover-" + stage
-		if !slices.Contains([]string{faults.CutoverFenced, faults.CutoverDetached, faults.CutoverOpened}, point) {
-			t.Fatalf("DOLPHIN_E2E_FALLBACK_CRASHES: unknown step %q (fenced, detached, opened)", stage)
-		}
+	for i, stage := range stages {
+		point := points[i]
 		// Armed for the whole round: the cutover is held there too, and goes on after it.
 		s.setOperatorEnv(faults.Env, point+"=10s")
 		name := "back-" + stage
