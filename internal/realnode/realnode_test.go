@@ -220,6 +220,8 @@ func TestRealNodeRunsPodsFromImagesBuiltHere(t *testing.T) {
 		return err
 	})
 
+	kubeletRetriesOnAnAnnotation(ctx, t, cs, image, dir)
+
 	// Down leaves nothing behind.
 	downed = true
 	if err := Down(ctx, cp, opts); err != nil {

@@ -141,3 +141,8 @@ func InstancesToRun(c *dolphinv1.MySQLCluster) int32 {
 	}
 	return c.Spec.Instances
 }
+
+// KubeletRetryAnnotation is set by the operator on a new instance pod, to the time, to make the
+// kubelet sync the pod again at once when a race of Kubernetes' own put its start aside for the
+// kubelet's pod-sync back-off (internal/controller/cluster_pod_start.go). It changes nothing else.
+const KubeletRetryAnnotation = "mysql.dolphin.dev/kubelet-retry"

@@ -135,9 +135,12 @@ func (e *Engine) disconnectFormerPrimaryClients(ctx context.Context, members []M
 
 // disconnectFormer does step of formerPrimaryDisconnects on the former primary f.
 func (e *Engine) disconnectFormer(ctx context.Context, members []Member, views []InstanceView, f formerPrimary, step int) {
+	var view InstanceView
 	answered := false
 	for _, v := range views {
-		answered = answered || v.Name == f.name && v.Reachable()
+		if v.Name == f.name && v.Reachable() {
+			view, answered = v, true
+		}
 	}
 	if !answered {
 		return // a hung server would hold the cycle up; try again at the next one
@@ -159,8 +162,12 @@ func (e *Engine) disconnectFormer(ctx context.Context, members []Member, views [
 				delete(e.loginsChecked, m.Addr())
 				e.mu.Unlock()
 			case 1:
-				// Only this refusal ends: a server restarted since keeps its start-up one.
-				err = e.resetInitConnectIf(kctx, in, refusedLogin)
+				// Only this refusal ends. A server restarted in its start-up period gets its
+				// start-up refusal back: step 0 replaced it, and ending both at once opened a
+				// restarted former primary to application logins 1 s after its start, while a
+				// loaded node's kube-proxy still sent it the primary Service's clients (stale
+				// reads in the chaos suite, pod-delete-during-failover, 2026-12-07).
+				err = e.resetInitConnectIf(kctx, in, refusedLogin, e.initConnectAfterRefusal(view))
 			}
 			if err == nil {
 				// Dolphin's own connections stay, busy or not: after a rollout restarted the
@@ -238,9 +245,15 @@ func (e *Engine) restoreRefusedLogins(ctx context.Context, members []Member, vie
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, max(e.cfg.ObserveTimeout, time.Second))
+		var view InstanceView
+		for _, v := range views {
+			if v.Name == m.Name {
+				view = v
+			}
+		}
 		v, err := in.GlobalVariable(cctx, "init_connect")
 		if err == nil && v == refusedLogin {
-			if err = e.setInitConnect(cctx, in, ""); err == nil {
+			if err = e.setInitConnect(cctx, in, e.initConnectAfterRefusal(view)); err == nil {
 				e.cfg.Log.Info("put back init_connect on a former primary an earlier engine left refusing logins", "instance", m.Name)
 			}
 		}
@@ -264,12 +277,12 @@ type startupRefusalReader interface {
 // server is promoted, or its start-up period is over. Any other init_connect (the cluster's,
 // a former primary's refusal) is left alone.
 func (e *Engine) liftStartupRefusal(ctx context.Context, in startupRefusalReader) error {
-	return e.resetInitConnectIf(ctx, in, mycnf.StartupLoginRefusal)
+	return e.resetInitConnectIf(ctx, in, mycnf.StartupLoginRefusal, "")
 }
 
-// resetInitConnectIf puts the configured init_connect back (setInitConnect "") when the
-// server's is refusal.
-func (e *Engine) resetInitConnectIf(ctx context.Context, in startupRefusalReader, refusal string) error {
+// resetInitConnectIf sets init_connect to then (setInitConnect: "" is the configured value)
+// when the server's is refusal.
+func (e *Engine) resetInitConnectIf(ctx context.Context, in startupRefusalReader, refusal, then string) error {
 	v, err := in.GlobalVariable(ctx, "init_connect")
 	if err != nil {
 		return fmt.Errorf("reading init_connect: %w", err)
@@ -277,7 +290,22 @@ func (e *Engine) resetInitConnectIf(ctx context.Context, in startupRefusalReader
 	if v != refusal {
 		return nil
 	}
-	return e.setInitConnect(ctx, in, "")
+	return e.setInitConnect(ctx, in, then)
+}
+
+// initConnectAfterRefusal is what a former primary's refusal gives way to (setInitConnect's
+// value): the start-up refusal while the server is in its start-up period (it ends by itself
+// with the uptime, and liftExpiredStartupRefusals takes it off after), unless the cluster
+// configures init_connect (whose value ends the start-up refusal anyway); otherwise "", the
+// configured value. view is the server's observation this cycle.
+func (e *Engine) initConnectAfterRefusal(view InstanceView) string {
+	e.mu.Lock()
+	_, configured := e.state.Variables["init_connect"]
+	e.mu.Unlock()
+	if configured || view.Status == nil || view.Status.Uptime >= mycnf.StartupRefusalPeriod {
+		return ""
+	}
+	return mycnf.StartupLoginRefusal
 }
 
 // liftExpiredStartupRefusals takes the start-up refusal off every answering server whose

@@ -99,3 +99,77 @@ func TestServerStartupRefusalEndsWithTheConfirmedRole(t *testing.T) {
 	// Dolphin's own account was never refused: the engine observed and acted throughout.
 	h.converge("healthy", healthyWith("db-0"))
 }
+
+// A primary killed and restarted in place after the failover — the engine reaches it only once
+// it answers again, inside its start-up period — keeps refusing application logins until that
+// period is over: the former primary's refusal (step 0) replaced the start-up one, and its end
+// (step 1, formerPrimaryRefusal after the promotion) must give the start-up refusal back, not
+// open the server. Before, a restarted former primary took logins ~1 s after its start, while a
+// loaded node's kube-proxy still sent it clients of the primary Service (stale reads in the
+// chaos suite, pod-delete-during-failover, 2026-12-07).
+func TestServerRestartedFormerPrimaryKeepsItsStartupRefusal(t *testing.T) {
+	h := newHarness(t, 2)
+	h.converge("two instances healthy", healthyWith("db-0"))
+	h.createAppAccount()
+	startArgs := []string{"--init-rpl-role=SLAVE", "--init-connect=" + mycnf.StartupLoginRefusal}
+	initConnect := func() string { return h.globalString(0, "SHOW GLOBAL VARIABLES LIKE 'init_connect'") }
+	uptime := func() time.Duration {
+		n, err := strconv.Atoi(h.globalString(0, "SHOW GLOBAL STATUS LIKE 'Uptime'"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(n) * time.Second
+	}
+	appLogin := func() error {
+		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s",
+			appAccount.User, appAccount.Password, h.db.Instances[0].Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		return db.PingContext(context.Background())
+	}
+
+	h.db.Instances[0].Kill(t)
+	h.converge("failed over to db-1", func(d Decision) bool { return d.Primary == "db-1" && len(d.Plan) == 0 })
+	h.db.Instances[0].Start(t, startArgs...)
+	// The engine's cycles until the former primary's refusal is over (step 1).
+	sawRefusal := false
+	for deadline := time.Now().Add(formerPrimaryRefusal + 10*time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err := h.e.Cycle(context.Background()); err != nil {
+			t.Logf("cycle: %v", err)
+		}
+		v := initConnect()
+		if v == refusedLogin {
+			sawRefusal = true
+			continue
+		}
+		if sawRefusal {
+			break
+		}
+	}
+	if !sawRefusal {
+		t.Fatalf("the restarted former primary never got the former primary's refusal (init_connect %q)", initConnect())
+	}
+	v, up, loginErr := initConnect(), uptime(), appLogin()
+	switch {
+	case up >= mycnf.StartupRefusalPeriod:
+		t.Logf("the former primary's refusal ended at uptime %s, past the start-up period: nothing to judge (init_connect %q)", up, v)
+	case v != mycnf.StartupLoginRefusal:
+		t.Errorf("the former primary's refusal ended at uptime %s with init_connect %q: want the start-up refusal back", up, v)
+	case loginErr == nil:
+		t.Errorf("an application login was taken at uptime %s, inside the start-up period", up)
+	default:
+		t.Logf("at uptime %s the former primary still refuses application logins (%v)", up, loginErr)
+	}
+	// Past the period the engine takes the start-up refusal off, and logins are taken.
+	for deadline := time.Now().Add(mycnf.StartupRefusalPeriod + 10*time.Second); time.Now().Before(deadline) && initConnect() != ""; time.Sleep(200 * time.Millisecond) {
+		h.e.Cycle(context.Background()) //nolint:errcheck // converging; judged below
+	}
+	if v := initConnect(); v != "" {
+		t.Errorf("init_connect past the start-up period %q, want the default (empty)", v)
+	}
+	if err := appLogin(); err != nil {
+		t.Errorf("the former primary refuses application logins past its start-up period: %v", err)
+	}
+}

@@ -399,6 +399,31 @@ func (s *stack) kubeletVolumeBackoffs() (pods map[string]string, ok bool) {
 	return volumeBackoffs(string(b)), true
 }
 
+// operatorKubeletRetries counts the pods the operator asked the kubelet to sync again over the
+// run (KubeletRetry events on the clusters, about a pod: docs/design/0069), by pod.
+func (s *stack) operatorKubeletRetries() map[string]int {
+	s.t.Helper()
+	var events corev1.EventList
+	if err := s.c.List(s.ctx, &events, client.InNamespace(s.ns)); err != nil {
+		s.t.Errorf("listing events: %v", err)
+		return nil
+	}
+	pods := map[string]int{}
+	for _, e := range events.Items {
+		if e.Reason != "KubeletRetry" || e.Related == nil {
+			continue
+		}
+		n := 1
+		if e.Series != nil {
+			n = int(e.Series.Count)
+		} else if e.Count > 1 {
+			n = int(e.Count)
+		}
+		pods[e.Related.Name] += n
+	}
+	return pods
+}
+
 // volumeBackoffs maps each pod a kubelet log shows set aside for a volume it could not process
 // to the first such cause.
 func volumeBackoffs(log string) map[string]string {

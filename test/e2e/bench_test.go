@@ -165,6 +165,11 @@ func TestBenchLocal(t *testing.T) {
 		for pod, cause := range pods {
 			t.Logf("the kubelet set %s aside for 10-15 s: %s", pod, cause)
 		}
+		retries := s.operatorKubeletRetries()
+		readyLine += fmt.Sprintf(" operator_kubelet_retries=%d", len(retries))
+		for pod, n := range retries {
+			t.Logf("the operator asked the kubelet to sync %s again (%d time(s), docs/design/0069)", pod, n)
+		}
 	}
 	line := fmt.Sprintf("local node="+s.node+" apply_to_ready=%.2fs apply_to_ready_p99=%.2fs ready_rounds=%d hung_p50=%.2fs hung_p99=%.2fs killed_p50=%.2fs killed_p99=%.2fs rounds=%d lost_acked_writes=%d",
 		pctl(totals, 50), pctl(totals, 99), len(totals), pctl(outages["hung"], 50), pctl(outages["hung"], 99), pctl(outages["killed"], 50), pctl(outages["killed"], 99), rounds, lost)
