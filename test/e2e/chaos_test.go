@@ -402,7 +402,7 @@ func chaosVerdict(t *testing.T, s *stack, checker *chaos.Checker, kinds []chaosF
 		shown := map[string]int{}
 		for _, r := range checker.StaleReads() {
 			if shown[r.Fault]++; shown[r.Fault] <= 3 {
-				t.Logf("stale read at %s in %s: read %d from server_id %d, %d was known committed", r.At.UTC().Format("15:04:05.000"), r.Fault, r.Got, r.ServerID, r.Want)
+				t.Logf("stale read at %s in %s: read %d from server_id %d, %d was known committed (session %s)", r.At.UTC().Format("15:04:05.000"), r.Fault, r.Got, r.ServerID, r.Want, r.Client)
 			}
 		}
 	}
