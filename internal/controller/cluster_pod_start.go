@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +27,8 @@ const (
 	// kubeletRetryAfter is how long a pod's sandbox may stay not ready, from the kubelet's
 	// first status of the pod and from the last retry asked, before the kubelet is asked to
 	// sync the pod again. A healthy pod's volumes and sandbox take well under a second here.
+	// The condition's time reaches the API in whole seconds (cut down), so the first retry
+	// comes 1–2 s after the kubelet's first sync.
 	kubeletRetryAfter = 2 * time.Second
 	// kubeletRetryWindow bounds the retries to the start of a pod: a pod whose sandbox is not
 	// ready after it waits for something other than a race (a volume that cannot mount, a
@@ -48,15 +49,23 @@ func kubeletRetryDue(pod *corev1.Pod, now time.Time) (retry bool, lookAgain time
 	if !ok {
 		return false, 0
 	}
-	if since.After(now) { // the node's clock is ahead of ours
+	switch {
+	case since.After(now.Add(kubeletRetryAfter)):
+		// The node's clock is well ahead of ours: no telling how long the pod has waited.
+		return false, 0
+	case since.After(now):
 		since = now
 	}
-	if now.Sub(since) > kubeletRetryWindow {
+	end := since.Add(kubeletRetryWindow)
+	if now.After(end) {
 		return false, 0
 	}
 	due := since.Add(kubeletRetryAfter)
 	if last, err := time.Parse(time.RFC3339Nano, pod.Annotations[resources.KubeletRetryAnnotation]); err == nil && last.Add(kubeletRetryAfter).After(due) {
 		due = last.Add(kubeletRetryAfter)
+	}
+	if due.After(end) { // the last retry was near the window's end (or dated ahead by hand)
+		return false, 0
 	}
 	if now.Before(due) {
 		return false, due.Sub(now)
@@ -98,15 +107,24 @@ func claimsBoundFor(pod *corev1.Pod, claims []corev1.PersistentVolumeClaim) bool
 
 // reconcilePodStart asks the kubelet to sync again each pod of the cluster whose start a race
 // of Kubernetes' own put aside (kubeletRetryDue), and looks again while a pod may still need
-// it. A failed patch is logged, not returned: the kubelet retries by itself in 10–15 s.
+// it. It is best effort — the kubelet retries by itself in 10–15 s — so its failures are
+// logged and looked at again, never returned (they would hold back the cluster's status).
 func (r *MySQLClusterReconciler) reconcilePodStart(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome) error {
+	r.retryPodStarts(ctx, c, out, time.Now())
+	return nil
+}
+
+// retryPodStarts is reconcilePodStart at the time now.
+func (r *MySQLClusterReconciler) retryPodStarts(ctx context.Context, c *dolphinv1.MySQLCluster, out *stepOutcome, now time.Time) {
+	logger := log.FromContext(ctx)
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(resources.SelectorLabels(c))); err != nil {
-		return fmt.Errorf("listing pods: %w", err)
+		logger.Info("pod start: could not list the pods", "error", err.Error())
+		out.after(kubeletRetryAfter, "the pods could not be listed for their start")
+		return
 	}
 	var claims []corev1.PersistentVolumeClaim
 	claimsRead := false
-	now := time.Now()
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		retry, lookAgain := kubeletRetryDue(pod, now)
@@ -117,31 +135,33 @@ func (r *MySQLClusterReconciler) reconcilePodStart(ctx context.Context, c *dolph
 		if !claimsRead {
 			var err error
 			if claims, err = r.dataClaims(ctx, c); err != nil {
-				return err
+				logger.Info("pod start: could not list the claims", "error", err.Error())
+				out.after(kubeletRetryAfter, "the claims could not be listed for a pod's start")
+				return
 			}
 			claimsRead = true
 		}
 		if !claimsBoundFor(pod, claims) {
 			// The kubelet's own retry is as good until the claim is Bound; the claim's update
-			// wakes the cluster (claims are watched).
+			// wakes the cluster (claims are watched). A claim the pod template adds beside the
+			// data claim is not Dolphin's to read: such a pod is left to the kubelet.
 			continue
 		}
+		out.after(kubeletRetryAfter, "a new pod's sandbox is not ready yet")
 		patch := client.MergeFrom(pod.DeepCopy())
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
 		}
 		pod.Annotations[resources.KubeletRetryAnnotation] = now.UTC().Format(time.RFC3339Nano)
 		if err := r.Client.Patch(ctx, pod, patch); err != nil {
-			log.FromContext(ctx).Info("could not ask the kubelet to sync a pod again", "pod", pod.Name, "error", err.Error())
+			logger.Info("pod start: could not ask the kubelet to sync a pod again", "pod", pod.Name, "error", err.Error())
 			continue
 		}
-		log.FromContext(ctx).Info("asked the kubelet to sync a pod again: its sandbox is not ready and its claims are Bound", "pod", pod.Name)
+		logger.Info("asked the kubelet to sync a pod again: its sandbox is not ready and its claims are Bound", "pod", pod.Name)
 		r.eventAbout(c, pod, corev1.EventTypeNormal, "KubeletRetry", "PodStart",
 			"Pod %s: sandbox not ready %s after the kubelet first saw it, every claim Bound; asked the kubelet to sync it again instead of waiting for its back-off",
 			pod.Name, sandboxWait(pod, now))
-		out.after(kubeletRetryAfter, "a new pod's sandbox is not ready yet")
 	}
-	return nil
 }
 
 // sandboxWait is how long pod's sandbox has been not ready, for the event.

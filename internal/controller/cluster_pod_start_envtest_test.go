@@ -79,16 +79,15 @@ func TestEnvtestPodStartRetriesAPodTheKubeletSetAside(t *testing.T) {
 
 	rec := events.NewFakeRecorder(100)
 	r := &MySQLClusterReconciler{Client: c, Scheme: envScheme, Recorder: rec}
-	run := func() (stepOutcome, map[string]string) {
+	now := time.Now() // the runs' times are given: a slow machine does not change what is due
+	run := func(at time.Time) (stepOutcome, map[string]string) {
 		t.Helper()
 		var out stepOutcome
-		if err := r.reconcilePodStart(ctrl.LoggerInto(ctx, ctrl.Log), getCluster(t, c, key), &out); err != nil {
-			t.Fatal(err)
-		}
+		r.retryPodStarts(ctrl.LoggerInto(ctx, ctrl.Log), getCluster(t, c, key), &out, at)
 		return out, retryAnnotations(t, c, ns)
 	}
 
-	out, got := run()
+	out, got := run(now)
 	if got["db-0"] == "" || got["db-1"] != "" || got["db-2"] != "" {
 		t.Fatalf("retry annotations %v: want db-0's only (db-1's claim Pending, db-2's sandbox ready)", got)
 	}
@@ -105,12 +104,20 @@ func TestEnvtestPodStartRetriesAPodTheKubeletSetAside(t *testing.T) {
 	}
 
 	first := got["db-0"]
-	out, got = run()
+	out, got = run(now.Add(500 * time.Millisecond))
 	if got["db-0"] != first || got["db-1"] != "" {
-		t.Errorf("a second run right after retried again: %v (first %q)", got, first)
+		t.Errorf("a second run 0.5 s later retried again: %v (first %q)", got, first)
 	}
-	if out.requeueAfter <= 0 || out.requeueAfter > kubeletRetryAfter {
-		t.Errorf("second run: asked to look again after %v, want within %v", out.requeueAfter, kubeletRetryAfter)
+	if want := kubeletRetryAfter - 500*time.Millisecond; out.requeueAfter != want {
+		t.Errorf("second run: asked to look again after %v, want %v (when db-0's next retry is due)", out.requeueAfter, want)
+	}
+	select {
+	case e := <-rec.Events:
+		t.Errorf("the second run recorded an event: %q", e)
+	default:
+	}
+	if _, got = run(now.Add(kubeletRetryAfter)); got["db-0"] == first {
+		t.Errorf("db-0's sandbox still not ready %v after the first retry: want another, annotations %v", kubeletRetryAfter, got)
 	}
 
 	var claim corev1.PersistentVolumeClaim
@@ -121,7 +128,7 @@ func TestEnvtestPodStartRetriesAPodTheKubeletSetAside(t *testing.T) {
 	if err := c.Status().Update(ctx, &claim); err != nil {
 		t.Fatal(err)
 	}
-	if _, got = run(); got["db-1"] == "" {
+	if _, got = run(now.Add(kubeletRetryAfter + time.Second)); got["db-1"] == "" {
 		t.Errorf("db-1's claim is Bound now: want it retried, annotations %v", got)
 	}
 }

@@ -76,8 +76,20 @@ func TestKubeletRetryDue(t *testing.T) {
 			p.DeletionTimestamp = &metav1.Time{Time: t0}
 			return p
 		}, t0.Add(5 * time.Second), want{false, 0}},
-		{"node clock ahead: counted from now", func() *corev1.Pod { return startingPod(t0.Add(10 * time.Second)) }, t0,
+		{"node clock a little ahead: counted from now", func() *corev1.Pod { return startingPod(t0.Add(time.Second)) }, t0,
 			want{false, kubeletRetryAfter}},
+		{"node clock well ahead: left to the kubelet", func() *corev1.Pod { return startingPod(t0.Add(10 * time.Second)) }, t0,
+			want{false, 0}},
+		{"last retry near the window's end: no more", func() *corev1.Pod {
+			p := startingPod(t0)
+			p.Annotations = map[string]string{resources.KubeletRetryAnnotation: t0.Add(kubeletRetryWindow - time.Second).Format(time.RFC3339Nano)}
+			return p
+		}, t0.Add(kubeletRetryWindow - time.Second/2), want{false, 0}},
+		{"retry dated ahead by hand: no wait past the window", func() *corev1.Pod {
+			p := startingPod(t0)
+			p.Annotations = map[string]string{resources.KubeletRetryAnnotation: t0.Add(time.Hour).Format(time.RFC3339Nano)}
+			return p
+		}, t0.Add(3 * time.Second), want{false, 0}},
 		{"unreadable annotation: as if never retried", func() *corev1.Pod {
 			p := startingPod(t0)
 			p.Annotations = map[string]string{resources.KubeletRetryAnnotation: "soon"}

@@ -77,10 +77,10 @@ func collecting(run func(context.Context, *dolphinv1.MySQLCluster, *stepOutcome)
 }
 
 // steps is the reconcile order: a deleted primary pod switched over first (nothing else may
-// hold that up while its server waits, cluster_pod_stop.go), credentials and configuration
-// before the pods that mount them, Services before the StatefulSet that names its headless
-// Service, a new pod's start the kubelet put aside for a race retried (cluster_pod_start.go),
-// the rollout of its pod template (cluster_rollout.go), then the steps nothing
+// hold that up while its server waits, cluster_pod_stop.go), a new pod's start the kubelet
+// put aside for a race retried (cluster_pod_start.go; nothing else may hold that up either),
+// credentials and configuration before the pods that mount them, Services before the StatefulSet that names its headless
+// Service, the rollout of its pod template (cluster_rollout.go), then the steps nothing
 // depends on — the budget, storage growth, the backup store, the restore's outcome, the
 // archive — each run whatever the others do (a StorageClass that cannot expand must not stop
 // the backup store or the archive), and last, once the status is written, the backup schedule
@@ -88,6 +88,7 @@ func collecting(run func(context.Context, *dolphinv1.MySQLCluster, *stepOutcome)
 func (r *MySQLClusterReconciler) steps() []step {
 	return []step{
 		{name: "pod-stop", run: collecting(r.reconcilePodStop)},
+		{name: "pod-start", run: collecting(r.reconcilePodStart), independent: true},
 		{name: "credentials", run: done(r.reconcileCredentials)},
 		{name: "config", run: done(r.reconcileConfig)},
 		{name: "agent-secret", run: done(r.reconcileAgentSecret)},
@@ -96,7 +97,6 @@ func (r *MySQLClusterReconciler) steps() []step {
 		{name: "services", run: done(r.reconcileServices)},
 		{name: "bootstrap", run: done(r.reconcileBootstrap)},
 		{name: "statefulset", run: done(r.reconcileStatefulSet)},
-		{name: "pod-start", run: collecting(r.reconcilePodStart), independent: true},
 		{name: "seed", run: collecting(r.reconcileSeeds)},
 		{name: "reclone", run: collecting(r.reconcileReclone)},
 		{name: "engine-upgrade", run: collecting(r.reconcileEngineUpgrade)},
