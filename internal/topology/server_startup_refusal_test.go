@@ -25,24 +25,8 @@ func TestServerStartupRefusalEndsWithTheConfirmedRole(t *testing.T) {
 	mustExec(t, h.sqlDB(0), "CREATE USER 'dolphin-probe'@'%' IDENTIFIED BY 'probe-pw'")
 	startArgs := []string{"--init-rpl-role=SLAVE", "--init-connect=" + mycnf.StartupLoginRefusal}
 
-	login := func(i int, user, password string) error {
-		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s",
-			user, password, h.db.Instances[i].Addr()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		return db.PingContext(context.Background())
-	}
-	appLogin := func(i int) error { return login(i, appAccount.User, appAccount.Password) }
-	uptime := func(i int) time.Duration {
-		s := h.globalString(i, "SHOW GLOBAL STATUS LIKE 'Uptime'")
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatalf("Uptime %q: %v", s, err)
-		}
-		return time.Duration(n) * time.Second
-	}
+	appLogin := func(i int) error { return h.login(i, appAccount.User, appAccount.Password) }
+	uptime := h.uptime
 	// refusedWhileStarting checks that an application login fails while the server is inside
 	// its start-up period (a login after it can no longer be judged: logged, not failed).
 	refusedWhileStarting := func(i int, what string) {
@@ -62,7 +46,7 @@ func TestServerStartupRefusalEndsWithTheConfirmedRole(t *testing.T) {
 	h.db.Instances[0].Kill(t)
 	h.db.Instances[0].Start(t, startArgs...)
 	refusedWhileStarting(0, "restarted primary")
-	if err := login(0, "dolphin-probe", "probe-pw"); err != nil {
+	if err := h.login(0, "dolphin-probe", "probe-pw"); err != nil {
 		t.Errorf("an account named dolphin… was refused by the start-up refusal: %v", err)
 	}
 	h.converge("db-0 the primary again", healthyWith("db-0"))
@@ -113,22 +97,8 @@ func TestServerRestartedFormerPrimaryKeepsItsStartupRefusal(t *testing.T) {
 	h.createAppAccount()
 	startArgs := []string{"--init-rpl-role=SLAVE", "--init-connect=" + mycnf.StartupLoginRefusal}
 	initConnect := func() string { return h.globalString(0, "SHOW GLOBAL VARIABLES LIKE 'init_connect'") }
-	uptime := func() time.Duration {
-		n, err := strconv.Atoi(h.globalString(0, "SHOW GLOBAL STATUS LIKE 'Uptime'"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return time.Duration(n) * time.Second
-	}
-	appLogin := func() error {
-		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s",
-			appAccount.User, appAccount.Password, h.db.Instances[0].Addr()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		return db.PingContext(context.Background())
-	}
+	uptime := func() time.Duration { return h.uptime(0) }
+	appLogin := func() error { return h.login(0, appAccount.User, appAccount.Password) }
 
 	h.db.Instances[0].Kill(t)
 	h.converge("failed over to db-1", func(d Decision) bool { return d.Primary == "db-1" && len(d.Plan) == 0 })
@@ -172,4 +142,27 @@ func TestServerRestartedFormerPrimaryKeepsItsStartupRefusal(t *testing.T) {
 	if err := appLogin(); err != nil {
 		t.Errorf("the former primary refuses application logins past its start-up period: %v", err)
 	}
+}
+
+// login opens a session on instance i as user and closes it: nil when the login was taken.
+func (h *harness) login(i int, user, password string) error {
+	h.t.Helper()
+	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(%s)/?timeout=2s&readTimeout=5s",
+		user, password, h.db.Instances[i].Addr()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer db.Close()
+	return db.PingContext(context.Background())
+}
+
+// uptime is instance i's Uptime status.
+func (h *harness) uptime(i int) time.Duration {
+	h.t.Helper()
+	s := h.globalString(i, "SHOW GLOBAL STATUS LIKE 'Uptime'")
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		h.t.Fatalf("Uptime %q: %v", s, err)
+	}
+	return time.Duration(n) * time.Second
 }
